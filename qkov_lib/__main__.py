@@ -1,0 +1,47 @@
+"""Command line: ``python -m qkov_lib reproduce|book|chapters`` (see README)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .profiles import CHAPTERS, CHOICES, ParameterError, parse_value
+from .reproduce import BOOK_CHAPTERS, RESULTS_ROOT, build_book, reproduce
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m qkov_lib", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("reproduce", help="run chapters with papermill under a profile")
+    rep.add_argument("--profile", default="auto", help=f"one of {', '.join(CHOICES)} (default: auto)")
+    rep.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="override a parameter, e.g. -p M 20 or -p ratios '[0.1, 10]' (repeatable)")
+    rep.add_argument("--only", help="comma-separated chapter names (default: all)")
+    rep.add_argument("--force", action="store_true", help="rerun chapters even when unchanged")
+    rep.add_argument("--out", type=Path, default=BOOK_CHAPTERS, help="where executed notebooks go")
+    rep.add_argument("--results", type=Path, default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
+    book = sub.add_parser("book", help="render the executed chapters with Jupyter Book")
+    book.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
+    sub.add_parser("chapters", help="list the chapters")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "chapters":
+            for name, spec in CHAPTERS.items():
+                print(f"{name:28} {spec.title}")
+        elif args.command == "reproduce":
+            only = [c.strip() for c in args.only.split(",") if c.strip()] if args.only else None
+            pairs = [(name, parse_value(value)) for name, value in args.param]
+            failures = reproduce(args.profile, pairs, only, args.force, args.out, args.results)
+            if failures:
+                print(f"{len(failures)} chapter(s) failed:\n" + "\n".join(failures), file=sys.stderr)
+                return 1
+        else:
+            print(f"book built: {build_book(strict=not args.no_strict)}")
+    except ParameterError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""What every chapter does first (resolve parameters, print the environment) and last (save tidy results)."""
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import __version__, results
+from .device import describe, pick_device
+from .profiles import chapter_spec, resolve
+
+
+@dataclass
+class Chapter:
+    name: str
+    profile: str
+    params: dict[str, Any]
+    environment: dict[str, str]
+    started: float = field(default_factory=time.perf_counter)
+
+    def save(self, tables: Mapping[str, pd.DataFrame], seeds: Sequence[int] = ()) -> list[Path]:
+        """Write the chapter's tidy tables and metadata (parameters, seeds, environment, versions, wall time)."""
+        meta = {"chapter": self.name, "profile": self.profile, "parameters": self.params, "seeds": list(seeds),
+                **self.environment, "qkov_lib": __version__, "git_commit": results.git_commit(),
+                "wall_time_s": round(time.perf_counter() - self.started, 3)}
+        paths = results.save(results.results_dir(self.profile), self.name, dict(tables), meta)
+        print(f"saved {len(paths)} result files for {self.name} ({self.profile})")
+        return paths
+
+
+def begin(name: str, profile: str = "default", overrides: Mapping[str, Any] | None = None) -> Chapter:
+    """Resolve the chapter's parameters for a profile plus overrides and print device, torch version and profile."""
+    concrete, params = resolve(name, profile, overrides)
+    env = describe(pick_device())
+    print(f"{chapter_spec(name).title} | profile: {concrete}"
+          + (f" (asked: {profile})" if concrete != profile else "")
+          + f" | device: {env['device']} ({env['device_name']}) | torch {env['torch']} | qkov_lib {__version__}")
+    width = max(len(k) for k in params)
+    for key, value in params.items():
+        mark = "  (override)" if overrides and key in overrides else ""
+        print(f"  {key:<{width}} = {value!r}{mark}")
+    return Chapter(name, concrete, params, env)

@@ -1,0 +1,39 @@
+"""Device choice (CUDA, then MPS, then CPU; QKOV_DEVICE forces one) and a one-line description of the environment."""
+from __future__ import annotations
+
+import os
+import platform
+
+import torch
+
+ENV_VAR = "QKOV_DEVICE"
+CHOICES = ("cpu", "cuda", "mps")
+
+
+def _available(name: str) -> bool:
+    if name == "cuda":
+        return torch.cuda.is_available()
+    if name == "mps":
+        return bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
+    return name == "cpu"
+
+
+def pick_device() -> torch.device:
+    """CUDA when present, else MPS, else CPU; the environment variable QKOV_DEVICE overrides the choice."""
+    forced = os.environ.get(ENV_VAR, "").strip().lower()
+    if forced:
+        if forced not in CHOICES:
+            raise ValueError(f"{ENV_VAR}={forced!r} is not a device; allowed: {', '.join(CHOICES)} (or unset it)")
+        if not _available(forced):
+            raise RuntimeError(f"{ENV_VAR}={forced!r} was asked for but is not available here; "
+                               f"unset {ENV_VAR} or set it to 'cpu'")
+        return torch.device(forced)
+    return torch.device(next(name for name in ("cuda", "mps", "cpu") if _available(name)))
+
+
+def describe(device: torch.device | None = None) -> dict[str, str]:
+    """Device, its name, and the versions that matter for reproducing a number."""
+    device = device or pick_device()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
+    return {"device": device.type, "device_name": name, "torch": torch.__version__,
+            "python": platform.python_version()}

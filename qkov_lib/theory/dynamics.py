@@ -1,0 +1,139 @@
+"""Theorem 1 as code: the scalar gradient-flow ODEs of the orthogonal setting (Section 6.1).
+
+Notation follows the paper: ``mu_OV`` and ``mu_QK`` are the scalar coefficients of the ansatz, ``alpha`` the total
+attention on the ``m`` class-specific positions, ``M`` the number of classes, ``b`` the tokens per class.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.special import expit
+
+
+@dataclass(frozen=True)
+class OrthogonalSetting:
+    """Sizes and learning rates of Theorem 1 (Assumptions 1-3): m class positions, n background, b tokens, M classes."""
+
+    m: int = 5
+    n: int = 50
+    b: int = 50
+    M: int = 5
+    eta_ov: float = 1.0
+    eta_qk: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("m", "n", "b"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, np.integer)) and value > 0):
+                raise ValueError(f"{name} must be a positive integer (got {value!r})")
+        if not (isinstance(self.M, (int, np.integer)) and self.M >= 2):
+            raise ValueError(f"M (number of classes) must be an integer >= 2 (got {self.M!r})")
+        for name in ("eta_ov", "eta_qk"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and value > 0):
+                raise ValueError(f"{name} (learning rate) must be a finite number > 0 (got {value!r})")
+
+    @property
+    def ratio(self) -> float:
+        """r = eta_QK / eta_OV (Figure 4)."""
+        return self.eta_qk / self.eta_ov
+
+    @property
+    def alpha0(self) -> float:
+        """alpha at initialisation, m / (m + n) (Lemma 3)."""
+        return self.m / (self.m + self.n)
+
+    def with_ratio(self, r: float) -> "OrthogonalSetting":
+        """The same setting with eta_QK = r * eta_OV; r must be > 0."""
+        if not (np.isfinite(r) and r > 0):
+            raise ValueError(f"ratio r = eta_QK/eta_OV must be a finite number > 0 (got {r!r})")
+        return replace(self, eta_qk=float(r) * self.eta_ov)
+
+
+def attention_mass(mu_qk, m: int, n: int):
+    """alpha = m e^{mu_QK} / (m e^{mu_QK} + n) (Theorem 1), computed without overflow."""
+    return expit(np.asarray(mu_qk, dtype=float) + np.log(m / n))
+
+
+def loss(mu_ov, alpha, M: int):
+    """Population loss on the ansatz, L = log(1 + (M-1) exp(-alpha mu_OV)) (Theorem 1)."""
+    return np.logaddexp(0.0, np.log(M - 1) - np.asarray(alpha) * np.asarray(mu_ov))
+
+
+def rhs(mu_ov: float, mu_qk: float, s: OrthogonalSetting) -> tuple[float, float]:
+    """Right-hand sides d mu_OV/dt and d mu_QK/dt of Theorem 1."""
+    a = float(attention_mass(mu_qk, s.m, s.n))
+    denom = np.exp(a * mu_ov) + s.M - 1
+    d_ov = s.eta_ov * a / (s.b * denom)
+    d_qk = s.eta_qk * (s.M - 1) * (a - a * a) * mu_ov / (s.M * s.b**2 * denom)
+    return d_ov, d_qk
+
+
+@dataclass
+class Trajectory:
+    """A solved trajectory on a log-spaced time grid, plus the dense solution for exact read-outs."""
+
+    setting: OrthogonalSetting
+    t: np.ndarray
+    mu_ov: np.ndarray
+    mu_qk: np.ndarray
+    target_loss: float
+    reached: bool
+    n_rhs: int
+    _sol: object
+
+    @property
+    def alpha(self) -> np.ndarray:
+        return attention_mass(self.mu_qk, self.setting.m, self.setting.n)
+
+    @property
+    def loss(self) -> np.ndarray:
+        return loss(self.mu_ov, self.alpha, self.setting.M)
+
+    def at(self, t) -> tuple[np.ndarray, np.ndarray]:
+        """(mu_OV, mu_QK) at times t, from the dense output."""
+        y = self._sol(np.log1p(np.atleast_1d(np.asarray(t, dtype=float))))
+        return y[0], y[1]
+
+
+def integrate(s: OrthogonalSetting, target_loss: float = 1e-4, t_max: float = 1e30, n_out: int = 400,
+              rtol: float = 1e-9, atol: float = 1e-12) -> Trajectory:
+    """Integrate Theorem 1 from mu_OV = mu_QK = 0 until L <= target_loss (or t_max).
+
+    The solver works in log-time u = log(1 + t), so one run spans many decades; LSODA switches to a stiff method
+    when needed. Output is sampled on a grid uniform in u, i.e. log-spaced in t.
+    """
+    check_loss_threshold(target_loss, s.M, "target_loss")
+    calls = [0]
+
+    def f(u: float, y: np.ndarray) -> list[float]:
+        calls[0] += 1
+        d_ov, d_qk = rhs(y[0], y[1], s)
+        scale = np.exp(u)  # dt/du = 1 + t
+        return [scale * d_ov, scale * d_qk]
+
+    def hit(u: float, y: np.ndarray) -> float:
+        return float(np.log(loss(y[0], attention_mass(y[1], s.m, s.n), s.M)) - np.log(target_loss))
+
+    hit.terminal, hit.direction = True, -1
+    sol = solve_ivp(f, (0.0, np.log1p(t_max)), [0.0, 0.0], method="LSODA", events=hit,
+                    dense_output=True, rtol=rtol, atol=atol)
+    if not sol.success:
+        raise RuntimeError(f"Theorem 1 integration failed: {sol.message}")
+    u = np.linspace(0.0, sol.t[-1], n_out)
+    y = sol.sol(u)
+    return Trajectory(s, np.expm1(u), y[0], y[1], target_loss, sol.status == 1, calls[0], sol.sol)
+
+
+def check_loss_threshold(value: float, M: int, name: str = "threshold") -> None:
+    """A loss threshold must lie in (0, log M): the loss starts at log M and tends to 0."""
+    upper = float(np.log(M))
+    if not (np.isfinite(value) and 0 < value < upper):
+        raise ValueError(f"{name} must lie in (0, log M) = (0, {upper:.4g}) for M = {M} (got {value!r})")
+
+
+def normalised_time(t, s: OrthogonalSetting):
+    """The time axis of Figure 4 as the authors plot it: t * min(eta_OV, eta_QK)."""
+    return np.asarray(t) * min(s.eta_ov, s.eta_qk)
