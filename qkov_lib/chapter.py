@@ -35,6 +35,7 @@ class Chapter:
 def begin(name: str, profile: str = "default", overrides: Mapping[str, Any] | None = None) -> Chapter:
     """Resolve the chapter's parameters for a profile plus overrides and print device, torch version and profile."""
     concrete, params = resolve(name, profile, overrides)
+    pd.set_option("display.max_colwidth", None)  # claim tables carry sentences; never cut them
     env = describe(pick_device())
     print(f"{chapter_spec(name).title} | profile: {concrete}"
           + (f" (asked: {profile})" if concrete != profile else "")

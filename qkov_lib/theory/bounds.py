@@ -1,9 +1,12 @@
 """Lemma 3 (Appendix C): logarithmic bounds on mu_OV(t) and mu_QK(t) in the pre-saturation regime."""
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Sequence
 
-from .dynamics import OrthogonalSetting
+import numpy as np
+import pandas as pd
+
+from .dynamics import OrthogonalSetting, Trajectory
 
 
 def lemma3_bounds(s: OrthogonalSetting, t, delta=None) -> dict[str, np.ndarray]:
@@ -27,3 +30,18 @@ def lemma3_bounds(s: OrthogonalSetting, t, delta=None) -> dict[str, np.ndarray]:
     if delta is not None:
         out["qk_lower"] = r * (M - 1) * np.asarray(delta, dtype=float) / (2 * M * b) * slow**2
     return out
+
+
+def lemma3_tightness(trajs: Sequence[Trajectory]) -> pd.DataFrame:
+    """Per trajectory: min of value/lower bound and max of value/upper bound over t > 0 (a bound holds when the
+    first is >= 1 and the second <= 1); delta = 1 - running max of alpha, the tightest the lemma allows."""
+    rows = []
+    for tr in trajs:
+        t, delta = tr.t[1:], 1.0 - np.maximum.accumulate(tr.alpha)[1:]
+        bound = lemma3_bounds(tr.setting, t, delta)
+        rows.append({"ratio": tr.setting.ratio,
+                     "min mu_OV / lower": np.min(tr.mu_ov[1:] / bound["ov_lower"]),
+                     "max mu_OV / upper": np.max(tr.mu_ov[1:] / bound["ov_upper"]),
+                     "min mu_QK / lower": np.min(tr.mu_qk[1:] / bound["qk_lower"]),
+                     "max mu_QK / upper": np.max(tr.mu_qk[1:] / bound["qk_upper"])})
+    return pd.DataFrame(rows)

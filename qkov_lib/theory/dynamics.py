@@ -5,10 +5,13 @@ attention on the ``m`` class-specific positions, ``M`` the number of classes, ``
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from types import SimpleNamespace
 
 import numpy as np
 from scipy.integrate import solve_ivp
+from scipy.optimize import brentq
 from scipy.special import expit
 
 
@@ -62,9 +65,12 @@ def loss(mu_ov, alpha, M: int):
     return np.logaddexp(0.0, np.log(M - 1) - np.asarray(alpha) * np.asarray(mu_ov))
 
 
-def rhs(mu_ov: float, mu_qk: float, s: OrthogonalSetting) -> tuple[float, float]:
-    """Right-hand sides d mu_OV/dt and d mu_QK/dt of Theorem 1."""
-    a = float(attention_mass(mu_qk, s.m, s.n))
+def rhs(mu_ov, mu_qk, s: OrthogonalSetting):
+    """Right-hand sides (d mu_OV/dt, d mu_QK/dt) of Theorem 1.
+
+    Works elementwise: mu_OV, mu_QK and the fields of ``s`` may be arrays (one entry per system).
+    """
+    a = attention_mass(mu_qk, s.m, s.n)
     denom = np.exp(a * mu_ov) + s.M - 1
     d_ov = s.eta_ov * a / (s.b * denom)
     d_qk = s.eta_qk * (s.M - 1) * (a - a * a) * mu_ov / (s.M * s.b**2 * denom)
@@ -82,7 +88,7 @@ class Trajectory:
     target_loss: float
     reached: bool
     n_rhs: int
-    _sol: object
+    dense: Callable[[np.ndarray], np.ndarray]  # u = log(1+t) -> (mu_OV, mu_QK)
 
     @property
     def alpha(self) -> np.ndarray:
@@ -94,37 +100,70 @@ class Trajectory:
 
     def at(self, t) -> tuple[np.ndarray, np.ndarray]:
         """(mu_OV, mu_QK) at times t, from the dense output."""
-        y = self._sol(np.log1p(np.atleast_1d(np.asarray(t, dtype=float))))
+        y = self.dense(np.log1p(np.atleast_1d(np.asarray(t, dtype=float))))
         return y[0], y[1]
 
 
 def integrate(s: OrthogonalSetting, target_loss: float = 1e-4, t_max: float = 1e30, n_out: int = 400,
               rtol: float = 1e-9, atol: float = 1e-12) -> Trajectory:
-    """Integrate Theorem 1 from mu_OV = mu_QK = 0 until L <= target_loss (or t_max).
+    """Integrate Theorem 1 from mu_OV = mu_QK = 0 until L <= target_loss (or t_max); see ``integrate_many``."""
+    return integrate_many([s], target_loss, t_max, n_out, rtol, atol)[0]
 
-    The solver works in log-time u = log(1 + t), so one run spans many decades; LSODA switches to a stiff method
-    when needed. Output is sampled on a grid uniform in u, i.e. log-spaced in t.
+
+def integrate_many(settings: Sequence[OrthogonalSetting], target_loss: float = 1e-4, t_max: float = 1e30,
+                   n_out: int = 400, rtol: float = 1e-9, atol: float = 1e-12) -> list[Trajectory]:
+    """Integrate Theorem 1 for several settings at once, each until its loss is <= target_loss (or t_max).
+
+    The systems are stacked into one ODE, so the solver's per-step cost is paid once for all of them. The solver
+    works in log-time u = log(1 + t), so one run spans many decades; LSODA switches to a stiff method when needed.
+    Each trajectory is sampled on a grid uniform in u (log-spaced in t) up to its own first crossing of the target.
     """
-    check_loss_threshold(target_loss, s.M, "target_loss")
+    for s in settings:
+        check_loss_threshold(target_loss, s.M, "target_loss")
+    k = len(settings)
+    p = SimpleNamespace(**{f: np.array([getattr(s, f) for s in settings], dtype=float)
+                           for f in ("m", "n", "b", "M", "eta_ov", "eta_qk")})
     calls = [0]
 
-    def f(u: float, y: np.ndarray) -> list[float]:
+    def log_gap(y: np.ndarray) -> np.ndarray:
+        return np.log(loss(y[:k], attention_mass(y[k:], p.m, p.n), p.M)) - np.log(target_loss)
+
+    def f(u: float, y: np.ndarray) -> np.ndarray:
         calls[0] += 1
-        d_ov, d_qk = rhs(y[0], y[1], s)
-        scale = np.exp(u)  # dt/du = 1 + t
-        return [scale * d_ov, scale * d_qk]
+        return np.exp(u) * np.concatenate(rhs(y[:k], y[k:], p))  # dt/du = 1 + t
 
-    def hit(u: float, y: np.ndarray) -> float:
-        return float(np.log(loss(y[0], attention_mass(y[1], s.m, s.n), s.M)) - np.log(target_loss))
+    def all_reached(u: float, y: np.ndarray) -> float:
+        return float(np.max(log_gap(y)))
 
-    hit.terminal, hit.direction = True, -1
-    sol = solve_ivp(f, (0.0, np.log1p(t_max)), [0.0, 0.0], method="LSODA", events=hit,
+    all_reached.terminal, all_reached.direction = True, -1
+    sol = solve_ivp(f, (0.0, np.log1p(t_max)), np.zeros(2 * k), method="LSODA", events=all_reached,
                     dense_output=True, rtol=rtol, atol=atol)
     if not sol.success:
         raise RuntimeError(f"Theorem 1 integration failed: {sol.message}")
-    u = np.linspace(0.0, sol.t[-1], n_out)
-    y = sol.sol(u)
-    return Trajectory(s, np.expm1(u), y[0], y[1], target_loss, sol.status == 1, calls[0], sol.sol)
+    u_last = sol.t[-1]
+    trajs = []
+    for i, s in enumerate(settings):
+        dense = _Component(sol.sol, i, k)
+        gap = lambda u: float(log_gap(sol.sol(u))[i])  # noqa: E731
+        reached = gap(u_last) <= 1e-9
+        u_end = brentq(gap, 0.0, u_last, xtol=1e-13, rtol=1e-13) if reached and gap(u_last) < 0 else u_last
+        u = np.linspace(0.0, u_end, n_out)
+        y = dense(u)
+        trajs.append(Trajectory(s, np.expm1(u), y[0], y[1], target_loss, reached, calls[0], dense))
+    return trajs
+
+
+@dataclass(frozen=True)
+class _Component:
+    """System i of a stacked dense solution, as a function of u returning (mu_OV, mu_QK)."""
+
+    sol: object
+    i: int
+    k: int
+
+    def __call__(self, u) -> np.ndarray:
+        y = self.sol(u)
+        return np.stack([y[self.i], y[self.k + self.i]])
 
 
 def check_loss_threshold(value: float, M: int, name: str = "threshold") -> None:

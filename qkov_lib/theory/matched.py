@@ -8,7 +8,7 @@ import pandas as pd
 from scipy.optimize import brentq
 
 from .bounds import lemma3_bounds
-from .dynamics import (OrthogonalSetting, Trajectory, attention_mass, check_loss_threshold, integrate, loss,
+from .dynamics import (OrthogonalSetting, Trajectory, attention_mass, check_loss_threshold, integrate_many, loss,
                        normalised_time)
 
 
@@ -20,7 +20,7 @@ def crossing_times(traj: Trajectory, thresholds: Sequence[float]) -> np.ndarray:
     s = traj.setting
 
     def log_loss(u: float) -> float:
-        mu_ov, mu_qk = traj._sol(u)
+        mu_ov, mu_qk = traj.dense(u)
         return float(np.log(loss(mu_ov, attention_mass(mu_qk, s.m, s.n), s.M)))
 
     u_end = float(np.log1p(traj.t[-1]))
@@ -67,7 +67,7 @@ def simulate_ratios(base: OrthogonalSetting, ratios: Sequence[float], target_los
     """Figure 4's computation: one trajectory per r to ``target_loss``, the loss curves, and the matched read-out
     at ``thresholds`` with the Lemma 3 bounds evaluated at each matched time (delta = 1 - alpha there, the
     tightest delta the lemma allows since alpha only grows)."""
-    trajs = [integrate(base.with_ratio(r), target_loss=target_loss) for r in ratios]
+    trajs = integrate_many([base.with_ratio(r) for r in ratios], target_loss=target_loss)
     curves = pd.concat([pd.DataFrame({
         "ratio": tr.setting.ratio, "t": tr.t,
         "time": normalised_time(tr.t, tr.setting) if normalise_time else tr.t,

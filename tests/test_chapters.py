@@ -1,0 +1,39 @@
+"""Every chapter under the smoke profile: papermill run, nbval re-run, and a strict Jupyter Book build."""
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from qkov_lib.profiles import CHAPTERS
+from qkov_lib.reproduce import build_book
+
+
+@pytest.mark.parametrize("chapter", list(CHAPTERS))
+def test_chapter_prints_environment_and_has_checked_outputs(smoke_book, chapter):
+    nb = nbformat.read(smoke_book / "book" / "chapters" / f"{chapter}.ipynb", as_version=4)
+    first = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "profile: smoke" in first and "device:" in first and "torch" in first
+    tagged = [c for c in nb.cells if "nbval-check-output" in c.metadata.get("tags", [])]
+    assert tagged and all(c.outputs for c in tagged)
+    assert not any(o.output_type == "error" for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+@pytest.mark.parametrize("chapter", list(CHAPTERS))
+def test_nbval_second_run_gives_same_outputs(smoke_book, chapter, tmp_path):
+    env = {**os.environ, "QKOV_RESULTS_DIR": str(tmp_path / "results")}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                           "--rootdir", str(tmp_path), str(smoke_book / "book" / "chapters" / f"{chapter}.ipynb")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout
+
+
+def test_book_builds_warning_free_and_offline(smoke_book):
+    index = build_book(root=smoke_book)
+    assert index.exists()
+    html = (smoke_book / "_build" / "html" / "book" / "chapters" / "fig4_mu_trajectories.html").read_text()
+    assert "plotly-graph-div" in html and "_static/plotly.min.js" in html
+    assert "cdn.plot.ly" not in html
+    assert (smoke_book / "_build" / "html" / "_static" / "plotly.min.js").exists()

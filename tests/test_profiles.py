@@ -1,0 +1,105 @@
+"""Profiles, parameter resolution and the command line's answers to bad input."""
+import pytest
+import torch
+
+from qkov_lib import device
+from qkov_lib.__main__ import main
+from qkov_lib.profiles import CHAPTERS, PROFILES, ParameterError, concrete_profile, parse_value, resolve
+from qkov_lib.reproduce import split_overrides
+
+FIG4 = "fig4_mu_trajectories"
+
+
+def test_auto_is_paper_on_gpu_else_default():
+    assert concrete_profile("auto", has_gpu=True) == "paper"
+    assert concrete_profile("auto", has_gpu=False) == "default"
+    assert concrete_profile("smoke") == "smoke"
+
+
+def test_every_profile_resolves_for_every_chapter():
+    for chapter in CHAPTERS:
+        for profile in PROFILES:
+            assert resolve(chapter, profile)[0] == profile
+
+
+def test_paper_profile_is_the_paper_setting():
+    _, p = resolve(FIG4, "paper")
+    assert (p["m"], p["n"], p["b"], p["M"], p["eta_ov"]) == (5, 50, 50, 5, 1.0)
+    assert p["ratios"] == [0.01, 0.1, 1.0, 10.0, 100.0] and p["target_loss"] == 1e-4
+    assert resolve(FIG4, "official")[1]["M"] == 20
+    assert resolve(FIG4, "smoke")[1]["target_loss"] == 1e-3
+
+
+def test_overrides_apply_and_keep_types():
+    _, p = resolve(FIG4, "default", {"M": 20, "eta_ov": 2, "ratios": [1, 10]})
+    assert p["M"] == 20 and p["eta_ov"] == 2.0 and isinstance(p["eta_ov"], float) and p["ratios"] == [1.0, 10.0]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"bogus": 1}, "unknown parameter 'bogus'.*allowed: m, n, b, M"),
+    ({"M": "five"}, "parameter 'M' .* must be a int"),
+    ({"ratios": [0.0, 1.0]}, "ratios must contain only finite numbers > 0"),
+    ({"ratios": [-1.0]}, "ratios must contain only finite numbers > 0"),
+    ({"ratios": []}, "ratios must be a non-empty list"),
+    ({"m": 0}, "m must be a positive integer"),
+    ({"n": -5}, "n must be a positive integer"),
+    ({"target_loss": 2.0}, r"target_loss must lie in \(0, log M\)"),
+    ({"table_losses": [0.1, 0.0]}, "table_losses must contain only finite numbers > 0"),
+    ({"table_losses": [0.1, 1.7]}, r"each of table_losses must lie in \(0, log M\) = \(0, 1.609\)"),
+    ({"table_losses": [1e-5]}, "table_losses must all be >= target_loss"),
+    ({"time_axis": "weird"}, "time_axis must be 'normalised' or 'raw'"),
+])
+def test_bad_parameters(overrides, message):
+    with pytest.raises(ParameterError, match=message):
+        resolve(FIG4, "default", overrides)
+
+
+def test_unknown_profile_and_chapter():
+    with pytest.raises(ParameterError, match="unknown profile 'fast'; allowed: smoke, default, paper, official, auto"):
+        resolve(FIG4, "fast")
+    with pytest.raises(ParameterError, match="unknown chapter 'fig9'"):
+        resolve("fig9", "default")
+
+
+def test_split_overrides_rejects_names_no_chapter_takes():
+    assert split_overrides([FIG4], [("M", 20)]) == {FIG4: {"M": 20}}
+    with pytest.raises(ParameterError, match="unknown parameter 'lr' in -p"):
+        split_overrides([FIG4], [("lr", 0.1)])
+
+
+def test_parse_value():
+    assert parse_value("20") == 20 and parse_value("1e-3") == 1e-3
+    assert parse_value("[0.1, 10]") == [0.1, 10] and parse_value("raw") == "raw"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["reproduce", "--profile", "fast"], "error: unknown profile 'fast'"),
+    (["reproduce", "-p", "nope", "1"], "error: unknown parameter 'nope' in -p"),
+    (["reproduce", "-p", "ratios", "[0, 1]"], "error: ratios must contain only finite numbers > 0"),
+    (["reproduce", "-p", "m", "0"], "error: m must be a positive integer"),
+    (["reproduce", "-p", "target_loss", "3"], r"error: target_loss must lie in \(0, log M\)"),
+    (["reproduce", "--only", "fig9"], "error: unknown chapter 'fig9'"),
+])
+def test_cli_bad_input_exits_2_with_one_message(argv, message, capsys, tmp_path):
+    assert main(argv + ["--out", str(tmp_path / "nb"), "--results", str(tmp_path / "res")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1
+    assert __import__("re").search(message, err)
+    assert not (tmp_path / "res").exists() and not (tmp_path / "nb").exists()
+
+
+def test_device_choice(monkeypatch):
+    monkeypatch.delenv(device.ENV_VAR, raising=False)
+    expected = "cuda" if torch.cuda.is_available() else device.pick_device().type
+    assert device.pick_device().type == expected
+    monkeypatch.setenv(device.ENV_VAR, "cpu")
+    assert device.pick_device().type == "cpu"
+    monkeypatch.setenv(device.ENV_VAR, "tpu")
+    with pytest.raises(ValueError, match="allowed: cpu, cuda, mps"):
+        device.pick_device()
+    if not torch.cuda.is_available():
+        monkeypatch.setenv(device.ENV_VAR, "cuda")
+        with pytest.raises(RuntimeError, match="not available here"):
+            device.pick_device()
+    info = device.describe(torch.device("cpu"))
+    assert info["device"] == "cpu" and info["torch"] == torch.__version__

@@ -1,0 +1,75 @@
+"""The papermill runner: results and metadata, skipping unchanged chapters, and failures that leave nothing behind."""
+import json
+
+import pytest
+
+from qkov_lib import reproduce as runner
+from qkov_lib.profiles import ChapterSpec
+from qkov_lib.results import load
+
+FIG4 = "fig4_mu_trajectories"
+
+
+def test_results_and_metadata(smoke_book):
+    folder = smoke_book / "data" / "results" / "smoke"
+    tables, meta = load(folder, FIG4)
+    assert {"main", "curves", "alpha_table", "claims", "lemma3"} == set(tables)
+    assert meta["profile"] == "smoke" and meta["parameters"]["target_loss"] == 1e-3
+    for key in ("device", "torch", "qkov_lib", "git_commit", "wall_time_s", "runner_wall_time_s", "seeds",
+                "fingerprint"):
+        assert key in meta, key
+    assert tables["claims"]["reproduced"].all()
+    assert not list(folder.parent.glob(".staging-*"))
+    assert (smoke_book / "book" / "chapters" / f"{FIG4}.ipynb").exists()
+
+
+def test_unchanged_chapter_is_skipped_and_changes_rerun(tmp_path):
+    kw = dict(out_dir=tmp_path / "nb", results_root=tmp_path / "res")
+    assert runner.run_chapter(FIG4, "smoke", {}, **kw) == "ran"
+    assert runner.run_chapter(FIG4, "smoke", {}, **kw) == "skipped"
+    assert runner.run_chapter(FIG4, "smoke", {}, force=True, **kw) == "ran"
+    assert runner.run_chapter(FIG4, "smoke", {"M": 20}, **kw) == "ran"
+    meta = json.loads((tmp_path / "res" / "smoke" / f"{FIG4}.json").read_text())
+    assert meta["parameters"]["M"] == 20
+    (tmp_path / "nb" / f"{FIG4}.ipynb").unlink()
+    assert runner.run_chapter(FIG4, "smoke", {"M": 20}, **kw) == "ran"
+
+
+BROKEN = """---
+kernelspec: {display_name: Python 3, language: python, name: python3}
+jupytext: {text_representation: {extension: .md, format_name: myst}}
+---
+# Broken
+
+```{code-cell} ipython3
+:tags: [parameters]
+
+profile = "default"
+overrides = {}
+```
+
+```{code-cell} ipython3
+raise ValueError("deliberate failure")
+```
+"""
+
+
+def test_failing_chapter_names_itself_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "broken.md").write_text(BROKEN)
+    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
+    monkeypatch.setitem(runner.CHAPTERS, "broken", ChapterSpec(title="Broken", paper={"x": 1}))
+    res, out = tmp_path / "res", tmp_path / "nb"
+    (res / "smoke").mkdir(parents=True)
+    (res / "smoke" / "broken.json").write_text('{"tables": [], "fingerprint": "old"}')
+    with pytest.raises(runner.ChapterFailed, match=r"chapter 'broken' failed in cell \d+ .*ValueError: deliberate"):
+        runner.run_chapter("broken", "smoke", {}, out_dir=out, results_root=res)
+    assert sorted(p.name for p in res.rglob("*")) == ["broken.json", "smoke"]  # the old result, untouched
+    assert not out.exists()
+    failures = runner.reproduce("smoke", only=["broken"], out_dir=out, results_root=res)
+    assert len(failures) == 1 and "broken" in failures[0]
+    from qkov_lib.__main__ import main
+    assert main(["reproduce", "--profile", "smoke", "--only", "broken", "--results", str(res), "--out",
+                 str(out)]) == 1
+    assert "1 chapter(s) failed" in capsys.readouterr().err
