@@ -31,3 +31,29 @@ def figure4(trajs: Sequence[Trajectory], matched: pd.DataFrame, base: Orthogonal
          spread < 1e-6),
     ]
     return pd.DataFrame(rows, columns=["claim", "this run", "reproduced"])
+
+
+SUBSTANTIAL = 25.0  # "substantial mass top-left" is read as at least this percent of test examples
+ACC_SLACK = 1.0  # "without hurting prediction": test accuracy at most this many points lower
+
+
+def figure2(means: pd.DataFrame) -> pd.DataFrame:
+    """Section 4 / Figure 2, from per-panel means (index: panel key a-h; columns ACMC, top_left, accuracy, in %)."""
+    m = means
+
+    def fmt(keys: str, col: str) -> str:
+        return ", ".join(f"({k}) {m.loc[k, col]:.1f}" for k in keys)
+
+    faster = [("e", "a"), ("f", "a"), ("g", "d"), ("h", "d")]
+    rows = [
+        ("collapsed-OV models (FACO b, CACO d) concentrate mass near the top-right", f"ACMC % {fmt('bd', 'ACMC')}",
+         bool((m.loc[["b", "d"], "ACMC"] >= 50).all())),
+        ("FAFO (a) puts substantial mass top-left (attention <= 0.5, probability > 0.5)",
+         f"top-left % {fmt('a', 'top_left')} (for contrast: {fmt('bd', 'top_left')})",
+         bool(m.loc["a", "top_left"] >= SUBSTANTIAL)),
+        ("faster QK moves mass to the top-right for every parameterisation (e, f vs a; g, h vs d)",
+         f"ACMC % {fmt('aefdgh', 'ACMC')}", all(m.loc[f, "ACMC"] > m.loc[b, "ACMC"] for f, b in faster)),
+        ("... without hurting prediction", f"test accuracy % {fmt('aefdgh', 'accuracy')}",
+         all(m.loc[f, "accuracy"] >= m.loc[b, "accuracy"] - ACC_SLACK for f, b in faster)),
+    ]
+    return pd.DataFrame(rows, columns=["claim", "this run", "reproduced"])

@@ -1,6 +1,9 @@
 """Plotly figure builders shared by the chapters, and ``show``, which renders in JupyterLab and in the built book."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
@@ -56,3 +59,36 @@ def figure4(curves: pd.DataFrame, matched: pd.DataFrame, alpha0: float, time_lab
                       margin=dict(l=60, r=20, t=60, b=50))
     return fig
 
+
+
+def dtap_grid(maps: Sequence[np.ndarray], titles: Sequence[str], bins: Sequence[float], title: str,
+              cols: int = 4, zmax: float | None = None) -> go.Figure:
+    """A grid of DTAP heatmaps (percent of test examples per cell), high probability at the top as in the paper."""
+    rows = -(-len(maps) // cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles), horizontal_spacing=0.05,
+                        vertical_spacing=0.14)
+    centres = [f"{lo:g}–{hi:g}" for lo, hi in zip(bins[:-1], bins[1:])]
+    zmax = zmax if zmax is not None else max(float(np.max(m)) for m in maps)
+    for i, m in enumerate(maps):
+        fig.add_trace(go.Heatmap(z=m, x=centres, y=centres, zmin=0, zmax=zmax, colorscale="Blues",
+                                 showscale=i == 0, text=np.round(m, 1), texttemplate="%{text}",
+                                 colorbar=dict(title="%", len=0.8),
+                                 hovertemplate="attention %{x}<br>probability %{y}<br>%{z:.2f}%<extra></extra>"),
+                      row=i // cols + 1, col=i % cols + 1)
+    fig.update_xaxes(title_text="attention on distinct tokens", title_font_size=10, tickfont_size=8)
+    fig.update_yaxes(title_text="p(correct class)", title_font_size=10, tickfont_size=8)
+    fig.update_layout(title=title, height=330 * rows + 60, template="plotly_white",
+                      margin=dict(l=50, r=20, t=80, b=40))
+    return fig
+
+
+def learning_curves(curves: pd.DataFrame, y: str = "train_nll", title: str = "training NLL") -> go.Figure:
+    """One line per panel (mean over seeds) against steps, log axes; ``curves`` has label, step, seed and ``y``."""
+    fig = go.Figure()
+    for i, (label, cur) in enumerate(curves.groupby("label", sort=False)):
+        mean = cur.groupby("step")[y].mean()
+        fig.add_trace(go.Scatter(x=mean.index, y=mean.values, name=label, line_color=PALETTE[i % len(PALETTE)]))
+    fig.update_xaxes(type="log", title_text="step")
+    fig.update_yaxes(type="log", title_text=title)
+    fig.update_layout(template="plotly_white", height=420, margin=dict(l=60, r=20, t=30, b=50))
+    return fig

@@ -59,7 +59,57 @@ def validate_figure4(p: dict[str, Any]) -> None:
         raise ParameterError(f"time_axis must be 'normalised' or 'raw' (got {p['time_axis']!r})")
 
 
+def validate_figure2(p: dict[str, Any]) -> None:
+    """Figure 2: task sizes, model and training settings, multipliers > 0, bins inside [0, 1] and increasing."""
+    from .experiments import figure2_panels
+    from .metrics import check_bins
+    from .models import AttentionConfig
+    from .optim import RateSchedule
+    from .training import TrainConfig
+    if not (isinstance(p["seeds"], list) and p["seeds"] and all(isinstance(s, int) for s in p["seeds"])
+            and len(set(p["seeds"])) == len(p["seeds"])):
+        raise ParameterError(f"seeds must be a non-empty list of distinct integers (got {p['seeds']!r})")
+    for name in ("n_train", "n_test"):
+        if p[name] < p["n_classes"]:
+            raise ParameterError(f"{name} must be >= n_classes = {p['n_classes']} (got {p[name]})")
+    try:
+        data = synthetic_config(p)
+        for panel in figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"]):
+            AttentionConfig(panel.parameterisation, vocab=data.vocab, d_model=p["d_model"] or None, init=p["init"],
+                            init_scale=p["init_scale"], score_scale=p["score_scale"])
+            RateSchedule(p["lr"], qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule, ramp_steps=p["ramp_steps"])
+        TrainConfig(batch_size=p["batch_size"], target_nll=p["target_nll"], max_steps=p["max_steps"],
+                    eval_every=p["eval_every"])
+        check_bins(p["bins"])
+    except ValueError as err:
+        raise ParameterError(str(err).replace("qk_mult", "QK multiplier (mult_e, ramp_f, mult_g, ramp_h)")) from None
+    if p["batch_size"] > p["n_train"]:
+        raise ParameterError(f"batch_size = {p['batch_size']} exceeds n_train = {p['n_train']}")
+
+
+def synthetic_config(p: dict[str, Any]):
+    """The SyntheticConfig a chapter's parameters describe (vocab_size 0 means 'exactly the tokens needed')."""
+    from .data.synthetic import SyntheticConfig
+    return SyntheticConfig(n_classes=p["n_classes"], n_distinct=p["n_distinct"], n_common=p["n_common"],
+                           seq_len=p["seq_len"], gamma=p["gamma"], vocab_size=p["vocab_size"] or None,
+                           distinct_weights=p["distinct_weights"], layout=p["layout"])
+
+
 CHAPTERS: dict[str, ChapterSpec] = {
+    "fig2_dtap": ChapterSpec(
+        title="Figure 2: DTAP heatmaps of the four parameterisations",
+        paper=dict(seeds=[0, 1, 2, 3, 4], n_classes=4, n_distinct=10, n_common=10, seq_len=64, gamma=11 / 31,
+                   vocab_size=0, distinct_weights="uniform", layout="disjoint", fresh_batches=False, n_train=6400,
+                   n_test=6400, d_model=0, init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True,
+                   lr=1e-2, batch_size=32, target_nll=1e-3, max_steps=500_000, eval_every=200, ramp_steps=200_000,
+                   mult_e=10.0, ramp_f=20.0, mult_g=5.0, ramp_h=10.0, bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+        changes={"default": dict(lr=0.1, max_steps=150_000, ramp_steps=20_000),
+                 "smoke": dict(seeds=[0, 1], n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20,
+                               ramp_steps=200),
+                 "official": dict(layout="official", distinct_weights="linear", vocab_size=50,
+                                  score_scale=50 ** -0.5, fresh_batches=True, mult_e=20.0, ramp_f=40.0)},
+        validate=validate_figure2,
+    ),
     "fig4_mu_trajectories": ChapterSpec(
         title="Figure 4: mu(t) trajectories",
         paper=dict(m=5, n=50, b=50, M=5, eta_ov=1.0, ratios=[0.01, 0.1, 1.0, 10.0, 100.0], target_loss=1e-4,

@@ -1,4 +1,4 @@
-"""Tidy results on disk: data/results/<profile>/<chapter>[.<table>].csv plus <chapter>.json metadata, written atomically."""
+"""Tidy results: data/results/<profile>/<chapter>[.<table>].csv and <chapter>.json metadata, written atomically."""
 from __future__ import annotations
 
 import hashlib

@@ -103,3 +103,27 @@ def test_device_choice(monkeypatch):
             device.pick_device()
     info = device.describe(torch.device("cpu"))
     assert info["device"] == "cpu" and info["torch"] == torch.__version__
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"mult_e": 0.0}, r"QK multiplier \(mult_e, ramp_f, mult_g, ramp_h\) must be a finite number > 0"),
+    ({"ramp_h": -1.0}, r"QK multiplier"),
+    ({"bins": [0.0, 0.5, 1.5]}, r"bins must lie in \[0, 1\]"),
+    ({"bins": [0.0, 0.6, 0.4, 1.0]}, "bins must be strictly increasing"),
+    ({"gamma": 1.2}, r"gamma .* must lie in \(0, 1\)"),
+    ({"seq_len": 1}, "seq_len must be >= 2"),
+    ({"vocab_size": 40}, "vocab_size = 40 cannot hold the 58 tokens"),
+    ({"init": "orthogonal"}, "unknown init 'orthogonal'"),
+    ({"seeds": [1, 1]}, "seeds must be a non-empty list of distinct integers"),
+    ({"batch_size": 10_000}, "batch_size = 10000 exceeds n_train = 6400"),
+    ({"lr": 0.0}, "lr must be a finite number > 0"),
+])
+def test_bad_figure2_parameters(overrides, message):
+    with pytest.raises(ParameterError, match=message):
+        resolve("fig2_dtap", "default", overrides)
+
+
+def test_figure2_profiles():
+    assert resolve("fig2_dtap", "paper")[1]["lr"] == 0.01
+    official = resolve("fig2_dtap", "official")[1]
+    assert official["layout"] == "official" and official["vocab_size"] == 50 and official["mult_e"] == 20.0

@@ -1,0 +1,156 @@
+"""The synthetic next-token task of Section 4 and Appendix A.2.1 (after Tian et al., 2023).
+
+Each class c has a query token q_c, a next token n_c (the label), C distinct tokens of its own, and shares D common
+tokens with every class. A sequence is ``seq_len - 1`` context tokens drawn i.i.d. from
+P(l | n) = gamma / C for l distinct to the class, (1 - gamma) / D for l common, then the query token.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+LAYOUTS = ("disjoint", "official")
+WEIGHTS = ("uniform", "linear")
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """Task sizes and sampling. ``vocab_size=None`` means exactly the tokens the layout needs."""
+
+    n_classes: int = 4
+    n_distinct: int = 10
+    n_common: int = 10
+    seq_len: int = 64
+    gamma: float = 11 / 31
+    vocab_size: int | None = None
+    distinct_weights: str = "uniform"
+    layout: str = "disjoint"
+
+    def __post_init__(self) -> None:
+        for name in ("n_classes", "n_distinct", "n_common", "seq_len"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value > 0):
+                raise ValueError(f"{name} must be a positive integer (got {value!r})")
+        if not (isinstance(self.gamma, (int, float)) and 0 < self.gamma < 1):
+            raise ValueError(f"gamma (mixture weight of distinct tokens) must lie in (0, 1) (got {self.gamma!r})")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)} (got {self.layout!r})")
+        if self.distinct_weights not in WEIGHTS:
+            raise ValueError(f"distinct_weights must be one of {', '.join(WEIGHTS)} (got {self.distinct_weights!r})")
+        if self.seq_len < 2:
+            raise ValueError(f"seq_len must be >= 2: at least one context token and the query (got {self.seq_len})")
+        if self.vocab_size is not None and self.vocab_size < self.min_vocab:
+            raise ValueError(f"vocab_size = {self.vocab_size} cannot hold the {self.min_vocab} tokens the "
+                             f"{self.layout!r} layout needs; use vocab_size >= {self.min_vocab} or None")
+
+    @property
+    def min_vocab(self) -> int:
+        """Tokens needed: the official layout hides queries and next tokens among the common ids."""
+        base = self.n_classes * self.n_distinct + self.n_common
+        return base if self.layout == "official" else base + 2 * self.n_classes
+
+    @property
+    def vocab(self) -> int:
+        return self.vocab_size or self.min_vocab
+
+    def token_ids(self) -> dict[str, np.ndarray]:
+        """Ids of common tokens [D], distinct tokens [classes, C], queries [classes] and next tokens [classes]."""
+        k, c, d = self.n_classes, self.n_distinct, self.n_common
+        common = np.arange(d)
+        distinct = d + np.arange(k * c).reshape(k, c)
+        if self.layout == "official":  # authors' notebook: next 1..k and queries 5..5+k-1, inside the common ids
+            if d < 5 + k:
+                raise ValueError(f"the official layout needs n_common >= {5 + k} (got {d})")
+            return {"common": common, "distinct": distinct, "query": 5 + np.arange(k), "next": 1 + np.arange(k)}
+        start = d + k * c
+        return {"common": common, "distinct": distinct, "query": start + np.arange(k),
+                "next": start + k + np.arange(k)}
+
+    def context_distribution(self) -> np.ndarray:
+        """P(l | class) as a [classes, vocab] matrix (rows sum to 1)."""
+        ids = self.token_ids()
+        probs = np.zeros((self.n_classes, self.vocab))
+        w = np.ones(self.n_distinct) if self.distinct_weights == "uniform" else np.arange(1, self.n_distinct + 1) / 10
+        for cls in range(self.n_classes):
+            probs[cls, ids["common"]] += (1 - self.gamma) / self.n_common
+            probs[cls, ids["distinct"][cls]] += self.gamma * w / w.sum()
+        return probs
+
+
+@dataclass
+class SyntheticSplit:
+    """Token ids [N, seq_len] (query last), labels (next-token ids) [N], classes [N], distinct mask [N, seq_len]."""
+
+    tokens: torch.Tensor
+    labels: torch.Tensor
+    classes: torch.Tensor
+    distinct: torch.Tensor
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def _sample(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """n sequences with balanced classes (shuffled); returns (tokens [n, T], classes [n])."""
+    classes = rng.permutation(np.arange(n) % cfg.n_classes)
+    probs = cfg.context_distribution()
+    cum = np.cumsum(probs, axis=1)
+    u = rng.random((n, cfg.seq_len - 1))
+    context = np.minimum((u[:, :, None] > cum[classes][:, None, :]).sum(-1), cfg.vocab - 1)
+    query = cfg.token_ids()["query"][classes]
+    return np.concatenate([context, query[:, None]], axis=1), classes
+
+
+def make_splits(cfg: SyntheticConfig, n_train: int, n_test: int, seed: int) -> tuple[SyntheticSplit, SyntheticSplit]:
+    """A fixed training set and a held-out test set with no sequence in common, both from ``seed``."""
+    if n_train < cfg.n_classes or n_test < cfg.n_classes:
+        raise ValueError(f"n_train and n_test must be >= n_classes = {cfg.n_classes} (got {n_train}, {n_test})")
+    rng = np.random.default_rng(seed)
+    (tr_tok, tr_cls), (te_tok, te_cls) = _sample(cfg, n_train, rng), _sample(cfg, n_test, rng)
+    tokens, classes = np.concatenate([tr_tok, te_tok]), np.concatenate([tr_cls, te_cls])
+    _, first = np.unique(tokens, axis=0, return_index=True)
+    keep = np.zeros(len(tokens), bool)
+    keep[first] = True  # a repeated sequence stays only where it first occurs
+    train_idx = np.arange(n_train)
+    test_idx = np.arange(n_train, n_train + n_test)
+    test_idx = test_idx[keep[test_idx] & ~_in_rows(tokens[test_idx], tokens[train_idx])]
+    ids = cfg.token_ids()
+    distinct_of = ids["distinct"][classes]  # [N, C]
+    is_distinct = (tokens[:, :, None] == distinct_of[:, None, :]).any(-1)
+    is_distinct[:, -1] = False  # the query position is never a distinct token
+
+    def split(idx: np.ndarray) -> SyntheticSplit:
+        return SyntheticSplit(torch.as_tensor(tokens[idx]), torch.as_tensor(ids["next"][classes[idx]]),
+                              torch.as_tensor(classes[idx]), torch.as_tensor(is_distinct[idx]))
+
+    return split(train_idx), split(test_idx)
+
+
+def _in_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each row of a, whether it equals some row of b."""
+    seen = {row.tobytes() for row in b}
+    return np.array([row.tobytes() in seen for row in a], dtype=bool)
+
+
+class FreshBatches:
+    """The authors' regime: a new batch drawn for every step, per seed from its own generator."""
+
+    def __init__(self, cfg: SyntheticConfig, seeds: list[int], batch_size: int) -> None:
+        self.cfg, self.batch_size = cfg, batch_size
+        self.rngs = [np.random.default_rng(int(s) + 104729) for s in seeds]
+        self.next_ids = torch.as_tensor(cfg.token_ids()["next"])
+
+    def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        drawn = [_sample(self.cfg, self.batch_size, rng) for rng in self.rngs]
+        tokens = torch.stack([torch.as_tensor(t) for t, _ in drawn])
+        return tokens, self.next_ids[torch.stack([torch.as_tensor(c) for _, c in drawn])]
+
+
+def stack_splits(splits: list[SyntheticSplit]) -> SyntheticSplit:
+    """Stack per-seed splits on a leading seed dimension (trimmed to the shortest, should a test set have lost a
+    duplicated sequence)."""
+    n = min(len(s) for s in splits)
+    return SyntheticSplit(*(torch.stack([getattr(s, f)[:n] for s in splits])
+                            for f in ("tokens", "labels", "classes", "distinct")))

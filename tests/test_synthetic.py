@@ -1,0 +1,76 @@
+"""The synthetic task (Section 4, Appendix A.2.1): token sets, sampling, splits."""
+import numpy as np
+import pytest
+import torch
+
+from qkov_lib.data.synthetic import FreshBatches, SyntheticConfig, make_splits, stack_splits
+
+
+def test_disjoint_layout_token_sets():
+    cfg = SyntheticConfig()
+    ids = cfg.token_ids()
+    assert cfg.vocab == 58 and ids["distinct"].shape == (4, 10) and len(ids["common"]) == 10
+    flat = np.concatenate([ids["common"], ids["distinct"].ravel(), ids["query"], ids["next"]])
+    assert len(set(flat.tolist())) == 58 and flat.max() == 57
+
+
+def test_official_layout_reuses_common_ids():
+    cfg = SyntheticConfig(layout="official", distinct_weights="linear")
+    ids = cfg.token_ids()
+    assert cfg.vocab == 50
+    assert set(ids["query"]) <= set(ids["common"]) and set(ids["next"]) <= set(ids["common"])
+    probs = cfg.context_distribution()
+    assert probs[0, ids["distinct"][0]].tolist() == pytest.approx((np.arange(1, 11) / 55 * 11 / 31).tolist())
+
+
+def test_context_distribution_matches_the_formula():
+    cfg = SyntheticConfig(gamma=0.3)
+    probs, ids = cfg.context_distribution(), cfg.token_ids()
+    assert np.allclose(probs.sum(1), 1)
+    assert np.allclose(probs[2, ids["distinct"][2]], 0.3 / 10) and np.allclose(probs[2, ids["common"]], 0.7 / 10)
+    assert np.all(probs[2, ids["distinct"][[0, 1, 3]]] == 0) and np.all(probs[:, ids["query"]] == 0)
+
+
+def test_splits_are_seeded_balanced_disjoint_and_well_formed():
+    cfg = SyntheticConfig(gamma=0.4)
+    train, test = make_splits(cfg, 800, 400, seed=3)
+    again, _ = make_splits(cfg, 800, 400, seed=3)
+    other, _ = make_splits(cfg, 800, 400, seed=4)
+    assert torch.equal(train.tokens, again.tokens) and not torch.equal(train.tokens, other.tokens)
+    assert np.bincount(train.classes.numpy()).tolist() == [200] * 4
+    train_rows = {tuple(r) for r in train.tokens.tolist()}
+    assert not any(tuple(r) in train_rows for r in test.tokens.tolist())
+    ids = cfg.token_ids()
+    assert torch.equal(train.tokens[:, -1], torch.as_tensor(ids["query"])[train.classes])
+    assert torch.equal(train.labels, torch.as_tensor(ids["next"])[train.classes])
+    own = torch.as_tensor(ids["distinct"])[train.classes]  # [N, C]
+    expected = (train.tokens[:, :, None] == own[:, None, :]).any(-1)
+    expected[:, -1] = False
+    assert torch.equal(train.distinct, expected)
+    share = train.distinct[:, :-1].float().mean().item()
+    assert share == pytest.approx(0.4, abs=0.02)  # gamma is the distinct share of the context
+
+
+def test_fresh_batches_are_seeded_per_seed():
+    cfg = SyntheticConfig()
+    a, b = FreshBatches(cfg, [1, 2], 8), FreshBatches(cfg, [2], 8)
+    ta, la = a(0)
+    tb, lb = b(0)
+    assert ta.shape == (2, 8, 64) and torch.equal(ta[1], tb[0]) and torch.equal(la[1], lb[0])
+
+
+def test_stack_splits():
+    cfg = SyntheticConfig()
+    stacked = stack_splits([make_splits(cfg, 40, 40, s)[0] for s in (0, 1)])
+    assert stacked.tokens.shape == (2, 40, 64) and stacked.distinct.shape == (2, 40, 64)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(gamma=0.0), r"gamma .* must lie in \(0, 1\)"), (dict(gamma=1.0), r"gamma .* must lie in \(0, 1\)"),
+    (dict(seq_len=1), "seq_len must be >= 2"), (dict(n_distinct=0), "n_distinct must be a positive integer"),
+    (dict(vocab_size=50), "vocab_size = 50 cannot hold the 58 tokens"), (dict(layout="mixed"), "layout must be"),
+    (dict(distinct_weights="zipf"), "distinct_weights must be"),
+])
+def test_bad_task_settings(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SyntheticConfig(**kwargs)
