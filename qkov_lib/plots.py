@@ -92,3 +92,48 @@ def learning_curves(curves: pd.DataFrame, y: str = "train_nll", title: str = "tr
     fig.update_yaxes(type="log", title_text=title)
     fig.update_layout(template="plotly_white", height=420, margin=dict(l=60, r=20, t=30, b=50))
     return fig
+
+
+def _band(fig: go.Figure, x, mean, std, color: str, name: str, row: int, col: int, show: bool) -> None:
+    """A mean line with a shaded mean ± std band."""
+    fill = "rgba" + color[3:-1] + ",0.18)" if color.startswith("rgb(") else color
+    fig.add_trace(go.Scatter(x=x, y=mean + std, line=dict(width=0), hoverinfo="skip", showlegend=False,
+                             legendgroup=name), row=row, col=col)
+    fig.add_trace(go.Scatter(x=x, y=mean - std, line=dict(width=0), fill="tonexty", fillcolor=fill,
+                             hoverinfo="skip", showlegend=False, legendgroup=name), row=row, col=col)
+    fig.add_trace(go.Scatter(x=x, y=mean, name=name, legendgroup=name, showlegend=show, line_color=color),
+                  row=row, col=col)
+
+
+def figure3(curves: pd.DataFrame, models: Sequence[str]) -> go.Figure:
+    """Figure 3 with one column per OV model: training loss (top) and improvement incentive per unit alpha
+    (bottom) against epochs, one curve per fixed alpha, mean ± std over seeds."""
+    titles = [f"({'ab'[i] if i < 2 else 'e'}) {m}: training loss" for i, m in enumerate(models)]
+    titles += [f"({'cd'[i] if i < 2 else 'f'}) {m}: incentive / δ" for i, m in enumerate(models)]
+    fig = make_subplots(rows=2, cols=len(models), subplot_titles=titles, horizontal_spacing=0.07,
+                        vertical_spacing=0.14)
+    colors = qualitative.Plotly + qualitative.D3
+    for col, model in enumerate(models, start=1):
+        sub = curves[curves["model"] == model]
+        for i, (a, g) in enumerate(sub.groupby("alpha")):
+            stats = g.groupby("epoch")[["train_loss", "incentive_per_delta"]].agg(["mean", "std"]).fillna(0)
+            color = _hex_to_rgb(colors[i % len(colors)])
+            for row, y in ((1, "train_loss"), (2, "incentive_per_delta")):
+                if g[y].isna().all():  # no incentive at alpha = 1: alpha + delta would leave [0, 1]
+                    continue
+                _band(fig, stats.index, stats[(y, "mean")], stats[(y, "std")], color, f"α = {a:g}", row, col,
+                      show=col == 1 and row == 1)
+    fig.update_xaxes(title_text="epoch")
+    fig.update_yaxes(type="log", row=1)
+    fig.update_yaxes(title_text="training loss", row=1, col=1)
+    fig.update_yaxes(title_text="(L(α) − L(α+δ)) / δ", row=2, col=1)
+    fig.update_layout(template="plotly_white", height=720, legend_title_text="fixed α",
+                      margin=dict(l=60, r=20, t=60, b=50))
+    return fig
+
+
+def _hex_to_rgb(color: str) -> str:
+    if color.startswith("#"):
+        r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+        return f"rgb({r},{g},{b})"
+    return color

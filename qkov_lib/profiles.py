@@ -59,6 +59,46 @@ def validate_figure4(p: dict[str, Any]) -> None:
         raise ParameterError(f"time_axis must be 'normalised' or 'raw' (got {p['time_axis']!r})")
 
 
+TASK = dict(n_classes=4, n_distinct=10, n_common=10, seq_len=64, gamma=11 / 31, vocab_size=0,
+            distinct_weights="uniform", layout="disjoint")  # the synthetic task of Section 4, shared by Figures 2-3
+
+
+def _check_seeds(seeds: Any) -> None:
+    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds)
+            and len(set(seeds)) == len(seeds)):
+        raise ParameterError(f"seeds must be a non-empty list of distinct integers (got {seeds!r})")
+
+
+def validate_figure3(p: dict[str, Any]) -> None:
+    """Figure 3: the task, alphas inside [0, 1], delta in (0, 0.1], SGD settings, the read-out epochs."""
+    from .fixed_attention import OTHERS
+    from .models import AttentionConfig
+    from .optim import RateSchedule
+    _check_seeds(p["seeds"])
+    alphas = p["alphas"]
+    if not (isinstance(alphas, list) and alphas and all(isinstance(a, (int, float)) and 0 <= a <= 1 for a in alphas)
+            and len(set(alphas)) == len(alphas)):
+        raise ParameterError(f"alphas must be a non-empty list of distinct numbers in [0, 1] (got {alphas!r})")
+    if not 0 < p["delta"] <= 0.1:
+        raise ParameterError(f"delta must lie in (0, 0.1] (got {p['delta']!r})")
+    if p["others"] not in OTHERS:
+        raise ParameterError(f"others must be one of {', '.join(OTHERS)} (got {p['others']!r})")
+    if p["epochs"] < 1 or not 1 <= p["check_epoch"] <= p["epochs"]:
+        raise ParameterError(f"epochs must be >= 1 and check_epoch in [1, epochs] (got {p['epochs']}, "
+                             f"{p['check_epoch']})")
+    if not 0 < p["fade_fraction"] < 1:
+        raise ParameterError(f"fade_fraction must lie in (0, 1) (got {p['fade_fraction']!r})")
+    if not p["n_classes"] <= p["batch_size"] <= p["n_train"] or p["n_test"] < 1:
+        raise ParameterError(f"batch_size must lie in [n_classes, n_train] and n_test >= 1 (got batch_size "
+                             f"{p['batch_size']}, n_train {p['n_train']}, n_test {p['n_test']})")
+    try:
+        data = synthetic_config(p)
+        AttentionConfig("FAFO", vocab=data.vocab, init=p["init"], init_scale=p["init_scale"])
+        RateSchedule(p["lr"])
+    except ValueError as err:
+        raise ParameterError(str(err)) from None
+
+
 def validate_figure2(p: dict[str, Any]) -> None:
     """Figure 2: task sizes, model and training settings, multipliers > 0, bins inside [0, 1] and increasing."""
     from .experiments import figure2_panels
@@ -66,9 +106,7 @@ def validate_figure2(p: dict[str, Any]) -> None:
     from .models import AttentionConfig
     from .optim import RateSchedule
     from .training import TrainConfig
-    if not (isinstance(p["seeds"], list) and p["seeds"] and all(isinstance(s, int) for s in p["seeds"])
-            and len(set(p["seeds"])) == len(p["seeds"])):
-        raise ParameterError(f"seeds must be a non-empty list of distinct integers (got {p['seeds']!r})")
+    _check_seeds(p["seeds"])
     for name in ("n_train", "n_test"):
         if p[name] < p["n_classes"]:
             raise ParameterError(f"{name} must be >= n_classes = {p['n_classes']} (got {p[name]})")
@@ -98,8 +136,7 @@ def synthetic_config(p: dict[str, Any]):
 CHAPTERS: dict[str, ChapterSpec] = {
     "fig2_dtap": ChapterSpec(
         title="Figure 2: DTAP heatmaps of the four parameterisations",
-        paper=dict(seeds=[0, 1, 2, 3, 4], n_classes=4, n_distinct=10, n_common=10, seq_len=64, gamma=11 / 31,
-                   vocab_size=0, distinct_weights="uniform", layout="disjoint", fresh_batches=False, n_train=6400,
+        paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400,
                    n_test=6400, d_model=0, init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True,
                    lr=1e-2, batch_size=32, target_nll=1e-3, max_steps=500_000, eval_every=200, ramp_steps=200_000,
                    mult_e=10.0, ramp_f=20.0, mult_g=5.0, ramp_h=10.0, bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
@@ -109,6 +146,18 @@ CHAPTERS: dict[str, ChapterSpec] = {
                  "official": dict(layout="official", distinct_weights="linear", vocab_size=50,
                                   score_scale=50 ** -0.5, fresh_batches=True, mult_e=20.0, ramp_f=40.0)},
         validate=validate_figure2,
+    ),
+    "fig3_incentive": ChapterSpec(
+        title="Figure 3: fixed-attention loss and improvement-incentive curves",
+        paper=dict(seeds=[0, 1, 2], **TASK, alphas=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+                   others="common", n_train=32_000, n_test=6400, init="balanced", init_scale=0.6, lr=1e-2,
+                   batch_size=128, epochs=500, delta=0.005, check_epoch=100, fade_fraction=0.1),
+        changes={"default": dict(epochs=200),
+                 "smoke": dict(seeds=[0], alphas=[0.2, 0.6, 1.0], n_train=1280, n_test=640, epochs=3,
+                               check_epoch=2),
+                 "official": dict(layout="official", distinct_weights="linear", vocab_size=50, others="all",
+                                  seeds=[0])},
+        validate=validate_figure3,
     ),
     "fig4_mu_trajectories": ChapterSpec(
         title="Figure 4: mu(t) trajectories",

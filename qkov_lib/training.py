@@ -17,7 +17,8 @@ OPTIMIZERS = ("sgd", "adamw")
 @dataclass(frozen=True)
 class TrainConfig:
     """Mini-batch training until every seed's training NLL is <= ``target_nll`` (checked every ``eval_every``
-    steps) or ``max_steps`` is reached. ``weight_decay`` maps a group (qk, ov, other) to decoupled decay."""
+    steps; 0 disables the check) or ``max_steps`` is reached. ``weight_decay`` maps a group (qk, ov, other) to
+    decoupled decay."""
 
     schedule: RateSchedule = field(default_factory=RateSchedule)
     batch_size: int = 32
@@ -35,8 +36,8 @@ class TrainConfig:
         for name in ("batch_size", "max_steps", "eval_every"):
             if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
                 raise ValueError(f"{name} must be an integer >= 1 (got {getattr(self, name)!r})")
-        if not self.target_nll > 0:
-            raise ValueError(f"target_nll must be > 0 (got {self.target_nll!r})")
+        if not self.target_nll >= 0:
+            raise ValueError(f"target_nll must be >= 0, 0 meaning no early stop (got {self.target_nll!r})")
         for group, value in self.weight_decay:
             if group not in ("qk", "ov", "other") or not value >= 0:
                 raise ValueError(f"weight_decay entries must be (group in qk/ov/other, value >= 0); got "
@@ -60,7 +61,8 @@ class History:
 def evaluate(params: dict[str, torch.Tensor], cfg: AttentionConfig, tokens: torch.Tensor, labels: torch.Tensor,
              distinct: torch.Tensor | None = None, chunk: int = 1024) -> dict[str, np.ndarray]:
     """Per seed and example: NLL, probability of the true label, correctness, attention on the query position and
-    (with a mask) the attention mass on distinct tokens. Inputs carry the seed dimension: tokens [S, N, T], labels [S, N], distinct [S, N, T]."""
+    (with a mask) the attention mass on distinct tokens. Inputs carry the seed dimension: tokens [S, N, T],
+    labels [S, N], distinct [S, N, T]."""
     out: dict[str, list[torch.Tensor]] = {"nll": [], "prob_true": [], "correct": [], "attn_query": [],
                                           "attn_distinct": []}
     for start in range(0, tokens.shape[1], chunk):
@@ -150,7 +152,7 @@ def train(params: dict[str, torch.Tensor], loss_fn: LossFn, tc: TrainConfig,
             nll = monitor(params)
             hist.steps.append(step + 1)
             hist.train_nll.append(nll)
-            newly = (nll <= tc.target_nll) & active.numpy()
+            newly = (nll <= tc.target_nll) & active.numpy() if tc.target_nll > 0 else np.zeros(n_models, bool)
             hist.stopped_at[newly] = step + 1
             active &= ~torch.as_tensor(newly)
             bar.set_postfix_str(f"max NLL {nll.max():.2e}, {int(active.sum())} running")

@@ -127,3 +127,17 @@ def test_figure2_profiles():
     assert resolve("fig2_dtap", "paper")[1]["lr"] == 0.01
     official = resolve("fig2_dtap", "official")[1]
     assert official["layout"] == "official" and official["vocab_size"] == 50 and official["mult_e"] == 20.0
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"alphas": [0.2, 1.5]}, r"alphas must be a non-empty list of distinct numbers in \[0, 1\]"),
+    ({"alphas": []}, "alphas must be a non-empty list"),
+    ({"delta": 0.0}, r"delta must lie in \(0, 0.1\]"),
+    ({"others": "query"}, "others must be one of common, all"),
+    ({"check_epoch": 500}, r"check_epoch in \[1, epochs\]"),
+    ({"gamma": 0.0}, r"gamma .* must lie in \(0, 1\)"),
+    ({"batch_size": 2}, r"batch_size must lie in \[n_classes, n_train\]"),
+])
+def test_bad_figure3_parameters(overrides, message):
+    with pytest.raises(ParameterError, match=message):
+        resolve("fig3_incentive", "default", overrides)

@@ -5,5 +5,5 @@ from .dynamics import (OrthogonalSetting, Trajectory, attention_mass, check_loss
 from .matched import alpha_table, crossing_times, matched_readout, simulate_ratios
 
 __all__ = ["OrthogonalSetting", "Trajectory", "alpha_table", "attention_mass", "check_loss_threshold",
-           "crossing_times", "integrate", "integrate_many", "lemma3_bounds", "lemma3_tightness", "loss", "matched_readout",
-           "normalised_time", "rhs", "simulate_ratios"]
+           "crossing_times", "integrate", "integrate_many", "lemma3_bounds", "lemma3_tightness", "loss",
+           "matched_readout", "normalised_time", "rhs", "simulate_ratios"]

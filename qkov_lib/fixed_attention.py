@@ -1,0 +1,149 @@
+"""Section 5: attention held at alpha on the distinct tokens while only the OV circuit trains (Figure 3).
+
+With attention fixed, the model sees the effective input x~ = (alpha/m) sum_{distinct} x_j + ((1-alpha)/n)
+sum_{common} x_j and the loss L(alpha) = -log softmax_y(W_O W_V x~) (factorised) or with a collapsed W_OV.
+Many (alpha, seed) models train at once on a leading model dimension.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .data.synthetic import SyntheticSplit
+from .models import AttentionConfig, init_params
+from .optim import RateSchedule
+from .training import FixedSetBatches, TrainConfig, train
+
+OTHERS = ("common", "all")
+
+
+def bag_features(split: SyntheticSplit, vocab: int, others: str = "common") -> torch.Tensor:
+    """[S, N, 2, vocab]: the mean one-hot vector over a sequence's distinct positions and over its other positions.
+
+    ``others="common"``: the context positions that are not distinct (the paper's x~); ``"all"``: every position that
+    is not distinct, the query included (the authors' notebook). A sequence with no distinct token gets a zero
+    distinct part, so the mass alpha is then placed nowhere.
+    """
+    if others not in OTHERS:
+        raise ValueError(f"others must be one of {', '.join(OTHERS)} (got {others!r})")
+    distinct = split.distinct.float()
+    rest = 1.0 - distinct
+    if others == "common":
+        rest[..., -1] = 0.0
+    feats = []
+    for weights in (distinct, rest):
+        counts = torch.zeros(*split.tokens.shape[:-1], vocab).scatter_add_(-1, split.tokens, weights)
+        feats.append(counts / weights.sum(-1, keepdim=True).clamp(min=1.0))
+    return torch.stack(feats, dim=-2)
+
+
+def effective_input(feats: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
+    """x~ = alpha * (distinct mean) + (1 - alpha) * (other mean); feats [K, B, 2, V], alpha [K] -> [K, B, V]."""
+    a = alpha.view(-1, *[1] * (feats.dim() - 2))
+    return a * feats[..., 0, :] + (1 - a) * feats[..., 1, :]
+
+
+@dataclass(frozen=True)
+class OVModel:
+    """The OV circuit alone: factorised W_O W_V or collapsed W_OV, optionally with an output bias."""
+
+    factorised: bool
+    bias: bool = False
+    init: str = "identity"
+    init_scale: float = 1e-6
+
+    @property
+    def name(self) -> str:
+        return ("factorised" if self.factorised else "collapsed") + (" + bias" if self.bias else "")
+
+    def init_params(self, vocab: int, seeds: Sequence[int]) -> dict[str, torch.Tensor]:
+        """Same draw as the Figure 2 model for each seed, keeping the OV parameters only."""
+        cfg = AttentionConfig("FAFO" if self.factorised else "FACO", vocab=vocab, init=self.init,
+                              init_scale=self.init_scale)
+        params = {k: v for k, v in init_params(cfg, seeds).items() if k in ("W_O", "W_V", "W_OV")}
+        if self.bias:
+            params["b_OV"] = torch.zeros(len(seeds), vocab, requires_grad=True)
+        return params
+
+    @staticmethod
+    def logits(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+        """[K, B, M] from x~ [K, B, V]."""
+        w = params["W_O"] @ params["W_V"] if "W_O" in params else params["W_OV"]
+        out = torch.einsum("kmv,kbv->kbm", w, x)
+        return out + params["b_OV"][:, None, :] if "b_OV" in params else out
+
+
+def _losses(params: dict[str, torch.Tensor], feats: torch.Tensor, labels: torch.Tensor, alpha: torch.Tensor,
+            chunk: int = 4096) -> torch.Tensor:
+    """Mean cross-entropy per model [K] over a whole split, in chunks."""
+    total = torch.zeros(len(alpha))
+    for start in range(0, labels.shape[1], chunk):
+        logits = OVModel.logits(params, effective_input(feats[:, start:start + chunk], alpha))
+        total += torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels[:, start:start + chunk],
+                                                   reduction="none").sum(1).detach()
+    return total / labels.shape[1]
+
+
+def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence[int],
+                        train_feats: torch.Tensor, train_labels: torch.Tensor, test_feats: torch.Tensor,
+                        test_labels: torch.Tensor, lr: float, batch_size: int, epochs: int, delta: float,
+                        progress: bool = True) -> pd.DataFrame:
+    """Train one OV model per (alpha, seed) for ``epochs`` passes over the training set with SGD; after every epoch
+    record the training loss at alpha (on the first training sequences, as many as are held out), the held-out
+    losses at alpha and alpha + delta, and the incentive
+    L(alpha) - L(alpha + delta) (NaN where alpha + delta > 1). Feature tensors are [S, N, 2, V], one row per seed."""
+    pairs = [(a, i) for a in alphas for i in range(len(seeds))]
+    alpha = torch.tensor([a for a, _ in pairs], dtype=torch.float32)
+    rows_k = [i for _, i in pairs]
+    seeds_k = [seeds[i] for i in rows_k]
+    params = model.init_params(train_feats.shape[-1], seeds_k)
+    per_epoch = train_labels.shape[1] // batch_size
+    batches = FixedSetBatches(train_feats, train_labels, seeds_k, batch_size, rows=rows_k)
+    rows_t = torch.as_tensor(rows_k)
+    records: list[dict] = []
+
+    def loss_fn(prm, x, y):
+        logits = OVModel.logits(prm, effective_input(x, alpha))
+        return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none").mean(1)
+
+    n_check = min(train_labels.shape[1], test_labels.shape[1])  # training loss on as many sequences as held out
+
+    def monitor(prm) -> np.ndarray:
+        with torch.no_grad():
+            tr = _losses(prm, train_feats[rows_t, :n_check], train_labels[rows_t, :n_check], alpha)
+            te = _losses(prm, test_feats[rows_t], test_labels[rows_t], alpha)
+            te_up = _losses(prm, test_feats[rows_t], test_labels[rows_t], alpha + delta)
+        epoch = len(records) // len(pairs) + 1
+        for k, (a, i) in enumerate(pairs):
+            valid = a + delta <= 1 + 1e-12
+            inc = float(te[k] - te_up[k]) if valid else float("nan")
+            records.append({"model": model.name, "alpha": a, "seed": seeds[i], "epoch": epoch,
+                            "train_loss": float(tr[k]), "test_loss": float(te[k]), "incentive": inc,
+                            "incentive_per_delta": inc / delta})
+        return tr.numpy()
+
+    tc = TrainConfig(RateSchedule(lr=lr), batch_size=batch_size, target_nll=0.0, max_steps=epochs * per_epoch,
+                     eval_every=per_epoch)
+    train(params, loss_fn, tc, batches, monitor, seeds_k, progress, desc=f"fixed attention, {model.name}")
+    return pd.DataFrame(records)
+
+
+def fade_epochs(curves: pd.DataFrame, fraction: float = 0.1) -> pd.DataFrame:
+    """Per model and alpha (seed means): the peak incentive, its epoch, and the first epoch after the peak at which
+    the incentive falls below ``fraction`` of that peak (NaN if it never does)."""
+    mean = curves.groupby(["model", "alpha", "epoch"], sort=False)["incentive"].mean().reset_index()
+    rows = []
+    for (name, a), g in mean.groupby(["model", "alpha"], sort=False):
+        inc = g["incentive"].to_numpy()
+        if np.all(np.isnan(inc)):
+            rows.append({"model": name, "alpha": a, "peak": np.nan, "peak_epoch": np.nan, "fade_epoch": np.nan})
+            continue
+        top = int(np.nanargmax(inc))
+        below = np.nonzero(inc[top:] < fraction * inc[top])[0]
+        rows.append({"model": name, "alpha": a, "peak": float(inc[top]), "peak_epoch": int(g["epoch"].iloc[top]),
+                     "fade_epoch": float(g["epoch"].iloc[top + below[0]]) if len(below) else np.nan})
+    return pd.DataFrame(rows)
