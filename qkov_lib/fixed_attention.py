@@ -60,13 +60,14 @@ class OVModel:
     def name(self) -> str:
         return ("factorised" if self.factorised else "collapsed") + (" + bias" if self.bias else "")
 
-    def init_params(self, vocab: int, seeds: Sequence[int]) -> dict[str, torch.Tensor]:
+    def init_params(self, vocab: int, seeds: Sequence[int], device: torch.device | str = "cpu"
+                    ) -> dict[str, torch.Tensor]:
         """Same draw as the Figure 2 model for each seed, keeping the OV parameters only."""
         cfg = AttentionConfig("FAFO" if self.factorised else "FACO", vocab=vocab, init=self.init,
                               init_scale=self.init_scale)
-        params = {k: v for k, v in init_params(cfg, seeds).items() if k in ("W_O", "W_V", "W_OV")}
+        params = {k: v for k, v in init_params(cfg, seeds, device).items() if k in ("W_O", "W_V", "W_OV")}
         if self.bias:
-            params["b_OV"] = torch.zeros(len(seeds), vocab, requires_grad=True)
+            params["b_OV"] = torch.zeros(len(seeds), vocab, device=device, requires_grad=True)
         return params
 
     @staticmethod
@@ -80,7 +81,7 @@ class OVModel:
 def _losses(params: dict[str, torch.Tensor], feats: torch.Tensor, labels: torch.Tensor, alpha: torch.Tensor,
             chunk: int = 4096) -> torch.Tensor:
     """Mean cross-entropy per model [K] over a whole split, in chunks."""
-    total = torch.zeros(len(alpha))
+    total = torch.zeros(len(alpha), device=alpha.device)
     for start in range(0, labels.shape[1], chunk):
         logits = OVModel.logits(params, effective_input(feats[:, start:start + chunk], alpha))
         total += torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels[:, start:start + chunk],
@@ -95,15 +96,17 @@ def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence
     """Train one OV model per (alpha, seed) for ``epochs`` passes over the training set with SGD; after every epoch
     record the training loss at alpha (on the first training sequences, as many as are held out), the held-out
     losses at alpha and alpha + delta, and the incentive
-    L(alpha) - L(alpha + delta) (NaN where alpha + delta > 1). Feature tensors are [S, N, 2, V], one row per seed."""
+    L(alpha) - L(alpha + delta) (NaN where alpha + delta > 1). Feature tensors are [S, N, 2, V], one row per seed;
+    models train on the device those tensors are on."""
+    device = train_feats.device
     pairs = [(a, i) for a in alphas for i in range(len(seeds))]
-    alpha = torch.tensor([a for a, _ in pairs], dtype=torch.float32)
+    alpha = torch.tensor([a for a, _ in pairs], dtype=torch.float32, device=device)
     rows_k = [i for _, i in pairs]
     seeds_k = [seeds[i] for i in rows_k]
-    params = model.init_params(train_feats.shape[-1], seeds_k)
+    params = model.init_params(train_feats.shape[-1], seeds_k, device)
     per_epoch = train_labels.shape[1] // batch_size
     batches = FixedSetBatches(train_feats, train_labels, seeds_k, batch_size, rows=rows_k)
-    rows_t = torch.as_tensor(rows_k)
+    rows_t = torch.as_tensor(rows_k, device=device)
     records: list[dict] = []
 
     def loss_fn(prm, x, y):
@@ -124,7 +127,7 @@ def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence
             records.append({"model": model.name, "alpha": a, "seed": seeds[i], "epoch": epoch,
                             "train_loss": float(tr[k]), "test_loss": float(te[k]), "incentive": inc,
                             "incentive_per_delta": inc / delta})
-        return tr.numpy()
+        return tr.cpu().numpy()
 
     tc = TrainConfig(RateSchedule(lr=lr), batch_size=batch_size, target_nll=0.0, max_steps=epochs * per_epoch,
                      eval_every=per_epoch)

@@ -105,29 +105,36 @@ def _band(fig: go.Figure, x, mean, std, color: str, name: str, row: int, col: in
                   row=row, col=col)
 
 
-def figure3(curves: pd.DataFrame, models: Sequence[str]) -> go.Figure:
-    """Figure 3 with one column per OV model: training loss (top) and improvement incentive per unit alpha
-    (bottom) against epochs, one curve per fixed alpha, mean ± std over seeds."""
-    titles = [f"({'ab'[i] if i < 2 else 'e'}) {m}: training loss" for i, m in enumerate(models)]
-    titles += [f"({'cd'[i] if i < 2 else 'f'}) {m}: incentive / δ" for i, m in enumerate(models)]
-    fig = make_subplots(rows=2, cols=len(models), subplot_titles=titles, horizontal_spacing=0.07,
+FIG3_ROWS = {"train_loss": ("training loss", "training loss"),
+             "incentive_per_delta": ("incentive / δ", "(L(α) − L(α+δ)) / δ"),
+             "incentive": ("incentive", "L(α) − L(α+δ)")}
+
+
+def figure3(curves: pd.DataFrame, models: Sequence[str],
+            rows: Sequence[str] = ("train_loss", "incentive_per_delta")) -> go.Figure:
+    """Figure 3 with one column per OV model and one row per quantity (training loss, incentive per unit alpha,
+    raw incentive) against epochs, one curve per fixed alpha, mean ± std over seeds."""
+    letters = iter("abcdefghijkl")
+    titles = [f"({next(letters)}) {m}: {FIG3_ROWS[y][0]}" for y in rows for m in models]
+    fig = make_subplots(rows=len(rows), cols=len(models), subplot_titles=titles, horizontal_spacing=0.07,
                         vertical_spacing=0.14)
     colors = qualitative.Plotly + qualitative.D3
     for col, model in enumerate(models, start=1):
         sub = curves[curves["model"] == model]
         for i, (a, g) in enumerate(sub.groupby("alpha")):
-            stats = g.groupby("epoch")[["train_loss", "incentive_per_delta"]].agg(["mean", "std"]).fillna(0)
+            stats = g.groupby("epoch")[list(rows)].agg(["mean", "std"]).fillna(0)
             color = _hex_to_rgb(colors[i % len(colors)])
-            for row, y in ((1, "train_loss"), (2, "incentive_per_delta")):
+            for row, y in enumerate(rows, start=1):
                 if g[y].isna().all():  # no incentive at alpha = 1: alpha + delta would leave [0, 1]
                     continue
                 _band(fig, stats.index, stats[(y, "mean")], stats[(y, "std")], color, f"α = {a:g}", row, col,
                       show=col == 1 and row == 1)
     fig.update_xaxes(title_text="epoch")
-    fig.update_yaxes(type="log", row=1)
-    fig.update_yaxes(title_text="training loss", row=1, col=1)
-    fig.update_yaxes(title_text="(L(α) − L(α+δ)) / δ", row=2, col=1)
-    fig.update_layout(template="plotly_white", height=720, legend_title_text="fixed α",
+    for row, y in enumerate(rows, start=1):
+        fig.update_yaxes(title_text=FIG3_ROWS[y][1], row=row, col=1)
+        if y == "train_loss":
+            fig.update_yaxes(type="log", row=row)
+    fig.update_layout(template="plotly_white", height=360 * len(rows), legend_title_text="fixed α",
                       margin=dict(l=60, r=20, t=60, b=50))
     return fig
 

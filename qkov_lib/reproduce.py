@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from . import results
 from .profiles import CHAPTERS, ParameterError, chapter_spec, concrete_profile, resolve
+from .progress import PROGRESS_ENV
 
 NOTEBOOKS_DIR = results.REPO_ROOT / "notebooks"
 BOOK_CHAPTERS = results.REPO_ROOT / "book" / "chapters"
@@ -66,7 +67,7 @@ def _up_to_date(chapter: str, final: Path, notebook: Path, fp: str) -> bool:
     return meta.get("fingerprint") == fp and tables_exist and notebook.exists()
 
 
-def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Path) -> Path:
+def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Path, progress: bool = True) -> Path:
     """Run the chapter with papermill, its results going to ``staging``; returns the executed notebook's path."""
     import jupytext
     import papermill
@@ -75,11 +76,11 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
     nb = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.md")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     executed = staging / f"{chapter}.ipynb"
-    previous = os.environ.get(results.RESULTS_ENV)
-    os.environ[results.RESULTS_ENV] = str(staging)
+    previous = {k: os.environ.get(k) for k in (results.RESULTS_ENV, PROGRESS_ENV)}
+    os.environ.update({results.RESULTS_ENV: str(staging), PROGRESS_ENV: "0"})  # the runner shows cell progress
     try:
         papermill.execute_notebook(nb, str(executed), parameters={"profile": profile, "overrides": overrides},
-                                   kernel_name="python3", cwd=str(NOTEBOOKS_DIR), progress_bar=False)
+                                   kernel_name="python3", cwd=str(NOTEBOOKS_DIR), progress_bar=progress)
     except PapermillExecutionError as err:
         kept = Path(tempfile.gettempdir()) / "qkov-failed" / f"{chapter}.ipynb"
         kept.parent.mkdir(exist_ok=True)
@@ -89,10 +90,11 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
                             f"{err.exec_count}): {err.ename}: {err.evalue}\n  the failed notebook is kept at "
                             f"{kept}") from None
     finally:
-        if previous is None:
-            os.environ.pop(results.RESULTS_ENV, None)
-        else:
-            os.environ[results.RESULTS_ENV] = previous
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     if not (staging / f"{chapter}.json").exists():
         raise ChapterFailed(f"chapter {chapter!r} ran but saved no results (it must call Chapter.save)")
     return executed

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from .models import AttentionConfig, forward
 from .optim import RateSchedule, circuit_groups
+from .progress import bar
 
 OPTIMIZERS = ("sgd", "adamw")
 
@@ -136,8 +136,8 @@ def train(params: dict[str, torch.Tensor], loss_fn: LossFn, tc: TrainConfig,
         else {}
     active = torch.ones(n_models, dtype=torch.bool)
     hist = History([], [], np.full(n_models, -1))
-    bar = tqdm(range(tc.max_steps), desc=desc, disable=not progress, leave=False, mininterval=1.0)
-    for step in bar:
+    steps = bar(range(tc.max_steps), desc, enabled=progress, leave=False)
+    for step in steps:
         inputs, labels = batches(step)
         loss = loss_fn(params, inputs, labels)
         _check_finite(loss, step, seeds, tc)
@@ -155,7 +155,7 @@ def train(params: dict[str, torch.Tensor], loss_fn: LossFn, tc: TrainConfig,
             newly = (nll <= tc.target_nll) & active.numpy() if tc.target_nll > 0 else np.zeros(n_models, bool)
             hist.stopped_at[newly] = step + 1
             active &= ~torch.as_tensor(newly)
-            bar.set_postfix_str(f"max NLL {nll.max():.2e}, {int(active.sum())} running")
+            steps.set_postfix_str(f"max NLL {nll.max():.2e}, {int(active.sum())} running")
             if not active.any():
                 break
     return hist
