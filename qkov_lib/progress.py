@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 PROGRESS_ENV = "QKOV_PROGRESS"
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from . import results
 from .profiles import CHAPTERS, ParameterError, chapter_spec, concrete_profile, resolve
