@@ -75,23 +75,26 @@ def test_unknown_parameterisation():
         AttentionConfig("FFFF")
 
 
-def _tiny_run(seeds, qk_mult=1.0, steps=6, lr=0.5, par="FAFO"):
+def _tiny_run(seeds, qk_mult=1.0, steps=6, lr=0.5, par="FAFO", optimizer="sgd", target=1e-3):
     data_cfg = SyntheticConfig()
     train_split = stack_splits([make_splits(data_cfg, 64, 8, s)[0] for s in seeds])
     cfg = AttentionConfig(par, vocab=data_cfg.vocab, init_scale=0.3)
     params = init_params(cfg, seeds)
     start = {k: v.detach().clone() for k, v in params.items()}
-    tc = TrainConfig(RateSchedule(lr=lr, qk_mult=qk_mult), batch_size=16, max_steps=steps, eval_every=3)
+    tc = TrainConfig(RateSchedule(lr=lr, qk_mult=qk_mult), batch_size=16, max_steps=steps, eval_every=3,
+                     optimizer=optimizer, target_nll=target)
     monitor = lambda prm: evaluate(prm, cfg, train_split.tokens, train_split.labels)["nll"].mean(1)  # noqa: E731
     batches = FixedSetBatches(train_split.tokens, train_split.labels, seeds, 16)
     hist = train(params, attention_loss(cfg), tc, batches, monitor, seeds, progress=False)
     return start, params, hist
 
 
-def test_batched_training_equals_the_loop():
-    _, together, hist = _tiny_run([3, 4])
+@pytest.mark.parametrize("optimizer, lr", [("sgd", 0.5), ("adamw", 0.01)])
+def test_batched_training_equals_the_loop(optimizer, lr):
+    start, together, hist = _tiny_run([3, 4], optimizer=optimizer, lr=lr)
+    assert all(not torch.equal(start[k], together[k]) for k in start)
     for i, seed in enumerate([3, 4]):
-        _, alone, hist1 = _tiny_run([seed])
+        _, alone, hist1 = _tiny_run([seed], optimizer=optimizer, lr=lr)
         for k in together:
             assert torch.allclose(together[k][i], alone[k][0], atol=1e-6), k
         assert np.allclose([h[i] for h in hist.train_nll], [h[0] for h in hist1.train_nll], rtol=1e-5)
@@ -127,3 +130,19 @@ def test_dtap_on_hand_made_inputs():
 def test_bad_bins(edges, message):
     with pytest.raises(ValueError, match=message):
         check_bins(edges)
+
+
+def test_adamw_step_size_is_the_learning_rate():
+    """Adam's first step moves every parameter entry with a non-zero gradient by about lr (times the multiplier)."""
+    start, after, _ = _tiny_run([0], qk_mult=3.0, steps=1, lr=1e-3, optimizer="adamw")
+    step_qk = (after["W_Q"] - start["W_Q"]).abs()
+    step_ov = (after["W_V"] - start["W_V"]).abs()
+    assert step_qk.max().item() == pytest.approx(3e-3, rel=1e-3)
+    assert step_ov.max().item() == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_a_seed_that_reaches_the_target_is_frozen():
+    _, at_three, _ = _tiny_run([0], steps=3, target=100.0)
+    _, at_six, hist = _tiny_run([0], steps=6, target=100.0)  # NLL <= 100 at the first check, step 3
+    assert hist.stopped_at.tolist() == [3] and hist.steps == [3]
+    assert all(torch.equal(at_three[k], at_six[k]) for k in at_six)
