@@ -69,7 +69,7 @@ def run_panel(panel: Panel, data_cfg: SyntheticConfig, data: tuple[SyntheticSpli
     tc = TrainConfig(schedule, batch_size=p["batch_size"], target_nll=p["target_nll"], max_steps=p["max_steps"],
                      eval_every=p["eval_every"])
     seeds = list(seeds)
-    batches = (FreshBatches(data_cfg, seeds, tc.batch_size) if p["fresh_batches"]
+    batches = (FreshBatches(data_cfg, seeds, tc.batch_size, device) if p["fresh_batches"]
                else FixedSetBatches(train_set.tokens, train_set.labels, seeds, tc.batch_size))
     monitor = lambda prm: evaluate(prm, cfg, train_set.tokens, train_set.labels)["nll"].mean(1)  # noqa: E731
     hist = train(params, attention_loss(cfg), tc, batches, monitor, seeds, progress, desc=panel.label)

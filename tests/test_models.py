@@ -146,3 +146,16 @@ def test_a_seed_that_reaches_the_target_is_frozen():
     _, at_six, hist = _tiny_run([0], steps=6, target=100.0)  # NLL <= 100 at the first check, step 3
     assert hist.stopped_at.tolist() == [3] and hist.steps == [3]
     assert all(torch.equal(at_three[k], at_six[k]) for k in at_six)
+
+
+def test_official_preset_runs_a_panel_with_fresh_batches():
+    from qkov_lib.experiments import figure2_panels, run_panel, synthetic_data
+    from qkov_lib.profiles import resolve, synthetic_config
+    _, p = resolve("fig2_dtap", "official", {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 6,
+                                              "eval_every": 3})
+    cfg = synthetic_config(p)
+    assert cfg.vocab == 50 and p["fresh_batches"] and p["score_scale"] == pytest.approx(50 ** -0.5)
+    result = run_panel(figure2_panels(20, 40, 5, 10)[0], cfg, synthetic_data(cfg, p["seeds"], 64, 64), p["seeds"],
+                       p, torch.device("cpu"), progress=False)
+    assert result.heatmaps.shape == (2, 5, 5) and np.allclose(result.heatmaps.sum((1, 2)), 100)
+    assert list(result.summary["steps"]) == [6, 6] and result.summary["hit_cap"].all()

@@ -137,15 +137,17 @@ def _in_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 class FreshBatches:
     """The authors' regime: a new batch drawn for every step, per seed from its own generator."""
 
-    def __init__(self, cfg: SyntheticConfig, seeds: list[int], batch_size: int) -> None:
-        self.cfg, self.batch_size = cfg, batch_size
+    def __init__(self, cfg: SyntheticConfig, seeds: list[int], batch_size: int,
+                 device: torch.device | str = "cpu") -> None:
+        self.cfg, self.batch_size, self.device = cfg, batch_size, device
         self.rngs = [np.random.default_rng(int(s) + 104729) for s in seeds]
         self.next_ids = torch.as_tensor(cfg.token_ids()["next"])
 
     def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         drawn = [_sample(self.cfg, self.batch_size, rng) for rng in self.rngs]
         tokens = torch.stack([torch.as_tensor(t) for t, _ in drawn])
-        return tokens, self.next_ids[torch.stack([torch.as_tensor(c) for _, c in drawn])]
+        labels = self.next_ids[torch.stack([torch.as_tensor(c) for _, c in drawn])]
+        return tokens.to(self.device), labels.to(self.device)
 
 
 def stack_splits(splits: list[SyntheticSplit]) -> SyntheticSplit:
