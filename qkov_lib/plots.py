@@ -75,8 +75,10 @@ def dtap_grid(maps: Sequence[np.ndarray], titles: Sequence[str], bins: Sequence[
                                  colorbar=dict(title="%", len=0.8),
                                  hovertemplate="attention %{x}<br>probability %{y}<br>%{z:.2f}%<extra></extra>"),
                       row=i // cols + 1, col=i % cols + 1)
-    fig.update_xaxes(title_text="attention on distinct tokens", title_font_size=10, tickfont_size=8)
-    fig.update_yaxes(title_text="p(correct class)", title_font_size=10, tickfont_size=8)
+    fig.update_xaxes(tickfont_size=8)
+    fig.update_xaxes(title_text="attention on distinct tokens", title_font_size=10, row=rows)
+    fig.update_yaxes(tickfont_size=8)
+    fig.update_yaxes(title_text="p(correct class)", title_font_size=10, col=1)
     fig.update_layout(title=title, height=330 * rows + 60, template="plotly_white",
                       margin=dict(l=50, r=20, t=80, b=40))
     return fig
@@ -114,8 +116,9 @@ def figure3(curves: pd.DataFrame, models: Sequence[str],
             rows: Sequence[str] = ("train_loss", "incentive_per_delta")) -> go.Figure:
     """Figure 3 with one column per OV model and one row per quantity (training loss, incentive per unit alpha,
     raw incentive) against epochs, one curve per fixed alpha, mean ± std over seeds."""
-    letters = iter("abcdefghijkl")
-    titles = [f"({next(letters)}) {m}: {FIG3_ROWS[y][0]}" for y in rows for m in models]
+    paper = {("train_loss", 0): "(a) ", ("train_loss", 1): "(b) ", ("incentive_per_delta", 0): "(c) ",
+             ("incentive_per_delta", 1): "(d) "}  # the paper's panel names, for its two models
+    titles = [f"{paper.get((y, i), '')}{m}: {FIG3_ROWS[y][0]}" for y in rows for i, m in enumerate(models)]
     fig = make_subplots(rows=len(rows), cols=len(models), subplot_titles=titles, horizontal_spacing=0.07,
                         vertical_spacing=0.14)
     colors = qualitative.Plotly + qualitative.D3
