@@ -40,7 +40,7 @@ def begin(name: str, profile: str = "default", overrides: Mapping[str, Any] | No
     print(f"{chapter_spec(name).title} | profile: {concrete}"
           + (f" (asked: {profile})" if concrete != profile else "")
           + f" | device: {env['device']} ({env['device_name']}) | torch {env['torch']} | qkov_lib {__version__}")
-    width = max(len(k) for k in params)
+    width = max((len(k) for k in params), default=0)
     for key, value in params.items():
         mark = "  (override)" if overrides and key in overrides else ""
         print(f"  {key:<{width}} = {value!r}{mark}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -109,3 +110,19 @@ def figure3(curves: pd.DataFrame, check_epoch: int) -> pd.DataFrame:
          f"collapsed {high['collapsed']}", len(high["collapsed"]) > len(high["factorised"])),
     ]
     return pd.DataFrame(rows, columns=["claim", "this run", "reproduced"])
+
+
+def scorecard(folder: Path) -> pd.DataFrame:
+    """Every chapter's claim table from one profile's results folder, in book order; a chapter without results
+    gets one row saying so."""
+    from .profiles import CHAPTERS
+    parts = []
+    for name, spec in CHAPTERS.items():
+        if spec.reads_results:
+            continue
+        path = folder / f"{name}.claims.csv"
+        part = (pd.read_csv(path) if path.exists() else
+                pd.DataFrame([{"claim": "(chapter not run under this profile)", "this run": "", "reproduced": None}]))
+        parts.append(part.assign(chapter=spec.title))
+    table = pd.concat(parts, ignore_index=True)
+    return table[["chapter", "claim", "this run", "reproduced"]]

@@ -29,6 +29,7 @@ class ChapterSpec:
     paper: dict[str, Any]
     changes: dict[str, dict[str, Any]] = field(default_factory=dict)
     validate: Callable[[dict[str, Any]], None] = lambda params: None
+    reads_results: bool = False  # True for a chapter built from other chapters' results (runs last)
 
 
 def _positive_numbers(name: str, values: Any) -> None:
@@ -167,6 +168,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                  "official": dict(M=20)},
         validate=validate_figure4,
     ),
+    "scorecard": ChapterSpec(title="Scorecard: every claim, side by side", paper={}, reads_results=True),
 }
 
 

@@ -50,11 +50,15 @@ def select(only: Sequence[str] | None) -> list[str]:
     return [c for c in CHAPTERS if c in only]
 
 
-def fingerprint(chapter: str, profile: str, params: dict[str, Any]) -> str:
-    """What a chapter's output depends on: its source, its resolved parameters and the library."""
+def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root: Path = RESULTS_ROOT) -> str:
+    """What a chapter's output depends on: its source, its resolved parameters, the library and, for a chapter that
+    reads other chapters' results (the scorecard), their claim tables."""
     digest = hashlib.sha256((NOTEBOOKS_DIR / f"{chapter}.md").read_bytes())
     digest.update(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode())
     digest.update(results.library_fingerprint().encode())
+    if chapter_spec(chapter).reads_results:
+        for path in sorted((results_root / profile).glob("*.claims.csv")):
+            digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -67,7 +71,8 @@ def _up_to_date(chapter: str, final: Path, notebook: Path, fp: str) -> bool:
     return meta.get("fingerprint") == fp and tables_exist and notebook.exists()
 
 
-def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Path, progress: bool = True) -> Path:
+def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Path, results_root: Path,
+             progress: bool = True) -> Path:
     """Run the chapter with papermill, its results going to ``staging``; returns the executed notebook's path."""
     import jupytext
     import papermill
@@ -76,8 +81,9 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
     nb = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.md")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     executed = staging / f"{chapter}.ipynb"
-    previous = {k: os.environ.get(k) for k in (results.RESULTS_ENV, PROGRESS_ENV)}
-    os.environ.update({results.RESULTS_ENV: str(staging), PROGRESS_ENV: "0"})  # the runner shows cell progress
+    env = {results.RESULTS_ENV: str(staging), results.ROOT_ENV: str(results_root), PROGRESS_ENV: "0"}
+    previous = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # progress off: the runner shows cell progress
     try:
         papermill.execute_notebook(nb, str(executed), parameters={"profile": profile, "overrides": overrides},
                                    kernel_name="python3", cwd=str(NOTEBOOKS_DIR), progress_bar=progress)
@@ -122,14 +128,14 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
     """Run one chapter unless it is up to date; returns 'ran' or 'skipped'. Nothing is left behind on failure."""
     profile, params = resolve(chapter, profile, overrides)
     final, notebook = results_root / profile, out_dir / f"{chapter}.ipynb"
-    fp = fingerprint(chapter, profile, params)
+    fp = fingerprint(chapter, profile, params, results_root)
     if not force and _up_to_date(chapter, final, notebook, fp):
         return "skipped"
     results_root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".staging-{chapter}-", dir=results_root))
     try:
         start = time.perf_counter()
-        _execute(chapter, profile, overrides, staging)
+        _execute(chapter, profile, overrides, staging, results_root)
         _publish(chapter, staging, final, out_dir, fp, time.perf_counter() - start)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

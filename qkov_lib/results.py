@@ -12,14 +12,20 @@ from typing import Any
 import pandas as pd
 
 RESULTS_ENV = "QKOV_RESULTS_DIR"
+ROOT_ENV = "QKOV_RESULTS_ROOT"
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
 
 
+def results_root() -> Path:
+    """Where every profile's results live: $QKOV_RESULTS_ROOT if set (by the runner), else data/results."""
+    return Path(os.environ.get(ROOT_ENV) or REPO_ROOT / "data" / "results")
+
+
 def results_dir(profile: str) -> Path:
-    """Where a chapter writes: $QKOV_RESULTS_DIR if set (the runner's staging folder), else data/results/<profile>."""
+    """Where a chapter writes: $QKOV_RESULTS_DIR if set (the runner's staging folder), else <root>/<profile>."""
     override = os.environ.get(RESULTS_ENV)
-    return Path(override) if override else REPO_ROOT / "data" / "results" / profile
+    return Path(override) if override else results_root() / profile
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -73,3 +73,20 @@ def test_failing_chapter_names_itself_and_leaves_nothing(tmp_path, monkeypatch, 
     assert main(["reproduce", "--profile", "smoke", "--only", "broken", "--results", str(res), "--out",
                  str(out)]) == 1
     assert "1 chapter(s) failed" in capsys.readouterr().err
+
+
+def test_scorecard_collects_claims_and_reruns_when_they_change(smoke_book, tmp_path):
+    from qkov_lib.claims import scorecard
+    folder = smoke_book / "data" / "results" / "smoke"
+    table = scorecard(folder)
+    assert set(table["chapter"]) == {s.title for s in runner.CHAPTERS.values() if not s.reads_results}
+    assert (load(folder, "scorecard")[0]["main"]["claim"] == table["claim"]).all()
+    res, out = tmp_path / "res", tmp_path / "nb"
+    (res / "smoke").mkdir(parents=True)
+    assert runner.run_chapter("scorecard", "smoke", {}, out_dir=out, results_root=res) == "ran"
+    missing = load(res / "smoke", "scorecard")[0]["main"]
+    assert missing["claim"].str.contains("not run").all()
+    assert runner.run_chapter("scorecard", "smoke", {}, out_dir=out, results_root=res) == "skipped"
+    (res / "smoke" / f"{FIG4}.claims.csv").write_text((folder / f"{FIG4}.claims.csv").read_text())
+    assert runner.run_chapter("scorecard", "smoke", {}, out_dir=out, results_root=res) == "ran"
+    assert load(res / "smoke", "scorecard")[0]["main"]["reproduced"].notna().sum() == 4
