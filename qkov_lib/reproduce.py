@@ -86,7 +86,8 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
     os.environ.update(env)  # progress off: the runner shows cell progress
     try:
         papermill.execute_notebook(nb, str(executed), parameters={"profile": profile, "overrides": overrides},
-                                   kernel_name="python3", cwd=str(NOTEBOOKS_DIR), progress_bar=progress)
+                                   kernel_name="python3", cwd=str(NOTEBOOKS_DIR), progress_bar=progress,
+                                   extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no transport notice
     except PapermillExecutionError as err:
         kept = Path(tempfile.gettempdir()) / "qkov-failed" / f"{chapter}.ipynb"
         kept.parent.mkdir(exist_ok=True)
