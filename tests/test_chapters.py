@@ -23,7 +23,8 @@ def test_chapter_prints_environment_and_has_checked_outputs(smoke_book, chapter)
 
 @pytest.mark.parametrize("chapter", list(CHAPTERS))
 def test_nbval_second_run_gives_same_outputs(smoke_book, chapter, tmp_path):
-    env = {**os.environ, "QKOV_RESULTS_DIR": str(tmp_path / "results")}
+    env = {**os.environ, "QKOV_RESULTS_DIR": str(tmp_path / "results"),
+           "QKOV_RESULTS_ROOT": str(smoke_book / "data" / "results")}  # where the scorecard reads the others
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
                            "--rootdir", str(tmp_path), str(smoke_book / "book" / "chapters" / f"{chapter}.ipynb")],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
