@@ -59,7 +59,7 @@ def run_panel(panel: Panel, data_cfg: SyntheticConfig, data: tuple[SyntheticSpli
     """Train one panel's seeds at once and evaluate on the held-out set. ``p`` holds the chapter's parameters
     (init, init_scale, score_scale, attend_to_query, d_model, lr, batch_size, target_nll, max_steps, eval_every,
     ramp_steps, fresh_batches, bins)."""
-    train_set, test_set = (split_to(s, device) for s in data)
+    train_set, test_set = (s.apply(lambda t: t.to(device)) for s in data)
     cfg = AttentionConfig(panel.parameterisation, vocab=data_cfg.vocab, d_model=p["d_model"] or None, init=p["init"],
                           init_scale=p["init_scale"], score_scale=p["score_scale"],
                           attend_to_query=p["attend_to_query"])
@@ -83,10 +83,6 @@ def run_panel(panel: Panel, data_cfg: SyntheticConfig, data: tuple[SyntheticSpli
              **attention_summary(ev["attn_distinct"][i], ev["prob_true"][i], ev["correct"][i])}
             for i, seed in enumerate(seeds)]
     return PanelResult(panel, hist, maps, pd.DataFrame(rows))
-
-
-def split_to(split: SyntheticSplit, device: torch.device) -> SyntheticSplit:
-    return SyntheticSplit(*(getattr(split, f).to(device) for f in ("tokens", "labels", "classes", "distinct")))
 
 
 def mean_pm_std(summary: pd.DataFrame, columns: Sequence[str], by: str = "label") -> pd.DataFrame:

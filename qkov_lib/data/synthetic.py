@@ -13,6 +13,7 @@ import torch
 
 LAYOUTS = ("disjoint", "official")
 WEIGHTS = ("uniform", "linear")
+FIELDS = ("tokens", "labels", "classes", "distinct")
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ class SyntheticSplit:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def apply(self, fn) -> "SyntheticSplit":
+        """The same split with ``fn`` applied to each of its tensors (move to a device, slice seeds, ...)."""
+        return SyntheticSplit(*(fn(getattr(self, f)) for f in FIELDS))
+
 
 def _sample(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """n sequences with balanced classes (shuffled); returns (tokens [n, T], classes [n])."""
@@ -154,5 +159,4 @@ def stack_splits(splits: list[SyntheticSplit]) -> SyntheticSplit:
     """Stack per-seed splits on a leading seed dimension (trimmed to the shortest, should a test set have lost a
     duplicated sequence)."""
     n = min(len(s) for s in splits)
-    return SyntheticSplit(*(torch.stack([getattr(s, f)[:n] for s in splits])
-                            for f in ("tokens", "labels", "classes", "distinct")))
+    return SyntheticSplit(*(torch.stack([getattr(s, f)[:n] for s in splits]) for f in FIELDS))
