@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -22,14 +21,15 @@ class Chapter:
     environment: dict[str, str]
     started: float = field(default_factory=time.perf_counter)
 
-    def save(self, tables: Mapping[str, pd.DataFrame], seeds: Sequence[int] = ()) -> list[Path]:
-        """Write the chapter's tidy tables and metadata (parameters, seeds, environment, versions, wall time)."""
+    def save(self, tables: Mapping[str, pd.DataFrame], seeds: Sequence[int] = ()) -> None:
+        """Write the chapter's tidy tables and metadata (parameters, seeds, environment, versions, wall time).
+
+        Returns nothing, so the call never echoes file paths onto the page."""
         meta = {"chapter": self.name, "profile": self.profile, "parameters": self.params, "seeds": list(seeds),
                 **self.environment, "qkov_lib": __version__, "git_commit": results.git_commit(),
                 "wall_time_s": round(time.perf_counter() - self.started, 3)}
         paths = results.save(results.results_dir(self.profile), self.name, dict(tables), meta)
         print(f"saved {len(paths)} result files for {self.name} ({self.profile})")
-        return paths
 
 
 def begin(name: str, profile: str = "default", overrides: Mapping[str, Any] | None = None) -> Chapter:

@@ -147,3 +147,30 @@ def _hex_to_rgb(color: str) -> str:
         r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
         return f"rgb({r},{g},{b})"
     return color
+
+
+def line_panels(data: pd.DataFrame, x: str, panels: Sequence[tuple[str, str]], group: str,
+                x_label: str, log_x: bool = True, log_y: Sequence[bool] = (), dashed: str | None = None,
+                height: int = 420) -> go.Figure:
+    """One panel per (column, title) of ``panels``: a line per value of ``group`` against ``x``.
+
+    ``dashed`` names a boolean column whose True rows are drawn dashed as separate lines (e.g. a reference ODE).
+    """
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for _, t in panels], horizontal_spacing=0.08)
+    styles = [(False, "solid")] + ([(True, "dash")] if dashed else [])
+    for i, (key, part) in enumerate(data.groupby(group, sort=False)):
+        for flag, dash in styles:
+            sub = part[part[dashed] == flag] if dashed else part
+            if sub.empty:
+                continue
+            name = f"{key}" + (f" ({dashed})" if flag else "")
+            for j, (column, _) in enumerate(panels):
+                fig.add_trace(go.Scatter(x=sub[x], y=sub[column], name=name, legendgroup=name,
+                                         showlegend=j == 0, line=dict(color=PALETTE[i % len(PALETTE)], dash=dash)),
+                              row=1, col=j + 1)
+    for j, (_, title) in enumerate(panels):
+        fig.update_xaxes(type="log" if log_x else "linear", title_text=x_label, row=1, col=j + 1)
+        if j < len(log_y) and log_y[j]:
+            fig.update_yaxes(type="log", row=1, col=j + 1)
+    fig.update_layout(height=height, template="plotly_white", margin=dict(l=60, r=20, t=60, b=50))
+    return fig

@@ -30,6 +30,7 @@ class ChapterSpec:
     changes: dict[str, dict[str, Any]] = field(default_factory=dict)
     validate: Callable[[dict[str, Any]], None] = lambda params: None
     reads_results: bool = False  # True for a chapter built from other chapters' results (runs last)
+    has_claims: bool = True  # False for a chapter that writes no claim table (the scorecard skips it)
 
 
 def _positive_numbers(name: str, values: Any) -> None:
@@ -126,6 +127,45 @@ def validate_figure2(p: dict[str, Any]) -> None:
         raise ParameterError(f"batch_size = {p['batch_size']} exceeds n_train = {p['n_train']}")
 
 
+def validate_theorem1(p: dict[str, Any]) -> None:
+    """Theorem 1 checks: instance sizes [M, b, m, n, q] small enough to enumerate, check points, the flow."""
+    from .theory.instance import InstanceConfig
+    sizes = p["sizes"]
+    if not (isinstance(sizes, list) and sizes and all(isinstance(r, list) and len(r) == 5 for r in sizes)):
+        raise ParameterError(f"sizes must be a non-empty list of [M, b, m, n, q] lists (got {sizes!r})")
+    try:
+        for M, b, m, n, q in sizes:
+            InstanceConfig(M=M, b=b, m=m, n=n, q=q, seed=p["seed"])
+        _positive_numbers("flow_ratios", p["flow_ratios"])
+        _positive_numbers("flow_t_end", [p["flow_t_end"]])
+    except ValueError as err:
+        raise ParameterError(str(err)) from None
+    if not (isinstance(p["points"], list) and p["points"] and all(len(x) == 2 for x in p["points"])):
+        raise ParameterError(f"points must be a non-empty list of [mu_OV, mu_QK] pairs (got {p['points']!r})")
+
+
+def validate_lemma3(p: dict[str, Any]) -> None:
+    """Lemma 3: Theorem 1's sizes, ratios > 0, a target loss in (0, log M), levels in (0, 1)."""
+    try:
+        OrthogonalSetting(m=p["m"], n=p["n"], b=p["b"], M=p["M"], eta_ov=p["eta_ov"])
+        check_loss_threshold(p["target_loss"], p["M"], "target_loss")
+        _positive_numbers("ratios", p["ratios"])
+        _positive_numbers("t_max", [p["t_max"]])
+    except ValueError as err:
+        raise ParameterError(str(err)) from None
+    if not all(0 < v < 1 for v in p["levels"]):
+        raise ParameterError(f"levels must lie in (0, 1) (got {p['levels']!r})")
+
+
+def validate_appendix_d(p: dict[str, Any]) -> None:
+    """Appendix D: sizes d >= M >= 2, a positive time span, step sizes in (0, t_end]."""
+    if not (isinstance(p["M"], int) and isinstance(p["d"], int) and 2 <= p["M"] <= p["d"]):
+        raise ParameterError(f"need integers 2 <= M <= d (got M={p['M']!r}, d={p['d']!r})")
+    _positive_numbers("lrs", p["lrs"])
+    if not p["t_end"] > 0 or max(p["lrs"]) > p["t_end"]:
+        raise ParameterError(f"t_end must be > 0 and every lr <= t_end (got t_end={p['t_end']!r}, lrs={p['lrs']!r})")
+
+
 def synthetic_config(p: dict[str, Any]):
     """The SyntheticConfig a chapter's parameters describe (vocab_size 0 means 'exactly the tokens needed')."""
     from .data.synthetic import SyntheticConfig
@@ -168,6 +208,29 @@ CHAPTERS: dict[str, ChapterSpec] = {
                  "official": dict(M=20)},
         validate=validate_figure4,
     ),
+    "theorem1": ChapterSpec(
+        title="Theorem 1, checked: symbolic reduction and exact instances",
+        paper=dict(sizes=[[3, 2, 2, 2, 1], [4, 3, 2, 1, 2], [2, 3, 3, 2, 1]], seed=0,
+                   points=[[0.5, 0.0], [1.0, 0.3], [2.0, -0.4], [3.0, 1.5], [0.2, 2.5]],
+                   flow_ratios=[0.1, 10.0], flow_t_end=2000.0),
+        changes={"smoke": dict(sizes=[[3, 2, 2, 2, 1]], flow_ratios=[10.0], flow_t_end=200.0)},
+        validate=validate_theorem1,
+    ),
+    "lemma3": ChapterSpec(
+        title="Lemma 3, checked: the proof's steps and the four bounds",
+        paper=dict(m=5, n=50, b=50, M=5, eta_ov=1.0, ratios=[0.01, 0.1, 1.0, 10.0, 100.0], target_loss=1e-30,
+                   t_max=1e40, levels=[0.9, 0.5]),
+        changes={"smoke": dict(ratios=[0.01, 100.0], target_loss=1e-6)},
+        validate=validate_lemma3,
+    ),
+    "appendix_d": ChapterSpec(
+        title="Appendix D, checked: factorised against collapsed circuits",
+        paper=dict(seed=0, d=5, M=3, t_end=5.0, lrs=[0.1, 0.01, 0.001]),
+        changes={"smoke": dict(lrs=[0.1, 0.01])},
+        validate=validate_appendix_d,
+    ),
+    "errata": ChapterSpec(title="Errata: formulas wrong or incomplete as printed", paper=dict(seed=0),
+                          has_claims=False),
     "scorecard": ChapterSpec(title="Scorecard: every claim, side by side", paper={}, reads_results=True),
 }
 

@@ -104,7 +104,17 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
                 os.environ[key] = value
     if not (staging / f"{chapter}.json").exists():
         raise ChapterFailed(f"chapter {chapter!r} ran but saved no results (it must call Chapter.save)")
+    _drop_paths(executed)
     return executed
+
+
+def _drop_paths(executed: Path) -> None:
+    """Remove papermill's input/output paths from the notebook metadata: the book offers the .ipynb for download."""
+    import nbformat
+    nb = nbformat.read(executed, as_version=4)
+    for key in ("input_path", "output_path"):
+        nb.metadata.get("papermill", {}).pop(key, None)
+    nbformat.write(nb, executed)
 
 
 def _publish(chapter: str, staging: Path, final: Path, out_dir: Path, fp: str, wall: float) -> None:

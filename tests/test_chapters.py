@@ -19,6 +19,8 @@ def test_chapter_prints_environment_and_has_checked_outputs(smoke_book, chapter)
     assert tagged and all(c.outputs for c in tagged)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not any(o.output_type == "error" or o.get("name") == "stderr" for o in outputs)  # no warnings, no bars
+    shown = nbformat.writes(nb)
+    assert str(smoke_book) not in shown and "PosixPath" not in shown  # no machine paths on a page
 
 
 @pytest.mark.parametrize("chapter", list(CHAPTERS))

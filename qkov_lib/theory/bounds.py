@@ -34,14 +34,44 @@ def lemma3_bounds(s: OrthogonalSetting, t, delta=None) -> dict[str, np.ndarray]:
 
 def lemma3_tightness(trajs: Sequence[Trajectory]) -> pd.DataFrame:
     """Per trajectory: min of value/lower bound and max of value/upper bound over t > 0 (a bound holds when the
-    first is >= 1 and the second <= 1); delta = 1 - running max of alpha, the tightest the lemma allows."""
+    first is >= 1 and the second <= 1), and both ratios at the last time; delta = 1 - running max of alpha, the
+    tightest the lemma allows."""
     rows = []
     for tr in trajs:
         t, delta = tr.t[1:], 1.0 - np.maximum.accumulate(tr.alpha)[1:]
         bound = lemma3_bounds(tr.setting, t, delta)
-        rows.append({"ratio": tr.setting.ratio,
-                     "min mu_OV / lower": np.min(tr.mu_ov[1:] / bound["ov_lower"]),
-                     "max mu_OV / upper": np.max(tr.mu_ov[1:] / bound["ov_upper"]),
-                     "min mu_QK / lower": np.min(tr.mu_qk[1:] / bound["qk_lower"]),
-                     "max mu_QK / upper": np.max(tr.mu_qk[1:] / bound["qk_upper"])})
+        ratios = {"mu_OV / lower": tr.mu_ov[1:] / bound["ov_lower"], "mu_OV / upper": tr.mu_ov[1:] / bound["ov_upper"],
+                  "mu_QK / lower": tr.mu_qk[1:] / bound["qk_lower"], "mu_QK / upper": tr.mu_qk[1:] / bound["qk_upper"]}
+        row = {"ratio": tr.setting.ratio, "t end": tr.t[-1]}
+        for name, v in ratios.items():
+            row[("min " if "lower" in name else "max ") + name] = np.min(v) if "lower" in name else np.max(v)
+            row[name + " at end"] = v[-1]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def log2_share(tr: Trajectory) -> np.ndarray:
+    """mu_QK over its log^2-regime value r (M-1)(1-alpha_0)/(2 M b) mu_OV^2 (eq. 29 integrated with alpha = alpha_0).
+
+    It is 1 while alpha stays near alpha_0 and falls as alpha saturates, since d mu_QK/d mu_OV carries (1 - alpha).
+    """
+    s = tr.setting
+    k = s.ratio * (s.M - 1) * (1 - s.alpha0) / (2 * s.M * s.b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(tr.mu_ov > 0, tr.mu_qk / (k * tr.mu_ov**2), 1.0)
+
+
+def log2_regime_end(trajs: Sequence[Trajectory], levels: Sequence[float] = (0.9, 0.5)) -> pd.DataFrame:
+    """For each trajectory and level: the first time the log^2 share drops below the level, with alpha and loss
+    there (NaN when it never does within the trajectory)."""
+    rows = []
+    for tr in trajs:
+        share = log2_share(tr)
+        for level in levels:
+            below = np.flatnonzero(share < level)
+            i = below[0] if below.size else None
+            rows.append({"ratio": tr.setting.ratio, "level": level,
+                         "t": tr.t[i] if i is not None else np.nan,
+                         "alpha": tr.alpha[i] if i is not None else np.nan,
+                         "loss": tr.loss[i] if i is not None else np.nan})
     return pd.DataFrame(rows)
