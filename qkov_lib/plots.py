@@ -151,12 +151,15 @@ def _hex_to_rgb(color: str) -> str:
 
 def line_panels(data: pd.DataFrame, x: str, panels: Sequence[tuple[str, str]], group: str,
                 x_label: str, log_x: bool = True, log_y: Sequence[bool] = (), dashed: str | None = None,
-                height: int = 420) -> go.Figure:
-    """One panel per (column, title) of ``panels``: a line per value of ``group`` against ``x``.
+                cols: int = 3) -> go.Figure:
+    """One panel per (column, title) of ``panels``, ``cols`` to a row: a line per value of ``group`` against ``x``.
 
     ``dashed`` names a boolean column whose True rows are drawn dashed as separate lines (e.g. a reference ODE).
     """
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[t for _, t in panels], horizontal_spacing=0.08)
+    cols = min(cols, len(panels))
+    rows = -(-len(panels) // cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[t for _, t in panels], horizontal_spacing=0.09,
+                        vertical_spacing=0.16)
     styles = [(False, "solid")] + ([(True, "dash")] if dashed else [])
     for i, (key, part) in enumerate(data.groupby(group, sort=False)):
         for flag, dash in styles:
@@ -167,10 +170,11 @@ def line_panels(data: pd.DataFrame, x: str, panels: Sequence[tuple[str, str]], g
             for j, (column, _) in enumerate(panels):
                 fig.add_trace(go.Scatter(x=sub[x], y=sub[column], name=name, legendgroup=name,
                                          showlegend=j == 0, line=dict(color=PALETTE[i % len(PALETTE)], dash=dash)),
-                              row=1, col=j + 1)
-    for j, (_, title) in enumerate(panels):
-        fig.update_xaxes(type="log" if log_x else "linear", title_text=x_label, row=1, col=j + 1)
+                              row=j // cols + 1, col=j % cols + 1)
+    for j in range(len(panels)):
+        where = dict(row=j // cols + 1, col=j % cols + 1)
+        fig.update_xaxes(type="log" if log_x else "linear", title_text=x_label, **where)
         if j < len(log_y) and log_y[j]:
-            fig.update_yaxes(type="log", row=1, col=j + 1)
-    fig.update_layout(height=height, template="plotly_white", margin=dict(l=60, r=20, t=60, b=50))
+            fig.update_yaxes(type="log", **where)
+    fig.update_layout(height=380 * rows + 60, template="plotly_white", margin=dict(l=60, r=20, t=60, b=50))
     return fig

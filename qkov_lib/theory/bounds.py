@@ -50,6 +50,21 @@ def lemma3_tightness(trajs: Sequence[Trajectory]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def bound_ratios(trajs: Sequence[Trajectory]) -> pd.DataFrame:
+    """Long table over t > 0: value / bound for the four bounds (delta = 1 - running max of alpha), alpha and
+    the log^2 share, one block per trajectory labelled ``r = ...``."""
+    parts = []
+    for tr in trajs:
+        t, delta = tr.t[1:], 1.0 - np.maximum.accumulate(tr.alpha)[1:]
+        bound = lemma3_bounds(tr.setting, t, delta)
+        parts.append(pd.DataFrame({
+            "ratio": f"r = {tr.setting.ratio:g}", "t": t, "alpha": tr.alpha[1:],
+            "ov_low": tr.mu_ov[1:] / bound["ov_lower"], "ov_up": tr.mu_ov[1:] / bound["ov_upper"],
+            "qk_low": tr.mu_qk[1:] / bound["qk_lower"], "qk_up": tr.mu_qk[1:] / bound["qk_upper"],
+            "log2_share": log2_share(tr)[1:]}))
+    return pd.concat(parts, ignore_index=True)
+
+
 def log2_share(tr: Trajectory) -> np.ndarray:
     """mu_QK over its log^2-regime value r (M-1)(1-alpha_0)/(2 M b) mu_OV^2 (eq. 29 integrated with alpha = alpha_0).
 

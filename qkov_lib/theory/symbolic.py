@@ -26,6 +26,13 @@ class Check:
     holds: bool
 
 
+def as_table(checks: list[Check]):
+    """The checks as a DataFrame: identity, derived, paper (as strings), holds."""
+    import pandas as pd
+    return pd.DataFrame([{"identity": c.name, "derived": str(c.derived), "paper": str(c.paper), "holds": c.holds}
+                         for c in checks])
+
+
 def _equal(lhs: sp.Expr, rhs: sp.Expr) -> bool:
     return sp.simplify(sp.expand(lhs - rhs)) == 0 or sp.simplify(sp.exp(lhs) - sp.exp(rhs)) == 0
 
