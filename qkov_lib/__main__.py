@@ -1,10 +1,11 @@
-"""Command line: ``python -m qkov_lib reproduce|book|chapters`` (see README)."""
+"""Command line: ``python -m qkov_lib reproduce|book|chapters|fetch`` (see README)."""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
+from .data.registry import CANONICAL, DataError, canonical_file
 from .profiles import CHAPTERS, CHOICES, ParameterError, parse_value
 from .reproduce import BOOK_CHAPTERS, RESULTS_ROOT, build_book, reproduce
 
@@ -23,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     book = sub.add_parser("book", help="render the executed chapters with Jupyter Book")
     book.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
     sub.add_parser("chapters", help="list the chapters")
+    fetch = sub.add_parser("fetch", help="download a dataset's canonical release into the cache (needs the internet)")
+    fetch.add_argument("dataset", choices=sorted(CANONICAL))
     args = parser.parse_args(argv)
     try:
         if args.command == "chapters":
@@ -35,11 +38,17 @@ def main(argv: list[str] | None = None) -> int:
             if failures:
                 print(f"{len(failures)} chapter(s) failed:\n" + "\n".join(failures), file=sys.stderr)
                 return 1
+        elif args.command == "fetch":
+            for name in CANONICAL[args.dataset]:
+                print(f"{args.dataset}/{name}: {canonical_file(args.dataset, name, download=True)}")
         else:
             print(f"book built: {build_book(strict=not args.no_strict)}")
     except ParameterError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except DataError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -12,24 +12,38 @@ import torch
 from .data.synthetic import FreshBatches, SyntheticConfig, SyntheticSplit, make_splits, stack_splits
 from .metrics import attention_summary, dtap_histogram
 from .models import AttentionConfig, init_params
-from .optim import RateSchedule
-from .training import FixedSetBatches, History, TrainConfig, attention_loss, evaluate, train
+from .optim import RateSchedule, circuit_groups
+from .training import FixedSetBatches, History, TrainConfig, UpdateRatios, attention_loss, evaluate, train
 
 
 @dataclass(frozen=True)
 class Panel:
-    """One heatmap of Figure 2: a parameterisation and its QK learning-rate multiplier (constant or 1 -> k ramp)."""
+    """One run of the synthetic task: a parameterisation and its QK learning-rate multiplier (constant or 1 -> k
+    ramp, Figure 2), plus the other ways of slowing OV (Section 8's corollaries): an OV learning-rate multiplier,
+    decoupled weight decay on the OV factors only, and OV factors initialised ``ov_init_mult`` times larger; and
+    the optimiser (``sgd`` or ``adamw``)."""
 
     key: str
     parameterisation: str
     qk_mult: float = 1.0
     qk_schedule: str = "constant"
+    ov_mult: float = 1.0
+    ov_decay: float = 0.0
+    ov_init_mult: float = 1.0
+    optimizer: str = "sgd"
 
     @property
     def label(self) -> str:
+        parts = [f"({self.key}) {self.parameterisation}"]
         if self.qk_schedule == "ramp":
-            return f"({self.key}) {self.parameterisation}, QK 1→{self.qk_mult:g}x"
-        return f"({self.key}) {self.parameterisation}" + (f", QK x{self.qk_mult:g}" if self.qk_mult != 1 else "")
+            parts.append(f"QK 1→{self.qk_mult:g}x")
+        elif self.qk_mult != 1:
+            parts.append(f"QK x{self.qk_mult:g}")
+        parts += [text for cond, text in ((self.ov_mult != 1, f"OV lr x{self.ov_mult:g}"),
+                                          (self.ov_decay > 0, f"OV decay {self.ov_decay:g}"),
+                                          (self.ov_init_mult != 1, f"OV init x{self.ov_init_mult:g}"),
+                                          (self.optimizer != "sgd", self.optimizer)) if cond]
+        return ", ".join(parts)
 
 
 def figure2_panels(mult_e: float, ramp_f: float, mult_g: float, ramp_h: float) -> list[Panel]:
@@ -55,24 +69,30 @@ def synthetic_data(cfg: SyntheticConfig, seeds: Sequence[int], n_train: int, n_t
 
 
 def run_panel(panel: Panel, data_cfg: SyntheticConfig, data: tuple[SyntheticSplit, SyntheticSplit],
-              seeds: Sequence[int], p: dict[str, Any], device: torch.device, progress: bool = True) -> PanelResult:
+              seeds: Sequence[int], p: dict[str, Any], device: torch.device, progress: bool = True,
+              recorder: UpdateRatios | None = None) -> PanelResult:
     """Train one panel's seeds at once and evaluate on the held-out set. ``p`` holds the chapter's parameters
     (init, init_scale, score_scale, attend_to_query, d_model, lr, batch_size, target_nll, max_steps, eval_every,
-    ramp_steps, fresh_batches, bins)."""
+    ramp_steps, fresh_batches, bins). ``recorder`` sees the parameter updates every few steps."""
     train_set, test_set = (s.apply(lambda t: t.to(device)) for s in data)
     cfg = AttentionConfig(panel.parameterisation, vocab=data_cfg.vocab, d_model=p["d_model"] or None, init=p["init"],
                           init_scale=p["init_scale"], score_scale=p["score_scale"],
                           attend_to_query=p["attend_to_query"])
     params = init_params(cfg, seeds, device)
+    with torch.no_grad():
+        for name in circuit_groups(params)["ov"]:
+            params[name].mul_(panel.ov_init_mult)
     schedule = RateSchedule(lr=p["lr"], qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule,
-                            ramp_steps=p["ramp_steps"])
+                            ramp_steps=p["ramp_steps"], ov_mult=panel.ov_mult)
     tc = TrainConfig(schedule, batch_size=p["batch_size"], target_nll=p["target_nll"], max_steps=p["max_steps"],
-                     eval_every=p["eval_every"])
+                     eval_every=p["eval_every"], optimizer=panel.optimizer,
+                     weight_decay=(("ov", panel.ov_decay),) if panel.ov_decay else ())
     seeds = list(seeds)
     batches = (FreshBatches(data_cfg, seeds, tc.batch_size, device) if p["fresh_batches"]
                else FixedSetBatches(train_set.tokens, train_set.labels, seeds, tc.batch_size))
     monitor = lambda prm: evaluate(prm, cfg, train_set.tokens, train_set.labels)["nll"].mean(1)  # noqa: E731
-    hist = train(params, attention_loss(cfg), tc, batches, monitor, seeds, progress, desc=panel.label)
+    hist = train(params, attention_loss(cfg), tc, batches, monitor, seeds, progress, desc=panel.label,
+                 recorder=recorder)
     ev = evaluate(params, cfg, test_set.tokens, test_set.labels, test_set.distinct)
     maps = np.stack([dtap_histogram(ev["attn_distinct"][i], ev["prob_true"][i], p["bins"], p["bins"])
                      for i in range(len(seeds))])
@@ -106,3 +126,43 @@ def curve_table(results: Sequence[PanelResult], seeds: Sequence[int]) -> pd.Data
     return pd.DataFrame([{"label": r.panel.label, "step": step, "seed": seed, "train_nll": float(nll[i])}
                          for r in results for step, nll in zip(r.history.steps, r.history.train_nll)
                          for i, seed in enumerate(seeds)])
+
+
+def corollary_runs(p: dict[str, Any]) -> list[tuple[Panel, dict[str, Any]]]:
+    """Section 8's untested corollaries on the Figure 2 task, each with the parameters it runs under.
+
+    FAFO baseline; QK x k (the paper's intervention, for reference); OV learning rate x ov_mult at the base QK rate
+    (its step cap divided by ov_mult: the same ratio on a slower clock); decoupled weight decay on W_O, W_V only;
+    OV factors initialised x ov_init_mult; and AdamW at each of ``adam_lrs`` with multipliers 1 and k."""
+    k = p["qk_mult"]
+    runs = [(Panel("base", "FAFO"), p), (Panel("QK", "FAFO", qk_mult=k), p),
+            (Panel("OV lr", "FAFO", ov_mult=p["ov_mult"]), p | {"max_steps": round(p["max_steps"] / p["ov_mult"])}),
+            (Panel("OV decay", "FAFO", ov_decay=p["ov_decay"]), p),
+            (Panel("OV init", "FAFO", ov_init_mult=p["ov_init_mult"]), p)]
+    for lr in p["adam_lrs"]:
+        q = p | {"lr": lr, "max_steps": p["adam_max_steps"]}
+        runs += [(Panel(f"AdamW {lr:g}", "FAFO", optimizer="adamw"), q),
+                 (Panel(f"AdamW {lr:g} QK", "FAFO", qk_mult=k, optimizer="adamw"), q)]
+    return runs
+
+
+def effective_ratios(ratios: pd.DataFrame, runs: Sequence[tuple[Panel, dict[str, Any]]]) -> pd.DataFrame:
+    """Per run: the nominal QK/OV rate ratio, and over seeds the mean (with 95% CI) of each seed's median
+    effective ratio over its recorded steps (``UpdateRatios`` rows with a ``panel`` column), split into the first
+    and second half of its training."""
+    from .metrics import mean_ci
+    rows = []
+    for panel, q in runs:
+        part = ratios[ratios["panel"] == panel.key]
+        if part.empty:
+            continue
+        half = part.groupby("model")["step"].transform("max") / 2
+        row = {"panel": panel.key, "optimizer": panel.optimizer, "lr": q["lr"],
+               "nominal ratio": panel.qk_mult / panel.ov_mult}
+        for name, sel in (("whole run", part), ("first half", part[part["step"] <= half]),
+                          ("second half", part[part["step"] > half])):
+            med = sel.groupby("model")["effective_ratio"].median()
+            mean, ci = mean_ci(med.to_numpy()) if len(med) else (np.nan, np.nan)
+            row[f"effective, {name}"], row[f"± 95% CI, {name}"] = mean, ci
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -10,10 +10,11 @@ SCHEDULES = ("constant", "ramp")
 
 
 def circuit_groups(names: Iterable[str]) -> dict[str, list[str]]:
-    """Each parameter name in exactly one group: QK (W_Q, W_K, W_QK), OV (W_O, W_V, W_OV), everything else 'other'."""
+    """Each parameter name in exactly one group: QK (W_Q, W_K, W_QK), OV (W_O, W_V, W_OV), everything else 'other'.
+    A dotted name (``blocks.0.W_Q``) is grouped by its last part."""
     groups: dict[str, list[str]] = {g: [] for g in GROUPS}
     for name in names:
-        groups[CIRCUIT_OF.get(name, "other")].append(name)
+        groups[CIRCUIT_OF.get(name.rsplit(".", 1)[-1], "other")].append(name)
     return groups
 
 

@@ -62,7 +62,7 @@ def figure4(curves: pd.DataFrame, matched: pd.DataFrame, alpha0: float, time_lab
 
 
 def dtap_grid(maps: Sequence[np.ndarray], titles: Sequence[str], bins: Sequence[float], title: str,
-              cols: int = 4, zmax: float | None = None) -> go.Figure:
+              cols: int = 4, zmax: float | None = None, x_label: str = "attention on distinct tokens") -> go.Figure:
     """A grid of DTAP heatmaps (percent of test examples per cell), high probability at the top as in the paper."""
     rows = -(-len(maps) // cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles), horizontal_spacing=0.05,
@@ -76,7 +76,7 @@ def dtap_grid(maps: Sequence[np.ndarray], titles: Sequence[str], bins: Sequence[
                                  hovertemplate="attention %{x}<br>probability %{y}<br>%{z:.2f}%<extra></extra>"),
                       row=i // cols + 1, col=i % cols + 1)
     fig.update_xaxes(tickfont_size=8)
-    fig.update_xaxes(title_text="attention on distinct tokens", title_font_size=10, row=rows)
+    fig.update_xaxes(title_text=x_label, title_font_size=10, row=rows)
     fig.update_yaxes(tickfont_size=8)
     fig.update_yaxes(title_text="p(correct class)", title_font_size=10, col=1)
     fig.update_layout(title=title, height=330 * rows + 60, template="plotly_white",

@@ -166,6 +166,87 @@ def validate_appendix_d(p: dict[str, Any]) -> None:
         raise ParameterError(f"t_end must be > 0 and every lr <= t_end (got t_end={p['t_end']!r}, lrs={p['lrs']!r})")
 
 
+def validate_factorised_dynamics(p: dict[str, Any]) -> None:
+    """The exact instance, the starting scale and kinds, the ODE sizes and the falsifier's losses and horizon."""
+    from .theory.instance import InstanceConfig
+    from .theory.trajectories import STARTS
+    try:
+        InstanceConfig(M=p["M"], b=p["b"], m=p["m"], n=p["n"], q=p["q"], seed=p["seed"])
+        OrthogonalSetting(m=p["ode_m"], n=p["ode_n"], b=p["ode_b"], M=p["ode_M"], mu0_ov=p["mu0"], mu0_qk=p["mu0"])
+        for name in ("ratios", "falsifier_ratios", "horizon"):
+            _positive_numbers(name, p[name])
+        _positive_numbers("t_end and start_scale", [p["t_end"], p["start_scale"], p["mu0"]])
+        for thr in p["losses"]:
+            check_loss_threshold(thr, p["ode_M"], "each of losses")
+    except ValueError as err:
+        raise ParameterError(str(err)) from None
+    if not set(p["starts"]) <= set(STARTS) or not p["starts"]:
+        raise ParameterError(f"starts must be a non-empty subset of {list(STARTS)} (got {p['starts']!r})")
+
+
+def validate_corollaries(p: dict[str, Any]) -> None:
+    """The Figure 2 task and training, the corollary settings, the AdamW runs and the recorder."""
+    from .models import AttentionConfig
+    from .training import TrainConfig, UpdateRatios
+    _check_seeds(p["seeds"])
+    if not 0 < p["ov_mult"] <= 1 or p["qk_mult"] < 1 or p["ov_decay"] < 0 or not p["ov_init_mult"] > 0:
+        raise ParameterError(f"need ov_mult in (0, 1], qk_mult >= 1, ov_decay >= 0, ov_init_mult > 0 (got "
+                             f"{p['ov_mult']}, {p['qk_mult']}, {p['ov_decay']}, {p['ov_init_mult']})")
+    try:
+        data = synthetic_config(p)
+        AttentionConfig("FAFO", vocab=data.vocab, init=p["init"], init_scale=p["init_scale"])
+        _positive_numbers("adam_lrs", p["adam_lrs"])
+        TrainConfig(batch_size=p["batch_size"], target_nll=p["target_nll"], max_steps=p["max_steps"],
+                    eval_every=p["eval_every"])
+        TrainConfig(max_steps=p["adam_max_steps"])
+        UpdateRatios(p["record_every"])
+    except ValueError as err:
+        raise ParameterError(str(err)) from None
+
+
+def validate_real_data(p: dict[str, Any]) -> None:
+    """Real-data chapters: seeds, data sizes, the classifier, the optimiser, the metrics' settings."""
+    from .data.hatexplain import RATIONALE_RULES
+    from .metrics import check_bins
+    from .metrics.rationale import ERASE_MODES
+    from .models.transformer import ClassifierConfig
+    from .optim import RateSchedule
+    from .training import TrainConfig
+    _check_seeds(p["seeds"])
+    if p["rationale_rule"] not in RATIONALE_RULES or p["erase"] not in ERASE_MODES:
+        raise ParameterError(f"rationale_rule must be one of {RATIONALE_RULES} and erase one of {ERASE_MODES} "
+                             f"(got {p['rationale_rule']!r}, {p['erase']!r})")
+    for name in ("max_train", "max_test"):
+        if not (isinstance(p[name], int) and p[name] >= 0):
+            raise ParameterError(f"{name} must be an integer >= 0, 0 meaning all (got {p[name]!r})")
+    if not (0 <= p["identity_weight"] < 1 and 0 < p["threshold"] < 1 and 0 < p["confidence"] < 1):
+        raise ParameterError("identity_weight must lie in [0, 1), threshold and confidence in (0, 1) (got "
+                             f"{p['identity_weight']}, {p['threshold']}, {p['confidence']})")
+    if not (p["k_percents"] and all(0 < k <= 100 for k in p["k_percents"])):
+        raise ParameterError(f"k_percents must be non-empty, each in (0, 100] (got {p['k_percents']!r})")
+    if not (isinstance(p["epochs"], int) and p["epochs"] >= 1 and p["evals_per_epoch"] >= 1):
+        raise ParameterError(f"epochs and evals_per_epoch must be integers >= 1 (got {p['epochs']!r}, "
+                             f"{p['evals_per_epoch']!r})")
+    try:
+        ClassifierConfig(vocab=10, n_classes=2, max_len=p["max_len"], d_model=p["d_model"], n_heads=p["n_heads"],
+                         d_head=p["d_head"], n_layers=p["n_layers"], mlp=p["mlp"], d_mlp=p["d_mlp"])
+        RateSchedule(p["lr"], qk_mult=p["qk_mult"])
+        TrainConfig(batch_size=p["batch_size"], optimizer=p["optimizer"], weight_decay=(("qk", p["weight_decay"]),))
+        check_bins(p["bins"])
+    except ValueError as err:
+        raise ParameterError(str(err)) from None
+    if p["max_len"] < 2:
+        raise ParameterError(f"max_len must be >= 2 (got {p['max_len']})")
+
+
+REAL = dict(seeds=[0, 1, 2, 3, 4], download=False, verify_checksums=True, max_train=0, max_test=0, data_seed=0, min_freq=1, d_model=64,
+            n_heads=4, d_head=64, d_mlp=256, batch_size=32, weight_decay=1e-4, evals_per_epoch=2, eval_batch=256,
+            identity_weight=0.0, k_percents=[1.0, 5.0, 10.0, 20.0, 50.0], erase="remove", threshold=0.5,
+            confidence=0.5, bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], rationale_rule="union")
+# smoke runs also on the tests' tiny fixtures, which have no published hashes
+REAL_SMOKE = dict(seeds=[0, 1], verify_checksums=False, max_train=200, max_test=100, epochs=1, d_model=16, d_head=8, d_mlp=32)
+
+
 def synthetic_config(p: dict[str, Any]):
     """The SyntheticConfig a chapter's parameters describe (vocab_size 0 means 'exactly the tokens needed')."""
     from .data.synthetic import SyntheticConfig
@@ -228,6 +309,41 @@ CHAPTERS: dict[str, ChapterSpec] = {
         paper=dict(seed=0, d=5, M=3, t_end=5.0, lrs=[0.1, 0.01, 0.001]),
         changes={"smoke": dict(lrs=[0.1, 0.01])},
         validate=validate_appendix_d,
+    ),
+    "factorised_dynamics": ChapterSpec(
+        title="Factorised against collapsed trajectories, and the falsifier",
+        paper=dict(M=3, b=2, m=2, n=2, q=1, seed=0, ratios=[0.1, 10.0], t_end=2000.0, starts=["ansatz", "random"],
+                   start_scale=0.05, ode_m=5, ode_n=50, ode_b=50, ode_M=5, mu0=0.01,
+                   falsifier_ratios=[0.01, 1.0, 100.0], losses=[1e-1, 1e-2, 1e-3], horizon=[1.0, 10.0, 100.0, 1000.0]),
+        changes={"smoke": dict(ratios=[10.0], t_end=200.0, falsifier_ratios=[0.01, 100.0])},
+        validate=validate_factorised_dynamics,
+    ),
+    "corollaries": ChapterSpec(
+        title="The untested corollaries: other ways of slowing OV, and AdamW",
+        paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400, n_test=6400, d_model=0,
+                   init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True, lr=1e-2, batch_size=32,
+                   target_nll=1e-3, max_steps=500_000, eval_every=200, ramp_steps=1, qk_mult=10.0, ov_mult=0.1,
+                   ov_decay=1e-4, ov_init_mult=0.01, adam_lrs=[1e-3, 1e-2], adam_max_steps=20_000, record_every=50,
+                   bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+        changes={"default": dict(lr=0.1, max_steps=150_000),
+                 "smoke": dict(seeds=[0, 1], n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20,
+                               adam_max_steps=100, record_every=5)},
+        validate=validate_corollaries,
+    ),
+    "hatexplain": ChapterSpec(
+        title="Table 1 and Figure 7: HateXplain",
+        paper=dict(REAL, max_len=128, n_layers=1, mlp=True, residual=True, optimizer="adamw", lr=5e-5, qk_mult=30.0,
+                   epochs=30),
+        changes={"default": dict(max_len=64, lr=1e-3, epochs=3), "smoke": dict(REAL_SMOKE, max_len=32, lr=1e-3)},
+        validate=validate_real_data,
+    ),
+    "sva": ChapterSpec(
+        title="Table 1 and Figure 6: subject-verb agreement",
+        paper=dict(REAL, max_len=64, n_layers=1, mlp=False, residual=False, optimizer="adamw", lr=1e-5,
+                   qk_mult=100.0, epochs=15),
+        changes={"default": dict(lr=1e-3, epochs=5), "smoke": dict(REAL_SMOKE, max_len=32, lr=1e-3),
+                 "official": dict(optimizer="sgd", batch_size=256)},
+        validate=validate_real_data,
     ),
     "errata": ChapterSpec(title="Errata: formulas wrong or incomplete as printed", paper=dict(seed=0),
                           has_claims=False),

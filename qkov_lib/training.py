@@ -125,10 +125,11 @@ def attention_loss(cfg: AttentionConfig) -> LossFn:
 def train(params: dict[str, torch.Tensor], loss_fn: LossFn, tc: TrainConfig,
           batches: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
           monitor: Callable[[dict[str, torch.Tensor]], np.ndarray], seeds: list[int], progress: bool = True,
-          desc: str = "training") -> History:
+          desc: str = "training", recorder: UpdateRatios | None = None) -> History:
     """Train stacked models in place on ``batches(step)``; ``loss_fn`` gives one loss per model. Every
     ``eval_every`` steps ``monitor(params)`` returns each model's NLL; a model that reaches ``target_nll`` is
-    frozen there. Stops when all models are frozen or after ``max_steps``. ``seeds[k]`` names model k in errors."""
+    frozen there. Stops when all models are frozen or after ``max_steps``. ``seeds[k]`` names model k in errors.
+    ``recorder``, if given, is shown the update of every ``recorder.every``-th step."""
     n_models = len(seeds)
     group_of = {name: g for g, names in circuit_groups(params).items() for name in names}
     decay = dict(tc.weight_decay)
@@ -143,11 +144,14 @@ def train(params: dict[str, torch.Tensor], loss_fn: LossFn, tc: TrainConfig,
         _check_finite(loss, step, seeds, tc)
         grads = torch.autograd.grad(loss.sum(), list(params.values()))
         with torch.no_grad():
+            before = {k: p.clone() for k, p in params.items()} if recorder and step % recorder.every == 0 else None
             mask = active.to(loss.device)
             for (name, p), g in zip(params.items(), grads):
                 group = group_of[name]
                 _update(p, g, state.get(name), tc, tc.schedule.rate(group, step), decay.get(group, 0.0), step,
                         mask.view(-1, *[1] * (p.dim() - 1)))
+            if before is not None:
+                recorder(step, params, {k: params[k] - before[k] for k in params}, active.numpy())
         if (step + 1) % tc.eval_every == 0 or step + 1 == tc.max_steps:
             nll = monitor(params)
             hist.steps.append(step + 1)
@@ -159,6 +163,32 @@ def train(params: dict[str, torch.Tensor], loss_fn: LossFn, tc: TrainConfig,
             if not active.any():
                 break
     return hist
+
+
+class UpdateRatios:
+    """The effective QK/OV ratio of each step it sees (Section 8's Adam question): for each model,
+    (|dQK| / |QK|) / (|dOV| / |OV|), with |.| the Frobenius norm over a circuit's parameters. Under plain gradient
+    flow on the ansatz this is what r = eta_QK/eta_OV scales; under AdamW a nominal multiplier need not."""
+
+    def __init__(self, every: int = 50) -> None:
+        if not (isinstance(every, int) and every >= 1):
+            raise ValueError(f"every must be an integer >= 1 (got {every!r})")
+        self.every = every
+        self.rows: list[dict] = []
+
+    def __call__(self, step: int, params: dict[str, torch.Tensor], updates: dict[str, torch.Tensor],
+                 active: np.ndarray) -> None:
+        groups = circuit_groups(params)
+
+        def norm(tensors: dict[str, torch.Tensor], group: str) -> np.ndarray:
+            sq = sum(tensors[k].flatten(1).pow(2).sum(1) for k in groups[group])
+            return sq.sqrt().cpu().numpy()
+
+        rel = {g: norm(updates, g) / np.maximum(norm(params, g), 1e-30) for g in ("qk", "ov")}
+        for i in np.flatnonzero(active):
+            self.rows.append({"step": step, "model": int(i), "qk_rel_update": float(rel["qk"][i]),
+                              "ov_rel_update": float(rel["ov"][i]),
+                              "effective_ratio": float(rel["qk"][i] / max(rel["ov"][i], 1e-300))})
 
 
 def _update(p: torch.Tensor, g: torch.Tensor, state, tc: TrainConfig, lr: float, wd: float, step: int,

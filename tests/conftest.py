@@ -1,15 +1,31 @@
-"""Shared fixtures: one smoke run of every chapter, executed into a temporary book tree."""
+"""Shared fixtures: one smoke run of every chapter, executed into a temporary book tree, on the tests' own tiny
+real-data fixtures (so the tests need no dataset copies)."""
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
+from qkov_lib.data import DATA_ENV
 from qkov_lib.reproduce import reproduce
 from qkov_lib.results import REPO_ROOT
 
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_data import write_all_offline  # noqa: E402
+
 
 @pytest.fixture(scope="session")
-def smoke_book(tmp_path_factory) -> Path:
+def fake_data_dir(tmp_path_factory) -> Path:
+    """Tiny HateXplain and SVA copies in the offline layout, named by $QKOV_DATA_DIR for the whole session."""
+    root = write_all_offline(tmp_path_factory.mktemp("data"))
+    patch = pytest.MonkeyPatch()
+    patch.setenv(DATA_ENV, str(root))
+    yield root
+    patch.undo()
+
+
+@pytest.fixture(scope="session")
+def smoke_book(tmp_path_factory, fake_data_dir) -> Path:
     """A copy of the book's sources with every chapter run under the smoke profile; results under data/results."""
     root = tmp_path_factory.mktemp("book")
     for name in ("_config.yml", "_toc.yml"):

@@ -17,7 +17,11 @@ from scipy.special import expit
 
 @dataclass(frozen=True)
 class OrthogonalSetting:
-    """Sizes and learning rates of Theorem 1 (Assumptions 1-3): m class positions, n background, b tokens, M classes."""
+    """Sizes and learning rates of Theorem 1 (Assumptions 1-3): m class positions, n background, b tokens, M classes.
+
+    ``factorised=True`` gives the Lemma-2 rescaled dynamics of balanced FAFO factors whose products lie on the
+    ansatz; ``mu0_ov``, ``mu0_qk`` are the starting coefficients (Theorem 1 starts at 0, where factors cannot move).
+    """
 
     m: int = 5
     n: int = 50
@@ -25,6 +29,9 @@ class OrthogonalSetting:
     M: int = 5
     eta_ov: float = 1.0
     eta_qk: float = 1.0
+    factorised: bool = False
+    mu0_ov: float = 0.0
+    mu0_qk: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "b"):
@@ -68,13 +75,18 @@ def loss(mu_ov, alpha, M: int):
 def rhs(mu_ov, mu_qk, s: OrthogonalSetting):
     """Right-hand sides (d mu_OV/dt, d mu_QK/dt) of Theorem 1.
 
+    For factorised circuits (Lemma 2 on the ansatz) each rate is multiplied by the preconditioner's eigenvalue
+    along the ansatz direction: 2 sqrt(b) |mu_OV| for OV (D_OV has singular values sqrt(b)) and 2 b |mu_QK| for QK
+    (D_QK = sum_y S_y S_y^T has eigenvalues b), i.e. a learning rate proportional to the current scale.
     Works elementwise: mu_OV, mu_QK and the fields of ``s`` may be arrays (one entry per system).
     """
     a = attention_mass(mu_qk, s.m, s.n)
     denom = np.exp(a * mu_ov) + s.M - 1
     d_ov = s.eta_ov * a / (s.b * denom)
     d_qk = s.eta_qk * (s.M - 1) * (a - a * a) * mu_ov / (s.M * s.b**2 * denom)
-    return d_ov, d_qk
+    f = np.asarray(s.factorised, dtype=float)
+    return (d_ov * (1 + f * (2 * np.sqrt(s.b) * np.abs(mu_ov) - 1)),
+            d_qk * (1 + f * (2 * s.b * np.abs(mu_qk) - 1)))
 
 
 @dataclass
@@ -106,7 +118,8 @@ class Trajectory:
 
 def integrate(s: OrthogonalSetting, target_loss: float = 1e-4, t_max: float = 1e30, n_out: int = 400,
               rtol: float = 1e-9, atol: float = 1e-12) -> Trajectory:
-    """Integrate Theorem 1 from mu_OV = mu_QK = 0 until L <= target_loss (or t_max); see ``integrate_many``."""
+    """Integrate Theorem 1 from (mu0_OV, mu0_QK) (0 by default) until L <= target_loss (or t_max); see
+    ``integrate_many``."""
     return integrate_many([s], target_loss, t_max, n_out, rtol, atol)[0]
 
 
@@ -122,7 +135,8 @@ def integrate_many(settings: Sequence[OrthogonalSetting], target_loss: float = 1
         check_loss_threshold(target_loss, s.M, "target_loss")
     k = len(settings)
     p = SimpleNamespace(**{f: np.array([getattr(s, f) for s in settings], dtype=float)
-                           for f in ("m", "n", "b", "M", "eta_ov", "eta_qk")})
+                           for f in ("m", "n", "b", "M", "eta_ov", "eta_qk", "factorised")})
+    y0 = np.array([s.mu0_ov for s in settings] + [s.mu0_qk for s in settings], dtype=float)
     calls = [0]
 
     def log_gap(y: np.ndarray) -> np.ndarray:
@@ -136,7 +150,7 @@ def integrate_many(settings: Sequence[OrthogonalSetting], target_loss: float = 1
         return float(np.max(log_gap(y)))
 
     all_reached.terminal, all_reached.direction = True, -1
-    sol = solve_ivp(f, (0.0, np.log1p(t_max)), np.zeros(2 * k), method="LSODA", events=all_reached,
+    sol = solve_ivp(f, (0.0, np.log1p(t_max)), y0, method="LSODA", events=all_reached,
                     dense_output=True, rtol=rtol, atol=atol)
     if not sol.success:
         raise RuntimeError(f"Theorem 1 integration failed: {sol.message}")

@@ -1,0 +1,153 @@
+"""HateXplain (Mathew et al., 2021): posts, majority labels over three annotators, and annotator rationales as the
+relevant tokens (Section 7).
+
+Two layouts are read: the canonical release (``dataset.json`` + ``post_id_divisions.json``, downloaded into the
+cache) and the offline copies under $QKOV_DATA_DIR/hatexplain (Hugging Face JSON Lines for validation and test; for
+train, ``train_partial/``: tokens from the ERASER ``docs`` archive and labels from ``training_data.csv``, no
+per-annotator rationales). Posts without a majority label are dropped, as in the paper.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import tarfile
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from .registry import DataError, canonical_file, not_found, offline_file
+from .text import TextSplit
+
+CLASSES = ("hatespeech", "normal", "offensive")  # the Hugging Face codes 0, 1, 2
+RATIONALE_RULES = ("union", "majority")
+OFFLINE_LAYOUT = ("hatexplain/post_id_divisions.json, hatexplain/hatexplain_{validation,test}.json and "
+                  "hatexplain/train_partial/")
+
+
+def majority(labels: list[int]) -> int | None:
+    """The label at least two of three annotators gave, or None."""
+    label, count = Counter(labels).most_common(1)[0]
+    return label if count >= 2 else None
+
+
+def relevance(rationales: list[list[int]], n_tokens: int, rule: str, where: str) -> np.ndarray | None:
+    """Combine per-annotator 0/1 rationales: ``union`` (any annotator) or ``majority`` (at least half of those
+    who marked tokens). None when nobody marked any token (posts labelled normal)."""
+    if rule not in RATIONALE_RULES:
+        raise ValueError(f"rationale rule must be one of {', '.join(RATIONALE_RULES)} (got {rule!r})")
+    if not rationales:
+        return None
+    marks = np.zeros((len(rationales), n_tokens))
+    for j, r in enumerate(rationales):
+        if len(r) != n_tokens:
+            raise DataError(f"{where}: a rationale of length {len(r)} for {n_tokens} tokens; the file is "
+                            f"inconsistent, copy or download it again")
+        marks[j] = r
+    return marks.any(0) if rule == "union" else marks.mean(0) >= 0.5
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}); the file is truncated or "
+                        f"corrupt, copy or download it again") from None
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    records = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path} line {i} is not valid JSON ({err.msg}); the file is truncated or corrupt, "
+                                f"copy or download it again") from None
+    return records
+
+
+def _split(name: str, posts: list[tuple[str, list[str], list[int], list[list[int]]]], rule: str) -> tuple[
+        TextSplit, int]:
+    """Posts as (id, tokens, annotator labels, rationales) -> a split and the number dropped for no majority."""
+    tokens, labels, rel, dropped = [], [], [], 0
+    for post_id, toks, votes, rationales in posts:
+        label = majority(votes)
+        if label is None:
+            dropped += 1
+            continue
+        tokens.append(toks)
+        labels.append(label)
+        rel.append(relevance(rationales, len(toks), rule, f"post {post_id}") if rationales is not None else None)
+    return TextSplit(name, tokens, np.asarray(labels), rel), dropped
+
+
+def _offline(rule: str, verify: bool) -> tuple[dict[str, TextSplit], dict] | None:
+    divisions_path = offline_file("hatexplain/post_id_divisions.json", verify)
+    if divisions_path is None:
+        return None
+    divisions = _read_json(divisions_path)
+    splits, info = {}, {"source": "offline copies", "dropped (no majority)": {}}
+    for name, fname in (("validation", "hatexplain_validation.json"), ("test", "hatexplain_test.json")):
+        path = offline_file(f"hatexplain/{fname}", verify)
+        if path is None:
+            raise DataError(f"offline HateXplain copy incomplete: hatexplain/{fname} is missing")
+        posts = [(r["id"], r["post_tokens"], r["annotators"]["label"], r["rationales"]) for r in _read_jsonl(path)]
+        splits[name], info["dropped (no majority)"][name] = _split(name, posts, rule)
+    csv_path = offline_file("hatexplain/train_partial/training_data.csv", verify)
+    tar_path = offline_file("hatexplain/train_partial/ritwikmishra_Model_Eval_docs.tar.gz", verify)
+    if csv_path is None or tar_path is None:
+        raise DataError("offline HateXplain copy incomplete: hatexplain/train_partial/ needs training_data.csv and "
+                        "ritwikmishra_Model_Eval_docs.tar.gz")
+    with open(csv_path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    ids = divisions["train"]
+    if len(rows) != len(ids):
+        raise DataError(f"{csv_path} has {len(rows)} rows for {len(ids)} train ids; the file is truncated")
+    wanted = set(ids)
+    tokens: dict[str, list[str]] = {}
+    with tarfile.open(tar_path) as tar:  # one sequential pass: random access into a .tar.gz is quadratic
+        for member in tar:
+            name = Path(member.name).name
+            if member.isfile() and name in wanted:
+                tokens[name] = tar.extractfile(member).read().decode("utf-8").split(" ")
+    missing = wanted - tokens.keys()
+    if missing:
+        raise DataError(f"{tar_path} has no tokens for {len(missing)} train posts (e.g. {sorted(missing)[0]}); the "
+                        f"archive is incomplete, copy or download it again")
+    posts = [(post_id, tokens[post_id], [int(v) for v in row["labels"].split(", ")], None)
+             for post_id, row in zip(ids, rows)]
+    splits["train"], info["dropped (no majority)"]["train"] = _split("train", posts, rule)
+    info["train rationales"] = "none offline (the per-annotator train rationales are not in the copies)"
+    return splits, info
+
+
+def _canonical(rule: str, download: bool, verify: bool) -> tuple[dict[str, TextSplit], dict] | None:
+    data_path = canonical_file("hatexplain", "dataset.json", download, verify)
+    div_path = canonical_file("hatexplain", "post_id_divisions.json", download, verify)
+    if data_path is None or div_path is None:
+        return None
+    data, divisions = _read_json(data_path), _read_json(div_path)
+    splits, info = {}, {"source": "canonical release", "dropped (no majority)": {}}
+    for name, key in (("train", "train"), ("validation", "val"), ("test", "test")):
+        posts = []
+        for post_id in divisions[key]:
+            if post_id not in data:
+                raise DataError(f"{data_path} has no post {post_id} listed in post_id_divisions.json")
+            rec = data[post_id]
+            votes = [CLASSES.index(a["label"]) for a in rec["annotators"]]
+            posts.append((post_id, rec["post_tokens"], votes, rec["rationales"]))
+        splits[name], info["dropped (no majority)"][name] = _split(name, posts, rule)
+    return splits, info
+
+
+def load(rule: str = "union", download: bool = False, verify: bool = True) -> tuple[dict[str, TextSplit], dict]:
+    """Train, validation and test splits and a short provenance record; offline copies first, then the cache
+    (downloading when ``download``); one clear error when neither is there. ``verify`` checks sha256 where a
+    published hash exists."""
+    if rule not in RATIONALE_RULES:
+        raise ValueError(f"rationale rule must be one of {', '.join(RATIONALE_RULES)} (got {rule!r})")
+    found = _offline(rule, verify) or _canonical(rule, download, verify)
+    if found is None:
+        raise not_found("hatexplain", OFFLINE_LAYOUT)
+    return found

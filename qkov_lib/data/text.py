@@ -1,0 +1,95 @@
+"""Token-level classification data with relevance masks (Section 7): splits, a word-level vocabulary built from the
+training split, and id tensors with a read-out token appended (the position the classifier reads)."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .registry import DataError
+
+PAD, UNK, READOUT = "<pad>", "<unk>", "<readout>"
+
+
+@dataclass
+class TextSplit:
+    """One split: tokens and label per example; ``relevant`` a boolean mask per example (None: no annotation)."""
+
+    name: str
+    tokens: list[list[str]]
+    labels: np.ndarray
+    relevant: list[np.ndarray | None]
+
+    def __post_init__(self) -> None:
+        if not self.tokens:
+            raise DataError(f"the {self.name} split is empty; check the data files")
+        for i, (toks, rel) in enumerate(zip(self.tokens, self.relevant)):
+            if rel is not None and len(rel) != len(toks):
+                raise DataError(f"{self.name} example {i}: relevance mask of length {len(rel)} for "
+                                f"{len(toks)} tokens")
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def subset(self, n: int | None, seed: int = 0) -> "TextSplit":
+        """A seeded random subset of n examples (all when n is None or >= the size), order kept."""
+        if n is None or n >= len(self):
+            return self
+        keep = np.sort(np.random.default_rng(seed).choice(len(self), n, replace=False))
+        return TextSplit(self.name, [self.tokens[i] for i in keep], self.labels[keep],
+                         [self.relevant[i] for i in keep])
+
+
+class Vocab:
+    """Words of the training split seen at least ``min_freq`` times (at most ``max_size``), plus specials."""
+
+    def __init__(self, splits_tokens: list[list[str]], min_freq: int = 1, max_size: int | None = None) -> None:
+        counts = Counter(t for toks in splits_tokens for t in toks)
+        words = [w for w, c in counts.most_common(max_size) if c >= min_freq]
+        self.itos = [PAD, UNK, READOUT] + words
+        self.stoi = {w: i for i, w in enumerate(self.itos)}
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def ids(self, tokens: list[str]) -> list[int]:
+        return [self.stoi.get(t, 1) for t in tokens]
+
+
+@dataclass
+class Encoded:
+    """ids [N, T] (0 = padding, the read-out token after the last kept word), labels [N], relevant [N, T] bool
+    (False where unannotated), has_relevance [N] (examples with at least one relevant kept token)."""
+
+    ids: torch.Tensor
+    labels: torch.Tensor
+    relevant: torch.Tensor
+    has_relevance: torch.Tensor
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return (self.ids != 0).sum(1)
+
+
+def encode(split: TextSplit, vocab: Vocab, max_len: int) -> Encoded:
+    """Truncate to ``max_len - 1`` words, append the read-out token, pad; relevance masks truncated alike."""
+    if max_len < 2:
+        raise ValueError(f"max_len must be >= 2 (one word and the read-out token); got {max_len}")
+    n = len(split)
+    ids = torch.zeros(n, max_len, dtype=torch.long)
+    rel = torch.zeros(n, max_len, dtype=torch.bool)
+    for i, toks in enumerate(split.tokens):
+        kept = vocab.ids(toks[: max_len - 1])
+        ids[i, : len(kept)] = torch.tensor(kept, dtype=torch.long)
+        ids[i, len(kept)] = vocab.stoi[READOUT]
+        if split.relevant[i] is not None:
+            rel[i, : len(kept)] = torch.from_numpy(np.asarray(split.relevant[i][: len(kept)], dtype=bool))
+    return Encoded(ids, torch.as_tensor(split.labels, dtype=torch.long), rel, rel.any(1))
+
+
+def unknown_rate(split: TextSplit, vocab: Vocab) -> float:
+    """Share of the split's tokens outside the vocabulary."""
+    total = sum(len(t) for t in split.tokens)
+    return sum(tok not in vocab.stoi for toks in split.tokens for tok in toks) / max(total, 1)

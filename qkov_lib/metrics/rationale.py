@@ -1,0 +1,91 @@
+"""Attention-based interpretability metrics on real data (Section 7, Appendix D.6): attention rollout, the mass on
+relevant tokens (MRTA, AC, ACMC), and ERASER's sufficiency and comprehensiveness (DeYoung et al., 2020)."""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+ERASE_MODES = ("remove", "mask")
+
+
+def rollout(attns: Sequence[torch.Tensor], identity_weight: float = 0.0) -> torch.Tensor:
+    """Attention rollout (Abnar & Zuidema, 2020): head-averaged attention per layer, mixed with the identity as
+    w I + (1 - w) A (rows renormalised), multiplied from the first layer up; [..., T, T]. With one layer and w = 0
+    it is the attention itself."""
+    if not 0 <= identity_weight < 1:
+        raise ValueError(f"identity_weight must lie in [0, 1) (got {identity_weight!r})")
+    out = None
+    for attn in attns:
+        a = attn.mean(-3)  # mean over heads
+        a = identity_weight * torch.eye(a.shape[-1], dtype=a.dtype, device=a.device) + (1 - identity_weight) * a
+        a = a / a.sum(-1, keepdim=True)
+        out = a if out is None else a @ out
+    return out
+
+
+def readout_attention(attns: Sequence[torch.Tensor], ids: torch.Tensor, identity_weight: float = 0.0
+                      ) -> torch.Tensor:
+    """The rollout row of each example's read-out position (its last non-padding token): [S, B, T]."""
+    roll = rollout(attns, identity_weight)  # [S, B, T, T]
+    last = (ids != 0).sum(-1) - 1
+    last = last.expand(roll.shape[0], -1) if last.dim() == 1 else last
+    return torch.gather(roll, 2, last[..., None, None].expand(-1, -1, 1, roll.shape[-1])).squeeze(2)
+
+
+def top_tokens(scores: torch.Tensor, ids: torch.Tensor, k_percent: float) -> torch.Tensor:
+    """Boolean [S, B, T]: the ceil(k% of the real words) highest-scoring words of each example (the read-out token
+    and padding never count)."""
+    words = (ids != 0).clone()
+    last = words.sum(-1, keepdim=True) - 1
+    words.scatter_(-1, last, False)  # the read-out token is not a word
+    n = words.sum(-1, keepdim=True)
+    k = torch.clamp(torch.ceil(n * k_percent / 100.0), min=1).long()
+    masked = scores.masked_fill(~words, float("-inf"))
+    rank = masked.argsort(-1, descending=True).argsort(-1)
+    return (rank < k) & words
+
+
+def erase(ids: torch.Tensor, drop: torch.Tensor, mode: str = "remove", mask_id: int = 1) -> torch.Tensor:
+    """Ids with the ``drop`` positions removed (the rest shifted left, order kept, padded at the end) or replaced
+    by ``mask_id`` (mode ``mask``); the read-out token is never dropped."""
+    if mode not in ERASE_MODES:
+        raise ValueError(f"erase mode must be one of {', '.join(ERASE_MODES)} (got {mode!r})")
+    if mode == "mask":
+        return ids.masked_fill(drop, mask_id)
+    keep = (ids != 0) & ~drop
+    order = torch.argsort((~keep).to(torch.int8), dim=-1, stable=True)  # kept positions first, in order
+    out = torch.gather(ids, -1, order)
+    return out.masked_fill(~torch.gather(keep, -1, order), 0)
+
+
+def faithfulness(predict: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, scores: torch.Tensor,
+                 k_percents: Sequence[float], mode: str = "remove") -> tuple[torch.Tensor, torch.Tensor]:
+    """ERASER sufficiency and comprehensiveness per example [S, B], averaged over ``k_percents`` (AOPC):
+    p(y^|x) - p(y^|top-k% kept) and p(y^|x) - p(y^|top-k% removed), y^ the prediction on the full input.
+    ``predict`` maps ids [S, B, T] to class probabilities [S, B, C]."""
+    full = predict(ids)
+    y_hat = full.argmax(-1, keepdim=True)
+    p_full = full.gather(-1, y_hat).squeeze(-1)
+    suff, comp = torch.zeros_like(p_full), torch.zeros_like(p_full)
+    for k in k_percents:
+        if not 0 < k <= 100:
+            raise ValueError(f"each k percent must lie in (0, 100] (got {k!r})")
+        top = top_tokens(scores, ids, k)
+        words = (ids != 0)
+        words.scatter_(-1, words.sum(-1, keepdim=True) - 1, False)
+        kept = predict(erase(ids, words & ~top, mode)).gather(-1, y_hat).squeeze(-1)
+        dropped = predict(erase(ids, top, mode)).gather(-1, y_hat).squeeze(-1)
+        suff += p_full - kept
+        comp += p_full - dropped
+    return suff / len(k_percents), comp / len(k_percents)
+
+
+def mass_metrics(mass: torch.Tensor, prob_true: torch.Tensor, threshold: float = 0.5, confidence: float = 0.5
+                 ) -> dict[str, torch.Tensor]:
+    """Per seed over examples [S, N]: MRTA (mean mass on relevant tokens, %), AC (% with mass > threshold) and
+    ACMC (% with mass > threshold and true-class probability > confidence), as in Appendix D.6."""
+    high = mass > threshold
+    return {"MRTA": 100 * mass.mean(-1), "AC": 100 * high.float().mean(-1),
+            "ACMC": 100 * (high & (prob_true > confidence)).float().mean(-1)}
+

@@ -1,0 +1,95 @@
+"""A small transformer classifier for the real-data tasks (Section 7), many seeds at once (a leading seed dimension).
+
+Token and learned position embeddings; ``n_layers`` blocks of multi-head attention (W_Q, W_K, W_V [H, d, d_head],
+W_O [H, d_head, d]; padding masked, no causal mask) with an optional residual stream and ReLU MLP; a linear read-out
+of the last real position, which holds the read-out token. Parameter names end in W_Q, W_K, W_V, W_O so that
+``optim.circuit_groups`` puts them in the QK and OV groups; everything else is 'other'.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class ClassifierConfig:
+    vocab: int
+    n_classes: int
+    max_len: int
+    d_model: int = 64
+    n_heads: int = 4
+    d_head: int = 16
+    n_layers: int = 1
+    mlp: bool = True
+    d_mlp: int = 256
+    residual: bool = True
+    init_scale: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("vocab", "n_classes", "max_len", "d_model", "n_heads", "d_head", "n_layers", "d_mlp"):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
+                raise ValueError(f"{name} must be an integer >= 1 (got {getattr(self, name)!r})")
+        if self.n_classes < 2:
+            raise ValueError(f"n_classes must be >= 2 (got {self.n_classes})")
+        if not self.init_scale > 0:
+            raise ValueError(f"init_scale must be > 0 (got {self.init_scale!r})")
+
+
+def init_classifier(cfg: ClassifierConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
+                    ) -> dict[str, torch.Tensor]:
+    """Normal(0, init_scale) weights, zero biases, one independent draw per seed, stacked on dimension 0."""
+    shapes = {"embed": (cfg.vocab, cfg.d_model), "pos": (cfg.max_len, cfg.d_model),
+              "unembed": (cfg.d_model, cfg.n_classes), "unembed_bias": (cfg.n_classes,)}
+    for layer in range(cfg.n_layers):
+        p = f"blocks.{layer}."
+        shapes |= {p + "W_Q": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_K": (cfg.n_heads, cfg.d_model, cfg.d_head),
+                   p + "W_V": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_O": (cfg.n_heads, cfg.d_head, cfg.d_model)}
+        if cfg.mlp:
+            shapes |= {p + "mlp_in": (cfg.d_model, cfg.d_mlp), p + "mlp_out": (cfg.d_mlp, cfg.d_model)}
+    per_seed = []
+    for seed in seeds:
+        gen = torch.Generator().manual_seed(int(seed))
+        per_seed.append({k: (torch.zeros(s) if k.endswith("bias") else cfg.init_scale * torch.randn(s, generator=gen))
+                         for k, s in shapes.items()})
+    return {k: torch.stack([p[k] for p in per_seed]).to(device).requires_grad_() for k in shapes}
+
+
+def trim(ids: torch.Tensor, *aligned: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Drop the trailing positions that are padding in every row, from ``ids`` and tensors aligned with it."""
+    width = max(int((ids != 0).sum(-1).max()), 1)
+    return (ids[..., :width], *(a[..., :width] for a in aligned))
+
+
+def classify(params: dict[str, torch.Tensor], cfg: ClassifierConfig, ids: torch.Tensor
+             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Logits [S, B, C] at the read-out position and each layer's attention [S, B, H, T, T] (rows: queries).
+
+    ``ids`` [S, B, T] or [B, T] (shared by every seed); 0 is padding, the read-out token is the last non-padding
+    position of each row. Trim all-padding columns first (``trim``): they cost time and change nothing.
+    """
+    S = params["embed"].shape[0]
+    if ids.dim() == 2:
+        ids = ids.expand(S, *ids.shape)
+    T = ids.shape[-1]
+    pad = ids == 0  # [S, B, T]
+    x = params["embed"][torch.arange(S, device=ids.device)[:, None, None], ids] + params["pos"][:, None, :T]
+    attns = []
+    for layer in range(cfg.n_layers):
+        p = f"blocks.{layer}."
+        q = torch.einsum("sbtd,shde->sbhte", x, params[p + "W_Q"])
+        k = torch.einsum("sbtd,shde->sbhte", x, params[p + "W_K"])
+        v = torch.einsum("sbtd,shde->sbhte", x, params[p + "W_V"])
+        scores = torch.einsum("sbhqe,sbhke->sbhqk", q, k) / cfg.d_head**0.5
+        scores = scores.masked_fill(pad[:, :, None, None, :], float("-inf"))
+        attn = torch.softmax(scores, dim=-1)
+        attns.append(attn)
+        out = torch.einsum("sbhqe,shed->sbqd", attn @ v, params[p + "W_O"])
+        x = x + out if cfg.residual else out
+        if cfg.mlp:
+            h = torch.relu(torch.einsum("sbtd,sdm->sbtm", x, params[p + "mlp_in"]))
+            x = x + torch.einsum("sbtm,smd->sbtd", h, params[p + "mlp_out"])
+    last = (~pad).sum(-1) - 1  # [S, B]
+    read = torch.gather(x, 2, last[..., None, None].expand(-1, -1, 1, cfg.d_model)).squeeze(2)
+    return torch.einsum("sbd,sdc->sbc", read, params["unembed"]) + params["unembed_bias"][:, None], attns

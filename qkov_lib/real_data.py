@@ -1,0 +1,158 @@
+"""Section 7 on real data: load and encode a dataset, train a baseline and a faster-QK classifier (all seeds at
+once), and measure accuracy, MRTA, AC, ACMC, sufficiency and comprehensiveness per seed (Table 1)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .data import hatexplain, sva
+from .data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
+from .metrics import mean_ci
+from .metrics.rationale import faithfulness, mass_metrics, readout_attention
+from .models.transformer import ClassifierConfig, classify, init_classifier, trim
+from .optim import RateSchedule
+from .training import FixedSetBatches, TrainConfig, train
+
+DATASETS = ("hatexplain", "sva")
+TABLE_METRICS = ("accuracy", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
+
+
+@dataclass
+class Prepared:
+    """A dataset ready to train on: encoded splits, the vocabulary, class names and a provenance record."""
+
+    train: Encoded
+    test: Encoded
+    vocab: Vocab
+    classes: tuple[str, ...]
+    info: dict[str, Any]
+
+
+def prepare(dataset: str, p: dict[str, Any]) -> Prepared:
+    """Load (offline copies or the cache), subsample as the profile says, build the vocabulary on train, encode."""
+    if dataset == "hatexplain":
+        splits, info = hatexplain.load(p["rationale_rule"], download=p["download"], verify=p["verify_checksums"])
+        classes = hatexplain.CLASSES
+    elif dataset == "sva":
+        splits, info = sva.load(download=p["download"], verify=p["verify_checksums"])
+        classes = sva.CLASSES
+    else:
+        raise ValueError(f"unknown dataset {dataset!r}; allowed: {', '.join(DATASETS)}")
+    tr: TextSplit = splits["train"].subset(p["max_train"] or None, p["data_seed"])
+    te: TextSplit = splits["test"].subset(p["max_test"] or None, p["data_seed"])
+    vocab = Vocab(tr.tokens, p["min_freq"])
+    info = dict(info, **{"train examples": len(tr), "test examples": len(te), "vocabulary": len(vocab),
+                         "test tokens outside the vocabulary": f"{100 * unknown_rate(te, vocab):.1f}%",
+                         "test examples with relevant tokens": int(sum(r is not None and r.any() for r in te.relevant))})
+    return Prepared(encode(tr, vocab, p["max_len"]), encode(te, vocab, p["max_len"]), vocab, classes, info)
+
+
+def model_config(data: Prepared, p: dict[str, Any]) -> ClassifierConfig:
+    return ClassifierConfig(vocab=len(data.vocab), n_classes=len(data.classes), max_len=p["max_len"],
+                            d_model=p["d_model"], n_heads=p["n_heads"], d_head=p["d_head"], n_layers=p["n_layers"],
+                            mlp=p["mlp"], d_mlp=p["d_mlp"], residual=p["residual"])
+
+
+def train_condition(data: Prepared, p: dict[str, Any], qk_mult: float, device: torch.device,
+                    progress: bool = True, desc: str = "training") -> tuple[dict[str, torch.Tensor], pd.DataFrame]:
+    """Train one model per seed for ``epochs`` epochs with only W_Q and W_K at ``qk_mult`` x the base rate;
+    returns the parameters and the training NLL curve (on a fixed subset of the training set)."""
+    cfg, seeds = model_config(data, p), list(p["seeds"])
+    params = init_classifier(cfg, seeds, device)
+    n = data.train.ids.shape[0]
+    per_epoch = n // p["batch_size"]
+    tc = TrainConfig(RateSchedule(p["lr"], qk_mult=qk_mult), batch_size=p["batch_size"], optimizer=p["optimizer"],
+                     weight_decay=tuple((g, p["weight_decay"]) for g in ("qk", "ov", "other")), target_nll=0.0,
+                     max_steps=p["epochs"] * per_epoch, eval_every=max(1, per_epoch // p["evals_per_epoch"]))
+    ids, labels = data.train.ids.to(device), data.train.labels.to(device)
+    batches = FixedSetBatches(ids[None], labels[None], seeds, p["batch_size"], rows=[0] * len(seeds))
+    probe = torch.randperm(n, generator=torch.Generator().manual_seed(p["data_seed"]))[:1024]
+
+    def loss_fn(prm, x, y):
+        logits, _ = classify(prm, cfg, trim(x)[0])
+        return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none").mean(1)
+
+    @torch.no_grad()
+    def monitor(prm):
+        out = [loss_fn(prm, ids[part].expand(len(seeds), -1, -1), labels[part].expand(len(seeds), -1))
+               for part in probe.split(256)]
+        return torch.stack(out).mean(0).cpu().numpy()
+
+    hist = train(params, loss_fn, tc, batches, monitor, seeds, progress, desc)
+    curve = pd.DataFrame([{"step": s, "epoch": s / per_epoch, "seed": seed, "train_nll": float(v[i])}
+                          for s, v in zip(hist.steps, hist.train_nll) for i, seed in enumerate(seeds)])
+    return params, curve
+
+
+@torch.no_grad()
+def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, p: dict[str, Any]
+                       ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """Per seed: accuracy on the whole test set; MRTA, AC, ACMC, sufficiency and comprehensiveness on the test
+    examples with relevant tokens. Also, for the DTAP maps, each such example's relevant mass and true-class
+    probability [S, N]."""
+    cfg = model_config(data, p)
+    dev = params["embed"].device
+
+    def predict(ids: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(classify(params, cfg, ids)[0], -1)
+
+    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("correct", "mass", "prob", "suff", "comp")}
+    test = data.test
+    for start in range(0, test.ids.shape[0], p["eval_batch"]):
+        ids, rel = trim(test.ids[start:start + p["eval_batch"]].to(dev),
+                        test.relevant[start:start + p["eval_batch"]].to(dev))
+        y = test.labels[start:start + p["eval_batch"]].to(dev)
+        has = test.has_relevance[start:start + p["eval_batch"]].to(dev)
+        logits, attns = classify(params, cfg, ids)
+        probs = torch.softmax(logits, -1)
+        parts["correct"].append((probs.argmax(-1) == y).float())
+        att = readout_attention(attns, ids, p["identity_weight"])
+        S = att.shape[0]
+        parts["mass"].append((att * rel).sum(-1)[:, has])
+        parts["prob"].append(probs.gather(-1, y.expand(S, -1)[..., None]).squeeze(-1)[:, has])
+        if has.any():
+            suff, comp = faithfulness(predict, ids[has].expand(S, -1, -1), att[:, has], p["k_percents"],
+                                      p["erase"])
+            parts["suff"].append(suff)
+            parts["comp"].append(comp)
+    cat = {k: torch.cat(v, dim=1).cpu() for k, v in parts.items() if v}
+    if "mass" not in cat or cat["mass"].shape[1] == 0:
+        raise ValueError("no test example has relevant tokens (after truncation to max_len); nothing to measure")
+    masses = mass_metrics(cat["mass"], cat["prob"], p["threshold"], p["confidence"])
+    rows = [{"seed": seed, "accuracy": 100 * float(cat["correct"][i].mean()),
+             **{k: float(v[i]) for k, v in masses.items()},
+             "sufficiency": float(cat["suff"][i].mean()), "comprehensiveness": float(cat["comp"][i].mean())}
+            for i, seed in enumerate(p["seeds"])]
+    return pd.DataFrame(rows), {"mass": cat["mass"].numpy(), "prob_true": cat["prob"].numpy()}
+
+
+def table1(per_seed: pd.DataFrame, by: str = "condition") -> pd.DataFrame:
+    """Table 1 rows: per condition and metric, the mean over seeds and its 95% CI half-width."""
+    rows = []
+    for cond, part in per_seed.groupby(by, sort=False):
+        row = {by: cond}
+        for metric in TABLE_METRICS:
+            mean, half = mean_ci(part[metric].to_numpy())
+            row[metric], row[f"{metric} ±"] = mean, half
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def run_conditions(data: Prepared, p: dict[str, Any], device: torch.device, progress: bool = True
+                   ) -> tuple[pd.DataFrame, dict[str, np.ndarray], pd.DataFrame]:
+    """Baseline (QK x 1) and faster QK (QK x qk_mult): per-seed metrics, DTAP maps [seeds, y, x] per condition,
+    and training curves (columns label, step, epoch, seed, train_nll)."""
+    from .metrics import dtap_histogram
+    per_seed, maps, curves = [], {}, []
+    for name, mult in (("baseline", 1.0), (f"faster QK (x{p['qk_mult']:g})", p["qk_mult"])):
+        params, curve = train_condition(data, p, mult, device, progress, desc=name)
+        rows, raw = evaluate_condition(params, data, p)
+        per_seed.append(rows.assign(condition=name))
+        maps[name] = np.stack([dtap_histogram(raw["mass"][i], raw["prob_true"][i], p["bins"], p["bins"])
+                               for i in range(len(p["seeds"]))])
+        curves.append(curve.assign(label=name))
+    return pd.concat(per_seed, ignore_index=True), maps, pd.concat(curves, ignore_index=True)

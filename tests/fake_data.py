@@ -1,0 +1,125 @@
+"""Tiny HateXplain and SVA datasets, written by the tests in the offline and the canonical layouts.
+
+The data are learnable on purpose: a class is signalled by one trigger word (HateXplain, also its rationale) or by
+the subject's number (SVA), so a smoke run has something to attend to.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import random
+import tarfile
+from pathlib import Path
+
+FILLER = [f"w{i}" for i in range(30)]
+TRIGGERS = {0: "hateword", 2: "rudeword"}  # hatespeech, offensive; normal (1) has none
+CLASS_NAMES = ("hatespeech", "normal", "offensive")
+
+
+def _post(rng: random.Random, label: int) -> tuple[list[str], list[list[int]]]:
+    tokens = [rng.choice(FILLER) for _ in range(rng.randint(4, 12))]
+    if label == 1:
+        return tokens, []
+    pos = rng.randrange(len(tokens))
+    tokens[pos] = TRIGGERS[label]
+    marks = [int(i == pos) for i in range(len(tokens))]
+    return tokens, [marks, marks]
+
+
+def hatexplain_posts(n: dict[str, int], seed: int = 0) -> dict[str, list[dict]]:
+    rng = random.Random(seed)
+    out = {}
+    for split, count in n.items():
+        posts = []
+        for i in range(count):
+            label = i % 3
+            tokens, rationales = _post(rng, label)
+            other = (label + 1) % 3
+            posts.append({"id": f"{split}{i}_twitter", "labels": [label, label, other], "tokens": tokens,
+                          "rationales": rationales})
+        out[split] = posts
+    return out
+
+
+def write_hatexplain_offline(root: Path, n: dict[str, int] | None = None) -> dict[str, list[dict]]:
+    posts = hatexplain_posts(n or {"train": 120, "val": 12, "test": 60})
+    folder = root / "hatexplain"
+    (folder / "train_partial").mkdir(parents=True, exist_ok=True)
+    (folder / "post_id_divisions.json").write_text(json.dumps({k: [p["id"] for p in v] for k, v in posts.items()}))
+    for split, fname in (("val", "hatexplain_validation.json"), ("test", "hatexplain_test.json")):
+        lines = [json.dumps({"id": p["id"], "annotators": {"label": p["labels"], "annotator_id": [1, 2, 3],
+                                                           "target": [["None"]] * 3},
+                             "rationales": p["rationales"], "post_tokens": p["tokens"]}) for p in posts[split]]
+        (folder / fname).write_text("\n".join(lines) + "\n")
+    with open(folder / "train_partial" / "training_data.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["text", "majority_label", "severity", "labels", "annotator_ids", "targets"])
+        for p in posts["train"]:
+            w.writerow([" ".join(p["tokens"]), p["labels"][0], "Low", ", ".join(map(str, p["labels"])), "1, 2, 3",
+                        "None"])
+    with tarfile.open(folder / "train_partial" / "ritwikmishra_Model_Eval_docs.tar.gz", "w:gz") as tar:
+        for p in posts["train"] + posts["val"] + posts["test"]:
+            data = " ".join(p["tokens"]).encode()
+            info = tarfile.TarInfo(f"Model_Eval/docs/{p['id']}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return posts
+
+
+def write_hatexplain_canonical(cache: Path, n: dict[str, int] | None = None) -> dict[str, list[dict]]:
+    posts = hatexplain_posts(n or {"train": 120, "val": 12, "test": 60}, seed=1)
+    folder = cache / "hatexplain"
+    folder.mkdir(parents=True, exist_ok=True)
+    dataset = {p["id"]: {"post_id": p["id"], "annotators": [{"label": CLASS_NAMES[v], "annotator_id": j,
+                                                              "target": ["None"]} for j, v in enumerate(p["labels"])],
+                         "rationales": p["rationales"], "post_tokens": p["tokens"]}
+               for split in posts.values() for p in split}
+    (folder / "dataset.json").write_text(json.dumps(dataset))
+    (folder / "post_id_divisions.json").write_text(json.dumps({k: [p["id"] for p in v] for k, v in posts.items()}))
+    return posts
+
+
+def sva_sentences(n: int, seed: int = 0) -> list[tuple[list[str], int, int]]:
+    """(words up to and including the verb, subject index, label 0 = VBZ / 1 = VBP)."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        label = i % 2
+        subj = ("dog", "dogs")[label]
+        words = ["the"] + [rng.choice(FILLER) for _ in range(rng.randint(0, 2))] + [subj]
+        words += [rng.choice(FILLER) for _ in range(rng.randint(0, 4))]
+        out.append((words + [("barks", "bark")[label]], words.index(subj), label))
+    return out
+
+
+def write_sva_offline(root: Path, n_train: int = 200, n_test: int = 60) -> None:
+    folder = root / "sva"
+    (folder / "rnn_agr_simple").mkdir(parents=True, exist_ok=True)
+    (folder / "derived").mkdir(parents=True, exist_ok=True)
+    lines = [f"{('VBZ', 'VBP')[lab]}\t{' '.join(w[:-1])}" for w, _, lab in sva_sentences(n_train)]
+    (folder / "rnn_agr_simple" / "numpred.val").write_text("\n".join(lines) + "\n")
+    with open(folder / "derived" / "linzen_testset_subjects.tsv", "w", newline="") as fh:
+        w = csv.writer(fh, delimiter="\t")
+        w.writerow(["sent_id", "sentence", "verb_index", "verb", "label", "subj_index", "subj", "n_attractors",
+                    "parser_agrees"])
+        for i, (words, subj, lab) in enumerate(sva_sentences(n_test, seed=1)):
+            w.writerow([i, " ".join(words), len(words) - 1, words[-1], ("VBZ", "VBP")[lab], subj, words[subj], 0,
+                        1 if i % 10 else 0])
+
+
+def write_sva_canonical(cache: Path, n: int = 300) -> None:
+    folder = cache / "sva"
+    folder.mkdir(parents=True, exist_ok=True)
+    with gzip.open(folder / "agr_50_mostcommon_10K.tsv.gz", "wt", newline="") as fh:
+        w = csv.writer(fh, delimiter="\t")
+        w.writerow(["sentence", "verb", "verb_pos", "subj_index", "verb_index"])
+        for words, subj, lab in sva_sentences(n, seed=2):
+            w.writerow([" ".join(words), words[-1], ("VBZ", "VBP")[lab], subj + 1, len(words)])  # 1-based
+
+
+def write_all_offline(root: Path) -> Path:
+    write_hatexplain_offline(root)
+    write_sva_offline(root)
+    return root

@@ -1,0 +1,123 @@
+"""The reviewers' tests: factorised against collapsed trajectories, the falsifier, the corollaries, AdamW."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from qkov_lib import claims
+from qkov_lib.experiments import Panel, corollary_runs, effective_ratios
+from qkov_lib.metrics import mean_ci, paired_effects
+from qkov_lib.profiles import ParameterError, resolve
+from qkov_lib.theory import OrthogonalSetting, rhs
+from qkov_lib.theory.factorised import collapse, imbalance
+from qkov_lib.theory.instance import InstanceConfig, OrthogonalInstance
+from qkov_lib.theory.trajectories import compare_models, falsifier, ode_errors, starting_point
+from qkov_lib.training import UpdateRatios
+
+
+def test_rescaled_ode_multiplies_each_rate_by_the_scale():
+    s = OrthogonalSetting(b=50)
+    f = OrthogonalSetting(b=50, factorised=True)
+    (co, cq), (fo, fq) = rhs(1.5, 0.4, s), rhs(1.5, 0.4, f)
+    assert fo == pytest.approx(2 * np.sqrt(50) * 1.5 * co) and fq == pytest.approx(2 * 50 * 0.4 * cq)
+
+
+def test_starting_point_has_equal_products_and_balanced_factors():
+    inst = OrthogonalInstance(InstanceConfig())
+    for start in ("ansatz", "random"):
+        collapsed, factors, mu_ov, mu_qk = starting_point(inst, start, 0.05, 1)
+        w_ov, w_qk = collapse(factors)
+        torch.testing.assert_close(w_ov, collapsed["W_OV"])
+        torch.testing.assert_close(w_qk, collapsed["W_QK"])
+        assert max(imbalance(factors)) < 1e-12
+    assert (mu_ov, mu_qk) != (0.05, 0.05)  # random products are off the ansatz
+    with pytest.raises(ValueError, match="start must be"):
+        starting_point(inst, "zero", 0.05, 0)
+    with pytest.raises(ValueError, match="never move"):
+        starting_point(inst, "ansatz", 0.0, 0)
+
+
+def test_factorised_model_follows_the_rescaled_ode_from_the_ansatz():
+    curves = compare_models(OrthogonalInstance(InstanceConfig()), 10.0, 300.0, "ansatz", 0.05, 0, n_out=10)
+    err = ode_errors(curves).set_index(["model", "ODE"])
+    assert err.loc[("factorised", "rescaled ODE"), "mu_OV error"] < 1e-6
+    assert err.loc[("collapsed", "collapsed ODE"), "mu_QK error"] < 1e-6
+    assert err.loc[("factorised", "collapsed ODE"), "mu_OV error"] > 0.05
+
+
+def test_falsifier_and_its_claims():
+    base = OrthogonalSetting(mu0_ov=0.01, mu0_qk=0.01)
+    matched, after = falsifier(base, [0.01, 100.0], [1e-1, 1e-3], [1.0, 100.0])
+    assert set(matched["model"]) == {"collapsed (Theorem 1)", "factorised (rescaled ODE)"}
+    fac = matched[matched["model"].str.startswith("factorised")]
+    assert (fac["effective ratio"] != fac["ratio"]).all()
+    errors = pd.DataFrame([{"start": "ansatz", "ratio": 1.0, "model": m, "ODE": o, "mu_OV error": e,
+                            "mu_QK error": e, "alpha error": e, "max off-ansatz": 0.0}
+                           for m, o, e in (("collapsed", "collapsed ODE", 1e-9), ("factorised", "rescaled ODE", 1e-9),
+                                           ("factorised", "collapsed ODE", 0.5), ("collapsed", "rescaled ODE", 0.5))])
+    table = claims.factorised_dynamics(errors, matched, after, base.alpha0)
+    assert table["reproduced"].all()
+    worse = errors.assign(**{"mu_OV error": 0.5, "mu_QK error": 0.5})
+    assert not claims.factorised_dynamics(worse, matched, after, base.alpha0)["reproduced"].iloc[0]
+
+
+def test_update_ratios_is_relative_update_of_qk_over_ov():
+    rec = UpdateRatios(every=1)
+    params = {"W_Q": torch.ones(2, 3, 3), "W_K": torch.ones(2, 3, 3), "W_O": torch.ones(2, 4, 3),
+              "W_V": torch.ones(2, 3, 3)}
+    updates = {k: (0.1 if k in ("W_Q", "W_K") else 0.01) * v for k, v in params.items()}
+    rec(0, params, updates, np.array([True, False]))
+    assert len(rec.rows) == 1 and rec.rows[0]["effective_ratio"] == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="every"):
+        UpdateRatios(0)
+
+
+def test_effective_ratio_summary():
+    runs = [(Panel("a", "FAFO"), {"lr": 0.1}), (Panel("b", "FAFO", qk_mult=10.0), {"lr": 0.1})]
+    rows = [{"panel": p, "model": m, "step": s, "effective_ratio": r * (1 + m)}
+            for p, r in (("a", 1.0), ("b", 5.0)) for m in range(3) for s in range(4)]
+    table = effective_ratios(pd.DataFrame(rows), runs).set_index("panel")
+    assert table.loc["a", "effective, whole run"] == pytest.approx(2.0)
+    assert table.loc["b", "nominal ratio"] == 10.0 and table.loc["b", "effective, whole run"] == pytest.approx(10.0)
+
+
+def test_corollary_runs_scale_the_cap_of_the_slow_ov_run():
+    _, p = resolve("corollaries", "smoke", {})
+    runs = dict((panel.key, (panel, q)) for panel, q in corollary_runs(p))
+    assert runs["OV lr"][1]["max_steps"] == round(p["max_steps"] / p["ov_mult"])
+    assert runs["OV lr"][0].label.endswith("OV lr x0.1") and runs["OV decay"][0].ov_decay == p["ov_decay"]
+    assert {panel.optimizer for panel, _ in runs.values()} == {"sgd", "adamw"}
+
+
+def test_mean_ci_and_paired_effects():
+    mean, half = mean_ci([1.0, 2.0, 3.0])
+    assert mean == 2.0 and half == pytest.approx(4.302653 / np.sqrt(3), rel=1e-5)
+    assert np.isnan(mean_ci([4.0])[1])
+    with pytest.raises(ValueError):
+        mean_ci([])
+    summary = pd.DataFrame({"panel": ["base"] * 3 + ["x"] * 3, "seed": [0, 1, 2] * 2,
+                            "MRTA": [10.0, 20.0, 30.0, 12.0, 23.0, 34.0]})
+    e = paired_effects(summary, "base", ["MRTA"]).iloc[0]
+    assert e["effect"] == pytest.approx(3.0) and e["ci_low"] < 3.0 < e["ci_high"] and e["seeds"] == 3
+
+
+def test_corollary_claims_follow_the_confidence_interval():
+    effects = pd.DataFrame([{"panel": "x", "metric": m, "baseline": 10.0, "with change": 20.0, "effect": 10.0,
+                             "ci_low": lo, "ci_high": 15.0, "seeds": 5} for m, lo in (("MRTA", 5.0), ("ACMC", 1.0))])
+    ratios = pd.DataFrame([{"panel": "a", "optimizer": "adamw", "lr": 0.01, "nominal ratio": 1.0,
+                            "effective, whole run": 2.0},
+                           {"panel": "b", "optimizer": "adamw", "lr": 0.01, "nominal ratio": 10.0,
+                            "effective, whole run": 1.0}])
+    table = claims.corollaries(effects, ratios, {"x": "(x) FAFO, OV decay"})
+    assert table["reproduced"].tolist() == [True, True]
+    assert not claims.corollaries(effects.assign(ci_low=-1.0), ratios.assign(**{"effective, whole run": [1.0, 10.0]}),
+                                  {})["reproduced"].any()
+
+
+@pytest.mark.parametrize("chapter, override, words", [
+    ("corollaries", {"ov_mult": 2.0}, "ov_mult"), ("corollaries", {"adam_lrs": [-1.0]}, "adam_lrs"),
+    ("corollaries", {"record_every": 0}, "every"), ("factorised_dynamics", {"starts": ["zero"]}, "starts"),
+    ("factorised_dynamics", {"losses": [5.0]}, "losses")])
+def test_reviewer_parameters_are_validated(chapter, override, words):
+    with pytest.raises(ParameterError, match=words):
+        resolve(chapter, "default", override)
