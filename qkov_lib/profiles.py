@@ -41,13 +41,18 @@ def _positive_numbers(name: str, values: Any) -> None:
             raise ParameterError(f"{name} must contain only finite numbers > 0 (got {v!r} in {values!r})")
 
 
+def _check_ode(p: dict[str, Any], positive: dict[str, Any]) -> None:
+    """Theorem 1's sizes and rates, ``target_loss`` inside (0, log M), and lists that must hold numbers > 0."""
+    OrthogonalSetting(m=p["m"], n=p["n"], b=p["b"], M=p["M"], eta_ov=p["eta_ov"])
+    check_loss_threshold(p["target_loss"], p["M"], "target_loss")
+    for name, values in positive.items():
+        _positive_numbers(name, values)
+
+
 def validate_figure4(p: dict[str, Any]) -> None:
     """Figure 4: sizes and rates of Theorem 1, ratios r > 0, losses inside (0, log M)."""
     try:
-        OrthogonalSetting(m=p["m"], n=p["n"], b=p["b"], M=p["M"], eta_ov=p["eta_ov"])
-        check_loss_threshold(p["target_loss"], p["M"], "target_loss")
-        _positive_numbers("ratios", p["ratios"])
-        _positive_numbers("table_losses", p["table_losses"])
+        _check_ode(p, {"ratios": p["ratios"], "table_losses": p["table_losses"]})
         for thr in p["table_losses"]:
             check_loss_threshold(thr, p["M"], "each of table_losses")
     except ValueError as err:
@@ -147,10 +152,7 @@ def validate_theorem1(p: dict[str, Any]) -> None:
 def validate_lemma3(p: dict[str, Any]) -> None:
     """Lemma 3: Theorem 1's sizes, ratios > 0, a target loss in (0, log M), levels in (0, 1)."""
     try:
-        OrthogonalSetting(m=p["m"], n=p["n"], b=p["b"], M=p["M"], eta_ov=p["eta_ov"])
-        check_loss_threshold(p["target_loss"], p["M"], "target_loss")
-        _positive_numbers("ratios", p["ratios"])
-        _positive_numbers("t_max", [p["t_max"]])
+        _check_ode(p, {"ratios": p["ratios"], "t_max": [p["t_max"]]})
     except ValueError as err:
         raise ParameterError(str(err)) from None
     if not all(0 < v < 1 for v in p["levels"]):

@@ -47,6 +47,8 @@ def prepare(dataset: str, p: dict[str, Any]) -> Prepared:
     vocab = Vocab(tr.tokens, p["min_freq"])
     info = dict(info, **{"train examples": len(tr), "test examples": len(te), "vocabulary": len(vocab),
                          "test tokens outside the vocabulary": f"{100 * unknown_rate(te, vocab):.1f}%",
+                         "test accuracy of always predicting the majority class":
+                             f"{100 * np.bincount(te.labels).max() / len(te):.1f}%",
                          "test examples with relevant tokens": int(sum(r is not None and r.any() for r in te.relevant))})
     return Prepared(encode(tr, vocab, p["max_len"]), encode(te, vocab, p["max_len"]), vocab, classes, info)
 
