@@ -118,7 +118,7 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, p: dict[
         parts["prob"].append(probs.gather(-1, y.expand(S, -1)[..., None]).squeeze(-1)[:, has])
         if has.any():
             suff, comp = faithfulness(predict, ids[has].expand(S, -1, -1), att[:, has], p["k_percents"],
-                                      p["erase"])
+                                      p["erase"], full=probs[:, has])
             parts["suff"].append(suff)
             parts["comp"].append(comp)
     cat = {k: torch.cat(v, dim=1).cpu() for k, v in parts.items() if v}

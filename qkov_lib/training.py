@@ -10,6 +10,7 @@ import torch
 from .models import AttentionConfig, forward
 from .optim import RateSchedule, circuit_groups
 from .progress import bar
+from .validation import require_positive_ints
 
 OPTIMIZERS = ("sgd", "adamw")
 
@@ -33,9 +34,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)} (got {self.optimizer!r})")
-        for name in ("batch_size", "max_steps", "eval_every"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
-                raise ValueError(f"{name} must be an integer >= 1 (got {getattr(self, name)!r})")
+        require_positive_ints(self, ("batch_size", "max_steps", "eval_every"))
         if not self.target_nll >= 0:
             raise ValueError(f"target_nll must be >= 0, 0 meaning no early stop (got {self.target_nll!r})")
         for group, value in self.weight_decay:

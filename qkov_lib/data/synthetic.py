@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..validation import require_positive_ints
+
 LAYOUTS = ("disjoint", "official")
 WEIGHTS = ("uniform", "linear")
 FIELDS = ("tokens", "labels", "classes", "distinct")
@@ -30,10 +32,7 @@ class SyntheticConfig:
     layout: str = "disjoint"
 
     def __post_init__(self) -> None:
-        for name in ("n_classes", "n_distinct", "n_common", "seq_len"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value > 0):
-                raise ValueError(f"{name} must be a positive integer (got {value!r})")
+        require_positive_ints(self, ("n_classes", "n_distinct", "n_common", "seq_len"))
         if not (isinstance(self.gamma, (int, float)) and 0 < self.gamma < 1):
             raise ValueError(f"gamma (mixture weight of distinct tokens) must lie in (0, 1) (got {self.gamma!r})")
         if self.layout not in LAYOUTS:

@@ -33,12 +33,16 @@ def readout_attention(attns: Sequence[torch.Tensor], ids: torch.Tensor, identity
     return torch.gather(roll, 2, last[..., None, None].expand(-1, -1, 1, roll.shape[-1])).squeeze(2)
 
 
+def word_mask(ids: torch.Tensor) -> torch.Tensor:
+    """Boolean mask of the real words: neither padding nor the read-out token (the last non-padding position)."""
+    words = ids != 0
+    return words.scatter(-1, words.sum(-1, keepdim=True) - 1, False)
+
+
 def top_tokens(scores: torch.Tensor, ids: torch.Tensor, k_percent: float) -> torch.Tensor:
     """Boolean [S, B, T]: the ceil(k% of the real words) highest-scoring words of each example (the read-out token
     and padding never count)."""
-    words = (ids != 0).clone()
-    last = words.sum(-1, keepdim=True) - 1
-    words.scatter_(-1, last, False)  # the read-out token is not a word
+    words = word_mask(ids)
     n = words.sum(-1, keepdim=True)
     k = torch.clamp(torch.ceil(n * k_percent / 100.0), min=1).long()
     masked = scores.masked_fill(~words, float("-inf"))
@@ -60,11 +64,13 @@ def erase(ids: torch.Tensor, drop: torch.Tensor, mode: str = "remove", mask_id: 
 
 
 def faithfulness(predict: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, scores: torch.Tensor,
-                 k_percents: Sequence[float], mode: str = "remove") -> tuple[torch.Tensor, torch.Tensor]:
+                 k_percents: Sequence[float], mode: str = "remove", full: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """ERASER sufficiency and comprehensiveness per example [S, B], averaged over ``k_percents`` (AOPC):
     p(y^|x) - p(y^|top-k% kept) and p(y^|x) - p(y^|top-k% removed), y^ the prediction on the full input.
-    ``predict`` maps ids [S, B, T] to class probabilities [S, B, C]."""
-    full = predict(ids)
+    ``predict`` maps ids [S, B, T] to class probabilities [S, B, C]; ``full`` passes predict(ids) when known."""
+    full = predict(ids) if full is None else full
+    words = word_mask(ids)
     y_hat = full.argmax(-1, keepdim=True)
     p_full = full.gather(-1, y_hat).squeeze(-1)
     suff, comp = torch.zeros_like(p_full), torch.zeros_like(p_full)
@@ -72,8 +78,6 @@ def faithfulness(predict: Callable[[torch.Tensor], torch.Tensor], ids: torch.Ten
         if not 0 < k <= 100:
             raise ValueError(f"each k percent must lie in (0, 100] (got {k!r})")
         top = top_tokens(scores, ids, k)
-        words = (ids != 0)
-        words.scatter_(-1, words.sum(-1, keepdim=True) - 1, False)
         kept = predict(erase(ids, words & ~top, mode)).gather(-1, y_hat).squeeze(-1)
         dropped = predict(erase(ids, top, mode)).gather(-1, y_hat).squeeze(-1)
         suff += p_full - kept

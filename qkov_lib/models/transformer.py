@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..validation import require_positive_ints
+
 
 @dataclass(frozen=True)
 class ClassifierConfig:
@@ -28,9 +30,8 @@ class ClassifierConfig:
     init_scale: float = 0.02
 
     def __post_init__(self) -> None:
-        for name in ("vocab", "n_classes", "max_len", "d_model", "n_heads", "d_head", "n_layers", "d_mlp"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
-                raise ValueError(f"{name} must be an integer >= 1 (got {getattr(self, name)!r})")
+        require_positive_ints(self, ("vocab", "n_classes", "max_len", "d_model", "n_heads", "d_head", "n_layers",
+                                     "d_mlp"))
         if self.n_classes < 2:
             raise ValueError(f"n_classes must be >= 2 (got {self.n_classes})")
         if not self.init_scale > 0:

@@ -14,6 +14,8 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 from scipy.special import expit
 
+from ..validation import require_positive_ints
+
 
 @dataclass(frozen=True)
 class OrthogonalSetting:
@@ -34,10 +36,7 @@ class OrthogonalSetting:
     mu0_qk: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("m", "n", "b"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, np.integer)) and value > 0):
-                raise ValueError(f"{name} must be a positive integer (got {value!r})")
+        require_positive_ints(self, ("m", "n", "b"))
         if not (isinstance(self.M, (int, np.integer)) and self.M >= 2):
             raise ValueError(f"M (number of classes) must be an integer >= 2 (got {self.M!r})")
         for name in ("eta_ov", "eta_qk"):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..validation import require_positive_ints
 from .dynamics import OrthogonalSetting, attention_mass, rhs
 from .factorised import Params, collapse, gradient_flow
 from .model import attention, weighted_loss
@@ -47,9 +48,7 @@ class InstanceConfig:
     max_sequences: int = 200_000
 
     def __post_init__(self) -> None:
-        for name in ("M", "b", "m", "n", "q"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
-                raise ValueError(f"{name} must be an integer >= 1 (got {getattr(self, name)!r})")
+        require_positive_ints(self, ("M", "b", "m", "n", "q"))
         if self.M < 2:
             raise ValueError(f"M must be >= 2 classes (got {self.M})")
         if self.query not in QUERIES:
