@@ -23,7 +23,7 @@ test: venv
 
 bench: venv
 	$(PY) benchmarks/bench_fig4.py
-	$(PY) benchmarks/bench_fig2_batched.py
+	$(PY) benchmarks/bench_engine.py
 
 clean:
 	rm -rf _build book/chapters book/_static/plotly.min.js

@@ -7,6 +7,7 @@ import platform
 import torch
 
 ENV_VAR = "QKOV_DEVICE"
+WORKERS_ENV = "QKOV_WORKERS"
 CHOICES = ("cpu", "cuda", "mps")
 
 
@@ -37,3 +38,14 @@ def describe(device: torch.device | None = None) -> dict[str, str]:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
     return {"device": device.type, "device_name": name, "torch": torch.__version__,
             "python": platform.python_version()}
+
+
+def cpu_workers(device: torch.device) -> int:
+    """How many processes may train independent stacks side by side: one per CPU core on the CPU (each on one torch
+    thread: two threads on two small stacks spin and slow down), one on a GPU; QKOV_WORKERS overrides."""
+    forced = os.environ.get(WORKERS_ENV, "").strip()
+    if forced:
+        if not forced.isdigit() or int(forced) < 1:
+            raise ValueError(f"{WORKERS_ENV}={forced!r} must be a whole number >= 1 (or unset)")
+        return int(forced)
+    return (os.cpu_count() or 1) if device.type == "cpu" else 1

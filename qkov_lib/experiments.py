@@ -2,18 +2,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .data.synthetic import FreshBatches, SyntheticConfig, SyntheticSplit, make_splits, stack_splits
+from .data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack_splits
+from .device import cpu_workers
+from .engine import (CountSet, FreshBatches, Member, StackConfig, UpdateRatios, count_set, evaluate_counts,
+                     flush_denormals, run_independent, train_stack)
 from .metrics import attention_summary, dtap_histogram
 from .models import AttentionConfig, init_params
 from .optim import RateSchedule, circuit_groups
-from .training import FixedSetBatches, History, TrainConfig, UpdateRatios, attention_loss, evaluate, train
+from .training import FixedSetBatches
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Panel:
     ov_decay: float = 0.0
     ov_init_mult: float = 1.0
     optimizer: str = "sgd"
+    seq_len: int | None = None  # None: the chapter's sequence length
 
     @property
     def label(self) -> str:
@@ -42,23 +46,26 @@ class Panel:
         parts += [text for cond, text in ((self.ov_mult != 1, f"OV lr x{self.ov_mult:g}"),
                                           (self.ov_decay > 0, f"OV decay {self.ov_decay:g}"),
                                           (self.ov_init_mult != 1, f"OV init x{self.ov_init_mult:g}"),
-                                          (self.optimizer != "sgd", self.optimizer)) if cond]
+                                          (self.optimizer != "sgd", self.optimizer),
+                                          (self.seq_len is not None, f"length {self.seq_len}")) if cond]
         return ", ".join(parts)
 
 
-def figure2_panels(mult_e: float, ramp_f: float, mult_g: float, ramp_h: float) -> list[Panel]:
-    """(a-d) the four parameterisations at equal rates; (e) FAFO QK x k; (f) FAFO ramp; (g) CACO x k; (h) ramp."""
+def figure2_panels(mult_e: float, ramp_f: float, mult_g: float, ramp_h: float, seq_len_gh: int = 0) -> list[Panel]:
+    """(a-d) the four parameterisations at equal rates; (e) FAFO QK x k; (f) FAFO ramp; (g) CACO x k; (h) ramp.
+    ``seq_len_gh`` > 0 gives panels g and h their own sequence length (the authors' notebook)."""
+    long = seq_len_gh or None
     return [Panel("a", "FAFO"), Panel("b", "FACO"), Panel("c", "CAFO"), Panel("d", "CACO"),
-            Panel("e", "FAFO", mult_e), Panel("f", "FAFO", ramp_f, "ramp"), Panel("g", "CACO", mult_g),
-            Panel("h", "CACO", ramp_h, "ramp")]
+            Panel("e", "FAFO", mult_e), Panel("f", "FAFO", ramp_f, "ramp"), Panel("g", "CACO", mult_g, seq_len=long),
+            Panel("h", "CACO", ramp_h, "ramp", seq_len=long)]
 
 
 @dataclass
 class PanelResult:
     panel: Panel
-    history: History
     heatmaps: np.ndarray  # [seeds, y bins, x bins], percent; row 0 = lowest probability
     summary: pd.DataFrame  # one row per seed
+    curves: pd.DataFrame  # label, step, seed, train_nll (mean mini-batch loss over each eval_every steps)
 
 
 def synthetic_data(cfg: SyntheticConfig, seeds: Sequence[int], n_train: int, n_test: int
@@ -68,41 +75,114 @@ def synthetic_data(cfg: SyntheticConfig, seeds: Sequence[int], n_train: int, n_t
     return stack_splits([a for a, _ in splits]), stack_splits([b for _, b in splits])
 
 
-def run_panel(panel: Panel, data_cfg: SyntheticConfig, data: tuple[SyntheticSplit, SyntheticSplit],
-              seeds: Sequence[int], p: dict[str, Any], device: torch.device, progress: bool = True,
-              recorder: UpdateRatios | None = None) -> PanelResult:
-    """Train one panel's seeds at once and evaluate on the held-out set. ``p`` holds the chapter's parameters
-    (init, init_scale, score_scale, attend_to_query, d_model, lr, batch_size, target_nll, max_steps, eval_every,
-    ramp_steps, fresh_batches, bins). ``recorder`` sees the parameter updates every few steps."""
-    train_set, test_set = (s.apply(lambda t: t.to(device)) for s in data)
-    cfg = AttentionConfig(panel.parameterisation, vocab=data_cfg.vocab, d_model=p["d_model"] or None, init=p["init"],
-                          init_scale=p["init_scale"], score_scale=p["score_scale"],
-                          attend_to_query=p["attend_to_query"])
-    params = init_params(cfg, seeds, device)
-    with torch.no_grad():
+Run = tuple[Panel, dict[str, Any]]
+
+
+def _members(runs: Sequence[Run], seeds: Sequence[int]) -> list[Member]:
+    """One member per (run, seed); model (run i, seed j) reads data row j."""
+    return [Member(seed, j, RateSchedule(lr=q["lr"], qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule,
+                                         ramp_steps=q["ramp_steps"], ov_mult=panel.ov_mult),
+                   ov_decay=panel.ov_decay, max_steps=q["max_steps"])
+            for panel, q in runs for j, seed in enumerate(seeds)]
+
+
+def _initial(runs: Sequence[Run], vocab: int, seeds: Sequence[int], p: dict[str, Any], device: torch.device
+             ) -> dict[str, torch.Tensor]:
+    """Each run's seeds initialised as the model alone would be, OV factors scaled by ``ov_init_mult``."""
+    stacks = []
+    for panel, _ in runs:
+        cfg = AttentionConfig(panel.parameterisation, vocab=vocab, init=p["init"], init_scale=p["init_scale"])
+        params = {k: v.detach() for k, v in init_params(cfg, seeds, device).items()}
         for name in circuit_groups(params)["ov"]:
-            params[name].mul_(panel.ov_init_mult)
-    schedule = RateSchedule(lr=p["lr"], qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule,
-                            ramp_steps=p["ramp_steps"], ov_mult=panel.ov_mult)
-    tc = TrainConfig(schedule, batch_size=p["batch_size"], target_nll=p["target_nll"], max_steps=p["max_steps"],
-                     eval_every=p["eval_every"], optimizer=panel.optimizer,
-                     weight_decay=(("ov", panel.ov_decay),) if panel.ov_decay else ())
+            params[name] = params[name] * panel.ov_init_mult
+        stacks.append(params)
+    return {k: torch.cat([s[k] for s in stacks]) for k in stacks[0]}
+
+
+def _stack_config(panel: Panel, p: dict[str, Any]) -> StackConfig:
+    return StackConfig.of(panel.parameterisation, score_scale=p["score_scale"], optimizer=panel.optimizer,
+                          batch_size=p["batch_size"], target_nll=p["target_nll"], eval_every=p["eval_every"])
+
+
+def train_runs(runs: Sequence[Run], data_cfg: SyntheticConfig, data: tuple[SyntheticSplit, SyntheticSplit],
+               seeds: Sequence[int], p: dict[str, Any], device: torch.device, progress: bool = True,
+               recorder: UpdateRatios | None = None) -> list[PanelResult]:
+    """Train every (run, seed) of the synthetic task with the engine, one stack per parameterisation and optimiser
+    (runs differ in rates, multipliers, ramps, OV decay, OV initial scale and step caps), then evaluate each on its
+    seed's held-out set. ``p`` holds what all runs share (init, init_scale, score_scale, attend_to_query,
+    batch_size, target_nll, eval_every, fresh_batches, bins); each run's own ``q`` gives lr, ramp_steps and
+    max_steps. ``recorder`` sees every few updates (rows get ``panel`` and ``seed``). Results keep the runs' order."""
     seeds = list(seeds)
-    batches = (FreshBatches(data_cfg, seeds, tc.batch_size, device) if p["fresh_batches"]
-               else FixedSetBatches(train_set.tokens, train_set.labels, seeds, tc.batch_size))
-    monitor = lambda prm: evaluate(prm, cfg, train_set.tokens, train_set.labels)["nll"].mean(1)  # noqa: E731
-    hist = train(params, attention_loss(cfg), tc, batches, monitor, seeds, progress, desc=panel.label,
-                 recorder=recorder)
-    ev = evaluate(params, cfg, test_set.tokens, test_set.labels, test_set.distinct)
-    maps = np.stack([dtap_histogram(ev["attn_distinct"][i], ev["prob_true"][i], p["bins"], p["bins"])
-                     for i in range(len(seeds))])
-    stop = np.where(hist.hit_cap, hist.steps[-1], hist.stopped_at)
-    rows = [{"panel": panel.key, "label": panel.label, "seed": seed, "steps": int(stop[i]),
-             "hit_cap": bool(hist.hit_cap[i]), "final_train_nll": float(hist.train_nll[-1][i]),
-             "test_nll": float(ev["nll"][i].mean()), "query_attention %": 100 * float(ev["attn_query"][i].mean()),
-             **attention_summary(ev["attn_distinct"][i], ev["prob_true"][i], ev["correct"][i])}
-            for i, seed in enumerate(seeds)]
-    return PanelResult(panel, hist, maps, pd.DataFrame(rows))
+    counted = {data_cfg.seq_len: (data_cfg, *(count_set(s.apply(lambda t: t.to(device)), data_cfg.vocab,
+                                                          p["attend_to_query"]) for s in data))}
+    groups: dict[tuple[str, str, int], list[int]] = {}
+    for i, (panel, _) in enumerate(runs):
+        length = panel.seq_len or data_cfg.seq_len
+        if length not in counted:  # a panel with its own sequence length: its own data, from the same seeds
+            cfg = replace(data_cfg, seq_len=length)
+            counted[length] = (cfg, *(count_set(s.apply(lambda t: t.to(device)), cfg.vocab, p["attend_to_query"])
+                                      for s in synthetic_data(cfg, seeds, p["n_train"], p["n_test"])))
+        groups.setdefault((panel.parameterisation, panel.optimizer, length), []).append(i)
+    order = sorted(groups.values(), key=lambda index: -_cost(runs, index, seeds))  # largest first
+    tasks = [([runs[i] for i in index], *counted[runs[index[0]][0].seq_len or data_cfg.seq_len], seeds, p, device,
+              progress, UpdateRatios(recorder.every) if recorder else None) for index in order]
+    results: dict[int, PanelResult] = {}
+    for index, (stacked, rows) in zip(order, run_independent(_train_stack, tasks, cpu_workers(device))):
+        results.update(zip(index, stacked))
+        if recorder:
+            recorder.rows += rows
+    return [results[i] for i in range(len(runs))]
+
+
+def _cost(runs: Sequence[Run], index: Sequence[int], seeds: Sequence[int]) -> float:
+    """A stack's relative cost: models x step cap x matmuls per step (factorised OV needs twice as many)."""
+    return sum(runs[i][1]["max_steps"] * (2 if runs[i][0].parameterisation.endswith("FO") else 1)
+               for i in index) * len(seeds)
+
+
+def _train_stack(runs: Sequence[Run], data_cfg: SyntheticConfig, train_set: CountSet, test_set: CountSet,
+                 seeds: list[int], p: dict[str, Any], device: torch.device, progress: bool,
+                 recorder: UpdateRatios | None) -> tuple[list[PanelResult], list[dict]]:
+    """One stack of runs (one parameterisation and optimiser) trained and evaluated; with the recorder's rows."""
+    members = _members(runs, seeds)
+    sc = _stack_config(runs[0][0], p)
+    rows = torch.as_tensor([m.row for m in members], device=device)
+    if p["fresh_batches"]:
+        source = FreshBatches(data_cfg, members, sc.batch_size, sc.eval_every, p["attend_to_query"], device)
+        batch = source.take
+    else:
+        fixed = FixedSetBatches(train_set.log_counts, train_set.labels, [m.seed for m in members], sc.batch_size,
+                                rows=[m.row for m in members])
+        batch = lambda step, active: train_set.take(rows[active], fixed.indices(step)[active])  # noqa: E731
+
+    def full_nll(params, ids, step):
+        return evaluate_counts(params, sc, train_set, rows[ids])["nll"].mean(1)
+
+    def record(step, active, params, updates):
+        recorder(step, [(runs[k // len(seeds)][0].key, members[k].seed) for k in active], params, updates)
+
+    desc = ", ".join(panel.label for panel, _ in runs) if len(runs) < 4 else f"{len(runs)} runs of {sc.qk} QK"
+    with flush_denormals(device.type == "cpu"):
+        out = train_stack(_initial(runs, data_cfg.vocab, seeds, p, device), members, sc, batch,
+                          train_set.query_ids, full_nll=full_nll, recorder=record if recorder else None,
+                          record_every=recorder.every if recorder else 0, progress=progress, desc=desc)
+    final = {k: out.stacked(k) for k in out.params[0]}
+    ev = evaluate_counts(final, sc, test_set, rows)
+    train_nll = evaluate_counts(final, sc, train_set, rows)["nll"].mean(1)
+    results = []
+    for r, (panel, q) in enumerate(runs):
+        ks = range(r * len(seeds), (r + 1) * len(seeds))
+        maps = np.stack([dtap_histogram(ev["attn_distinct"][k], ev["prob_true"][k], p["bins"], p["bins"]) for k in ks])
+        summary = pd.DataFrame([
+            {"panel": panel.key, "label": panel.label, "seed": seeds[j], "steps": int(out.steps_run[k]),
+             "hit_cap": bool(out.hit_cap[k]), "final_train_nll": float(train_nll[k]),
+             "test_nll": float(ev["nll"][k].mean()), "query_attention %": 100 * float(ev["attn_query"][k].mean()),
+             **attention_summary(ev["attn_distinct"][k], ev["prob_true"][k], ev["correct"][k])}
+            for j, k in enumerate(ks)])
+        curves = pd.DataFrame([{"label": panel.label, "step": step, "seed": seeds[j], "train_nll": nll}
+                               for j, k in enumerate(ks) for step, nll in out.curves[k]])
+        results.append(PanelResult(panel, maps, summary, curves))
+    return results, recorder.rows if recorder else []
 
 
 def mean_pm_std(summary: pd.DataFrame, columns: Sequence[str], by: str = "label") -> pd.DataFrame:
@@ -121,11 +201,9 @@ def heatmap_cells(results: Sequence[PanelResult], seeds: Sequence[int], bins: Se
                          for i in range(len(names)) for j in range(len(names))])
 
 
-def curve_table(results: Sequence[PanelResult], seeds: Sequence[int]) -> pd.DataFrame:
-    """Training NLL per evaluation in long form: label, step, seed, train_nll."""
-    return pd.DataFrame([{"label": r.panel.label, "step": step, "seed": seed, "train_nll": float(nll[i])}
-                         for r in results for step, nll in zip(r.history.steps, r.history.train_nll)
-                         for i, seed in enumerate(seeds)])
+def curve_table(results: Sequence[PanelResult]) -> pd.DataFrame:
+    """Training NLL (mean mini-batch loss per ``eval_every`` steps) in long form: label, step, seed, train_nll."""
+    return pd.concat([r.curves for r in results], ignore_index=True)
 
 
 def corollary_runs(p: dict[str, Any]) -> list[tuple[Panel, dict[str, Any]]]:
@@ -156,12 +234,12 @@ def effective_ratios(ratios: pd.DataFrame, runs: Sequence[tuple[Panel, dict[str,
         part = ratios[ratios["panel"] == panel.key]
         if part.empty:
             continue
-        half = part.groupby("model")["step"].transform("max") / 2
+        half = part.groupby("seed")["step"].transform("max") / 2
         row = {"panel": panel.key, "optimizer": panel.optimizer, "lr": q["lr"],
                "nominal ratio": panel.qk_mult / panel.ov_mult}
         for name, sel in (("whole run", part), ("first half", part[part["step"] <= half]),
                           ("second half", part[part["step"] > half])):
-            med = sel.groupby("model")["effective_ratio"].median()
+            med = sel.groupby("seed")["effective_ratio"].median()
             mean, ci = mean_ci(med.to_numpy()) if len(med) else (np.nan, np.nan)
             row[f"effective, {name}"], row[f"± 95% CI, {name}"] = mean, ci
         rows.append(row)

@@ -2,7 +2,7 @@
 
 With attention fixed, the model sees the effective input x~ = (alpha/m) sum_{distinct} x_j + ((1-alpha)/n)
 sum_{common} x_j and the loss L(alpha) = -log softmax_y(W_O W_V x~) (factorised) or with a collapsed W_OV.
-Many (alpha, seed) models train at once on a leading model dimension.
+Many (alpha, seed) models train at once as one stack of the synthetic engine (``engine``, attention given).
 """
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ import torch
 
 from .data.synthetic import SyntheticSplit
 from .models import AttentionConfig, init_params
+from .device import cpu_workers
+from .engine import Member, StackConfig, run_independent, train_stack
 from .optim import RateSchedule
-from .training import FixedSetBatches, TrainConfig, train
+from .training import FixedSetBatches
 
 OTHERS = ("common", "all")
 
@@ -43,8 +45,7 @@ def bag_features(split: SyntheticSplit, vocab: int, others: str = "common") -> t
 
 def effective_input(feats: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     """x~ = alpha * (distinct mean) + (1 - alpha) * (other mean); feats [K, B, 2, V], alpha [K] -> [K, B, V]."""
-    a = alpha.view(-1, *[1] * (feats.dim() - 2))
-    return a * feats[..., 0, :] + (1 - a) * feats[..., 1, :]
+    return torch.lerp(feats[..., 1, :], feats[..., 0, :], alpha.view(-1, *[1] * (feats.dim() - 2)))
 
 
 @dataclass(frozen=True)
@@ -78,15 +79,21 @@ class OVModel:
         return out + params["b_OV"][:, None, :] if "b_OV" in params else out
 
 
-def _losses(params: dict[str, torch.Tensor], feats: torch.Tensor, labels: torch.Tensor, alpha: torch.Tensor,
-            chunk: int = 4096) -> torch.Tensor:
-    """Mean cross-entropy per model [K] over a whole split, in chunks."""
-    total = torch.zeros(len(alpha), device=alpha.device)
+def _losses(params: dict[str, torch.Tensor], feats: torch.Tensor, rows: torch.Tensor, labels: torch.Tensor,
+            alphas: Sequence[torch.Tensor], chunk: int = 2048) -> list[torch.Tensor]:
+    """Mean cross-entropy per model [K] over a split (feats [R, N, 2, V], model k on row ``rows[k]``) at each of
+    ``alphas``. The logits are linear in x~, so one pass serves every alpha: logits(alpha) = lerp(L_other,
+    L_distinct, alpha)."""
+    totals = [torch.zeros(len(rows), device=rows.device) for _ in alphas]
     for start in range(0, labels.shape[1], chunk):
-        logits = OVModel.logits(params, effective_input(feats[:, start:start + chunk], alpha))
-        total += torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels[:, start:start + chunk],
-                                                   reduction="none").sum(1).detach()
-    return total / labels.shape[1]
+        part = feats[rows, start:start + chunk]
+        k, n, _, v = part.shape
+        both = OVModel.logits(params, part.reshape(k, 2 * n, v)).view(k, n, 2, -1)
+        y = labels[rows, start:start + chunk]
+        for total, a in zip(totals, alphas):
+            logits = torch.lerp(both[:, :, 1], both[:, :, 0], a.view(-1, 1, 1))
+            total += torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none").sum(1)
+    return [t / labels.shape[1] for t in totals]
 
 
 def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence[int],
@@ -103,36 +110,44 @@ def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence
     alpha = torch.tensor([a for a, _ in pairs], dtype=torch.float32, device=device)
     rows_k = [i for _, i in pairs]
     seeds_k = [seeds[i] for i in rows_k]
-    params = model.init_params(train_feats.shape[-1], seeds_k, device)
+    params = {k: v.detach() for k, v in model.init_params(train_feats.shape[-1], seeds_k, device).items()}
     per_epoch = train_labels.shape[1] // batch_size
     batches = FixedSetBatches(train_feats, train_labels, seeds_k, batch_size, rows=rows_k)
     rows_t = torch.as_tensor(rows_k, device=device)
+    members = [Member(s, r, RateSchedule(lr=lr), max_steps=epochs * per_epoch) for s, r in zip(seeds_k, rows_k)]
+    sc = StackConfig(qk="fixed", ov_factorised=model.factorised, ov_bias=model.bias, batch_size=batch_size,
+                     target_nll=0.0, eval_every=per_epoch)
     records: list[dict] = []
-
-    def loss_fn(prm, x, y):
-        logits = OVModel.logits(prm, effective_input(x, alpha))
-        return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none").mean(1)
-
     n_check = min(train_labels.shape[1], test_labels.shape[1])  # training loss on as many sequences as held out
 
-    def monitor(prm) -> np.ndarray:
+    def batch(step: int, active: list[int]) -> tuple[torch.Tensor, None, torch.Tensor]:
+        feats, labels = batches(step)
+        return effective_input(feats, alpha), None, labels
+
+    def monitor(prm: dict[str, torch.Tensor], active: list[int], step: int) -> None:
         with torch.no_grad():
-            tr = _losses(prm, train_feats[rows_t, :n_check], train_labels[rows_t, :n_check], alpha)
-            te = _losses(prm, test_feats[rows_t], test_labels[rows_t], alpha)
-            te_up = _losses(prm, test_feats[rows_t], test_labels[rows_t], alpha + delta)
-        epoch = len(records) // len(pairs) + 1
+            tr, = _losses(prm, train_feats[:, :n_check], rows_t, train_labels[:, :n_check], [alpha])
+            te, te_up = _losses(prm, test_feats, rows_t, test_labels, [alpha, alpha + delta])
         for k, (a, i) in enumerate(pairs):
             valid = a + delta <= 1 + 1e-12
             inc = float(te[k] - te_up[k]) if valid else float("nan")
-            records.append({"model": model.name, "alpha": a, "seed": seeds[i], "epoch": epoch,
+            records.append({"model": model.name, "alpha": a, "seed": seeds[i], "epoch": step // per_epoch,
                             "train_loss": float(tr[k]), "test_loss": float(te[k]), "incentive": inc,
                             "incentive_per_delta": inc / delta})
-        return tr.cpu().numpy()
 
-    tc = TrainConfig(RateSchedule(lr=lr), batch_size=batch_size, target_nll=0.0, max_steps=epochs * per_epoch,
-                     eval_every=per_epoch)
-    train(params, loss_fn, tc, batches, monitor, seeds_k, progress, desc=f"fixed attention, {model.name}")
+    train_stack(params, members, sc, batch, every_eval=monitor, progress=progress,
+                desc=f"fixed attention, {model.name}")
     return pd.DataFrame(records)
+
+
+def run_models(models: Sequence[OVModel], alphas: Sequence[float], seeds: Sequence[int], train_feats: torch.Tensor,
+               train_labels: torch.Tensor, test_feats: torch.Tensor, test_labels: torch.Tensor, lr: float,
+               batch_size: int, epochs: int, delta: float, progress: bool = True) -> pd.DataFrame:
+    """``run_fixed_attention`` for each model (one stack each, side by side on the CPU's cores), curves joined."""
+    tasks = [(m, alphas, seeds, train_feats, train_labels, test_feats, test_labels, lr, batch_size, epochs, delta,
+              progress) for m in models]
+    return pd.concat(run_independent(run_fixed_attention, tasks, cpu_workers(train_feats.device)),
+                     ignore_index=True)
 
 
 def fade_epochs(curves: pd.DataFrame, fraction: float = 0.1) -> pd.DataFrame:

@@ -108,6 +108,7 @@ def validate_figure3(p: dict[str, Any]) -> None:
 
 def validate_figure2(p: dict[str, Any]) -> None:
     """Figure 2: task sizes, model and training settings, multipliers > 0, bins inside [0, 1] and increasing."""
+    from .data.synthetic import SyntheticConfig
     from .experiments import figure2_panels
     from .metrics import check_bins
     from .models import AttentionConfig
@@ -119,7 +120,9 @@ def validate_figure2(p: dict[str, Any]) -> None:
             raise ParameterError(f"{name} must be >= n_classes = {p['n_classes']} (got {p[name]})")
     try:
         data = synthetic_config(p)
-        for panel in figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"]):
+        if p["seq_len_gh"] != 0:
+            SyntheticConfig(seq_len=p["seq_len_gh"])
+        for panel in figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"], p["seq_len_gh"]):
             AttentionConfig(panel.parameterisation, vocab=data.vocab, d_model=p["d_model"] or None, init=p["init"],
                             init_scale=p["init_scale"], score_scale=p["score_scale"])
             RateSchedule(p["lr"], qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule, ramp_steps=p["ramp_steps"])
@@ -189,7 +192,8 @@ def validate_factorised_dynamics(p: dict[str, Any]) -> None:
 def validate_corollaries(p: dict[str, Any]) -> None:
     """The Figure 2 task and training, the corollary settings, the AdamW runs and the recorder."""
     from .models import AttentionConfig
-    from .training import TrainConfig, UpdateRatios
+    from .engine import UpdateRatios
+    from .training import TrainConfig
     _check_seeds(p["seeds"])
     if not 0 < p["ov_mult"] <= 1 or p["qk_mult"] < 1 or p["ov_decay"] < 0 or not p["ov_init_mult"] > 0:
         raise ParameterError(f"need ov_mult in (0, 1], qk_mult >= 1, ov_decay >= 0, ov_init_mult > 0 (got "
@@ -262,13 +266,14 @@ CHAPTERS: dict[str, ChapterSpec] = {
         title="Figure 2: DTAP heatmaps of the four parameterisations",
         paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400,
                    n_test=6400, d_model=0, init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True,
-                   lr=1e-2, batch_size=32, target_nll=1e-3, max_steps=500_000, eval_every=200, ramp_steps=200_000,
-                   mult_e=10.0, ramp_f=20.0, mult_g=5.0, ramp_h=10.0, bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
-        changes={"default": dict(lr=0.1, max_steps=150_000, ramp_steps=20_000),
-                 "smoke": dict(seeds=[0, 1], n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20,
+                   lr=1e-2, batch_size=32, target_nll=1e-3, max_steps=700_000, eval_every=200, ramp_steps=200_000,
+                   mult_e=10.0, ramp_f=20.0, mult_g=5.0, ramp_h=10.0, seq_len_gh=0,
+                   bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+        changes={"smoke": dict(seeds=[0, 1], n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20,
                                ramp_steps=200),
-                 "official": dict(layout="official", distinct_weights="linear", vocab_size=50,
-                                  score_scale=50 ** -0.5, fresh_batches=True, mult_e=20.0, ramp_f=40.0)},
+                 "official": dict(layout="official", distinct_weights="linear", vocab_size=50, seq_len=63,
+                                  seq_len_gh=127, score_scale=50 ** -0.5, fresh_batches=True, mult_e=20.0,
+                                  ramp_f=40.0)},
         validate=validate_figure2,
     ),
     "fig3_incentive": ChapterSpec(
@@ -276,8 +281,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
         paper=dict(seeds=[0, 1, 2], **TASK, alphas=[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
                    others="common", n_train=32_000, n_test=6400, init="balanced", init_scale=0.6, lr=1e-2,
                    batch_size=128, epochs=500, delta=0.005, check_epoch=100, fade_fraction=0.1),
-        changes={"default": dict(epochs=200),
-                 "smoke": dict(seeds=[0], alphas=[0.2, 0.6, 1.0], n_train=1280, n_test=640, epochs=3,
+        changes={"smoke": dict(seeds=[0], alphas=[0.2, 0.6, 1.0], n_train=1280, n_test=640, epochs=3,
                                check_epoch=2),
                  "official": dict(layout="official", distinct_weights="linear", vocab_size=50, others="all",
                                   seeds=[0])},

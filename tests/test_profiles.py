@@ -134,7 +134,7 @@ def test_figure2_profiles():
     ({"alphas": []}, "alphas must be a non-empty list"),
     ({"delta": 0.0}, r"delta must lie in \(0, 0.1\]"),
     ({"others": "query"}, "others must be one of common, all"),
-    ({"check_epoch": 500}, r"check_epoch in \[1, epochs\]"),
+    ({"check_epoch": 501}, r"check_epoch in \[1, epochs\]"),
     ({"gamma": 0.0}, r"gamma .* must lie in \(0, 1\)"),
     ({"batch_size": 2}, r"batch_size must lie in \[n_classes, n_train\]"),
 ])

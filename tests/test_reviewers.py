@@ -12,7 +12,6 @@ from qkov_lib.theory import OrthogonalSetting, rhs
 from qkov_lib.theory.factorised import collapse, imbalance
 from qkov_lib.theory.instance import InstanceConfig, OrthogonalInstance
 from qkov_lib.theory.trajectories import compare_models, falsifier, ode_errors, starting_point
-from qkov_lib.training import UpdateRatios
 
 
 def test_rescaled_ode_multiplies_each_rate_by_the_scale():
@@ -61,20 +60,9 @@ def test_falsifier_and_its_claims():
     assert not claims.factorised_dynamics(worse, matched, after, base.alpha0)["reproduced"].iloc[0]
 
 
-def test_update_ratios_is_relative_update_of_qk_over_ov():
-    rec = UpdateRatios(every=1)
-    params = {"W_Q": torch.ones(2, 3, 3), "W_K": torch.ones(2, 3, 3), "W_O": torch.ones(2, 4, 3),
-              "W_V": torch.ones(2, 3, 3)}
-    updates = {k: (0.1 if k in ("W_Q", "W_K") else 0.01) * v for k, v in params.items()}
-    rec(0, params, updates, np.array([True, False]))
-    assert len(rec.rows) == 1 and rec.rows[0]["effective_ratio"] == pytest.approx(10.0)
-    with pytest.raises(ValueError, match="every"):
-        UpdateRatios(0)
-
-
 def test_effective_ratio_summary():
     runs = [(Panel("a", "FAFO"), {"lr": 0.1}), (Panel("b", "FAFO", qk_mult=10.0), {"lr": 0.1})]
-    rows = [{"panel": p, "model": m, "step": s, "effective_ratio": r * (1 + m)}
+    rows = [{"panel": p, "seed": m, "step": s, "effective_ratio": r * (1 + m)}
             for p, r in (("a", 1.0), ("b", 5.0)) for m in range(3) for s in range(4)]
     table = effective_ratios(pd.DataFrame(rows), runs).set_index("panel")
     assert table.loc["a", "effective, whole run"] == pytest.approx(2.0)

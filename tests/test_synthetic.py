@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from qkov_lib.data.synthetic import FreshBatches, SyntheticConfig, make_splits, stack_splits
+from qkov_lib.data.synthetic import SyntheticConfig, make_splits, sample_sequences, stack_splits
 
 
 def test_disjoint_layout_token_sets():
@@ -51,12 +51,13 @@ def test_splits_are_seeded_balanced_disjoint_and_well_formed():
     assert share == pytest.approx(0.4, abs=0.02)  # gamma is the distinct share of the context
 
 
-def test_fresh_batches_are_seeded_per_seed():
-    cfg = SyntheticConfig()
-    a, b = FreshBatches(cfg, [1, 2], 8), FreshBatches(cfg, [2], 8)
-    ta, la = a(0)
-    tb, lb = b(0)
-    assert ta.shape == (2, 8, 64) and torch.equal(ta[1], tb[0]) and torch.equal(la[1], lb[0])
+def test_sample_sequences_is_seeded_and_well_formed():
+    cfg = SyntheticConfig(layout="official", distinct_weights="linear")
+    a = sample_sequences(cfg, 8, np.random.default_rng(1))
+    b = sample_sequences(cfg, 8, np.random.default_rng(1))
+    assert a.tokens.shape == (8, 64) and torch.equal(a.tokens, b.tokens) and torch.equal(a.distinct, b.distinct)
+    assert torch.equal(a.labels, torch.as_tensor(cfg.token_ids()["next"])[a.classes])
+    assert not a.distinct[:, -1].any()
 
 
 def test_stack_splits():

@@ -107,6 +107,25 @@ def _sample(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tuple[np.
     return np.concatenate([context, query[:, None]], axis=1), classes
 
 
+def _distinct_mask(cfg: SyntheticConfig, tokens: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """[N, T]: whether each position holds a distinct token of its sequence's class (never the query position)."""
+    distinct_of = cfg.token_ids()["distinct"][classes]  # [N, C]
+    mask = (tokens[:, :, None] == distinct_of[:, None, :]).any(-1)
+    mask[:, -1] = False
+    return mask
+
+
+def _as_split(cfg: SyntheticConfig, tokens: np.ndarray, classes: np.ndarray) -> SyntheticSplit:
+    return SyntheticSplit(torch.as_tensor(tokens), torch.as_tensor(cfg.token_ids()["next"][classes]),
+                          torch.as_tensor(classes), torch.as_tensor(_distinct_mask(cfg, tokens, classes)))
+
+
+def sample_sequences(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> SyntheticSplit:
+    """n fresh sequences (classes balanced, shuffled) as a split."""
+    tokens, classes = _sample(cfg, n, rng)
+    return _as_split(cfg, tokens, classes)
+
+
 def make_splits(cfg: SyntheticConfig, n_train: int, n_test: int, seed: int) -> tuple[SyntheticSplit, SyntheticSplit]:
     """A fixed training set and a held-out test set with no sequence in common, both from ``seed``."""
     if n_train < cfg.n_classes or n_test < cfg.n_classes:
@@ -120,38 +139,13 @@ def make_splits(cfg: SyntheticConfig, n_train: int, n_test: int, seed: int) -> t
     train_idx = np.arange(n_train)
     test_idx = np.arange(n_train, n_train + n_test)
     test_idx = test_idx[keep[test_idx] & ~_in_rows(tokens[test_idx], tokens[train_idx])]
-    ids = cfg.token_ids()
-    distinct_of = ids["distinct"][classes]  # [N, C]
-    is_distinct = (tokens[:, :, None] == distinct_of[:, None, :]).any(-1)
-    is_distinct[:, -1] = False  # the query position is never a distinct token
-
-    def split(idx: np.ndarray) -> SyntheticSplit:
-        return SyntheticSplit(torch.as_tensor(tokens[idx]), torch.as_tensor(ids["next"][classes[idx]]),
-                              torch.as_tensor(classes[idx]), torch.as_tensor(is_distinct[idx]))
-
-    return split(train_idx), split(test_idx)
+    return _as_split(cfg, tokens[train_idx], classes[train_idx]), _as_split(cfg, tokens[test_idx], classes[test_idx])
 
 
 def _in_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """For each row of a, whether it equals some row of b."""
     seen = {row.tobytes() for row in b}
     return np.array([row.tobytes() in seen for row in a], dtype=bool)
-
-
-class FreshBatches:
-    """The authors' regime: a new batch drawn for every step, per seed from its own generator."""
-
-    def __init__(self, cfg: SyntheticConfig, seeds: list[int], batch_size: int,
-                 device: torch.device | str = "cpu") -> None:
-        self.cfg, self.batch_size, self.device = cfg, batch_size, device
-        self.rngs = [np.random.default_rng(int(s) + 104729) for s in seeds]
-        self.next_ids = torch.as_tensor(cfg.token_ids()["next"])
-
-    def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        drawn = [_sample(self.cfg, self.batch_size, rng) for rng in self.rngs]
-        tokens = torch.stack([torch.as_tensor(t) for t, _ in drawn])
-        labels = self.next_ids[torch.stack([torch.as_tensor(c) for _, c in drawn])]
-        return tokens.to(self.device), labels.to(self.device)
 
 
 def stack_splits(splits: list[SyntheticSplit]) -> SyntheticSplit:

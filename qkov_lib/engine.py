@@ -1,0 +1,480 @@
+"""One engine for every synthetic run (Figure 2, the corollaries, Figure 3): a stack of single-layer attention models
+(eq. 1), each with its own seed, data row, learning rates, QK/OV multipliers and ramp, OV weight decay, optimiser
+state and stop, stepped together with a hand-derived backward pass (checked against autograd in the tests).
+
+With one-hot tokens a sequence enters eq. (1) only through its token counts c[v] and its query token q: every
+position holding token v gets the weight exp(s_v)/Z, so the attention mass on token v is
+a[v] = c[v] exp(s_v) / sum_u c[u] exp(s_u) = softmax_v(s_v + log c[v]), and X^T softmax(.) = a (the "bag").
+Only the query tokens' columns of W_QK are read (s_v = scale * W_QK[v, q]), and the OV circuit is applied as
+W_O (W_V a) without forming the product. Figure 3's fixed attention is the same model with a given bag.
+Models that reach their stop leave the stack, so the remaining ones run faster.
+"""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .data.synthetic import SyntheticConfig, SyntheticSplit, sample_sequences
+from .optim import RateSchedule
+from .progress import bar
+from .training import OPTIMIZERS
+from .validation import require_positive_ints
+
+QK_KINDS = ("factorised", "collapsed", "fixed")
+
+
+@dataclass(frozen=True)
+class Member:
+    """One model of a stack: its seed (initialisation and batch order), the data row it reads, its rates, decoupled
+    weight decay on its OV parameters, and its own step cap."""
+
+    seed: int
+    row: int
+    schedule: RateSchedule
+    ov_decay: float = 0.0
+    max_steps: int = 20_000
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, ("max_steps",))
+        if not self.ov_decay >= 0:
+            raise ValueError(f"ov_decay must be >= 0 (got {self.ov_decay!r})")
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """What every model of a stack shares: the circuits' kinds, the optimiser, the batch size and the stop rule.
+
+    Stop rule (Section 4, "train until NLL <= 0.001"): every ``eval_every`` steps each model's mean mini-batch loss
+    over those steps is read; a model whose mean is at most ``gate`` x ``target_nll`` then has its NLL on the whole
+    training set computed, and stops if that is <= ``target_nll``. ``target_nll = 0`` disables stopping."""
+
+    qk: str = "factorised"
+    ov_factorised: bool = True
+    ov_bias: bool = False
+    score_scale: float = 1.0
+    optimizer: str = "sgd"
+    batch_size: int = 32
+    target_nll: float = 1e-3
+    eval_every: int = 200
+    gate: float = 2.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+
+    def __post_init__(self) -> None:
+        if self.qk not in QK_KINDS:
+            raise ValueError(f"qk must be one of {', '.join(QK_KINDS)} (got {self.qk!r})")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)} (got {self.optimizer!r})")
+        require_positive_ints(self, ("batch_size", "eval_every"))
+        if not self.target_nll >= 0:
+            raise ValueError(f"target_nll must be >= 0, 0 meaning no early stop (got {self.target_nll!r})")
+        if not self.gate >= 1:
+            raise ValueError(f"gate must be >= 1 (got {self.gate!r})")
+
+    @staticmethod
+    def of(parameterisation: str, **kwargs) -> "StackConfig":
+        """The stack for a parameterisation name (FAFO, FACO, CAFO, CACO)."""
+        return StackConfig(qk="factorised" if parameterisation[:2] == "FA" else "collapsed",
+                           ov_factorised=parameterisation[2:] == "FO", **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data as the engine reads it
+
+
+@dataclass
+class CountSet:
+    """Sequences as counts: log token counts [R, N, V] (-inf where absent), the query's slot among ``query_ids``
+    [R, N], labels [R, N], and per token the number of positions that are distinct for the sequence's class [R, N, V]
+    (for the attention mass on distinct tokens). R rows of data (one per data seed)."""
+
+    log_counts: torch.Tensor
+    slots: torch.Tensor
+    labels: torch.Tensor
+    distinct: torch.Tensor
+    query_ids: torch.Tensor
+
+    @property
+    def size(self) -> int:
+        return self.labels.shape[1]
+
+    def take(self, rows: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The examples ``idx`` [K, B] of data rows ``rows`` [K]: log counts, slots, labels."""
+        flat = (rows[:, None] * self.size + idx).view(-1)
+        shape = idx.shape
+        return (self.log_counts.view(-1, self.log_counts.shape[-1]).index_select(0, flat).view(*shape, -1),
+                self.slots.view(-1)[flat].view(shape), self.labels.view(-1)[flat].view(shape))
+
+
+def count_set(split: SyntheticSplit, vocab: int, attend_to_query: bool = True,
+              query_ids: torch.Tensor | None = None) -> CountSet:
+    """A split [R, N, T] (query last) as counts. ``attend_to_query=False`` removes the query position itself."""
+    tokens = split.tokens
+    ones = torch.ones(tokens.shape, dtype=torch.float32, device=tokens.device)
+    if not attend_to_query:
+        ones[..., -1] = 0.0
+    counts = torch.zeros(*tokens.shape[:-1], vocab, device=tokens.device).scatter_add_(-1, tokens, ones)
+    distinct = torch.zeros_like(counts).scatter_add_(-1, tokens, split.distinct.float())
+    query = tokens[..., -1]
+    if query_ids is None:
+        query_ids = torch.unique(query)
+    lookup = torch.full((vocab,), -1, dtype=torch.long, device=tokens.device)
+    lookup[query_ids] = torch.arange(len(query_ids), device=tokens.device)
+    return CountSet(counts.log(), lookup[query], split.labels, distinct, query_ids.to(tokens.device))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fresh batches (fixed training sets use ``training.FixedSetBatches``), each model from its own seed
+
+
+class FreshBatches:
+    """The authors' regime: new sequences for every step, each model from its own generator, drawn ``block`` steps
+    at a time (classes balanced within a block)."""
+
+    def __init__(self, cfg: SyntheticConfig, members: Sequence[Member], batch_size: int, block: int,
+                 attend_to_query: bool, device: torch.device) -> None:
+        self.cfg, self.batch_size, self.block, self.device = cfg, batch_size, block, device
+        self.attend_to_query = attend_to_query
+        self.rngs = [np.random.default_rng(int(m.seed) + 104729) for m in members]
+        self.query_ids = torch.as_tensor(cfg.token_ids()["query"], device=device)
+        self.buffers: list[CountSet | None] = [None] * len(members)
+
+    def draw(self, k: int) -> CountSet:
+        split = sample_sequences(self.cfg, self.batch_size * self.block, self.rngs[k])
+        return count_set(split.apply(lambda t: t[None].to(self.device)), self.cfg.vocab, self.attend_to_query,
+                         self.query_ids)
+
+    def take(self, step: int, active: Sequence[int]) -> tuple[torch.Tensor, ...]:
+        if step % self.block == 0:
+            for k in active:
+                self.buffers[k] = self.draw(k)
+        j = (step % self.block) * self.batch_size
+        idx = torch.arange(j, j + self.batch_size, device=self.device)[None]
+        parts = [self.buffers[k].take(torch.zeros(1, dtype=torch.long, device=self.device), idx) for k in active]
+        return tuple(torch.cat(p) for p in zip(*parts))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The model: forward and hand-derived backward for a stack
+
+
+def qk_scores(params: dict[str, torch.Tensor], query_ids: torch.Tensor) -> torch.Tensor:
+    """[K, Q, V]: the score of every key token for each query token (W_QK[v, q] = (W_K W_Q^T)[v, q])."""
+    if "W_QK" in params:
+        return params["W_QK"][:, :, query_ids].transpose(1, 2)
+    return params["W_Q"][:, query_ids, :] @ params["W_K"].transpose(1, 2)
+
+
+def attention_bag(params: dict[str, torch.Tensor], log_counts: torch.Tensor, slots: torch.Tensor,
+                  query_ids: torch.Tensor, score_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention mass per token a [K, B, V] (= X^T softmax(X W_QK x_T)) and the one-hot slots [K, B, Q]."""
+    onehot = torch.nn.functional.one_hot(slots, len(query_ids)).to(log_counts.dtype)
+    scores = onehot @ qk_scores(params, query_ids)
+    return torch.softmax(score_scale * scores + log_counts, dim=-1), onehot
+
+
+def _times_transposed(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """a @ w^T for stacks, computed as (w @ a^T)^T: the layout the CPU's batched matmul runs fastest here."""
+    return (w @ a.transpose(1, 2)).transpose(1, 2)
+
+
+def ov_logits(params: dict[str, torch.Tensor], bag: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Logits [K, B, M] = W_O (W_V a) (+ bias), and the hidden W_V a (None for a collapsed W_OV)."""
+    if "W_OV" in params:
+        hidden, logits = None, _times_transposed(bag, params["W_OV"])
+    else:
+        hidden = _times_transposed(bag, params["W_V"])
+        logits = _times_transposed(hidden, params["W_O"])
+    logits = logits.contiguous()
+    if "b_OV" in params:
+        logits += params["b_OV"][:, None, :]
+    return logits, hidden
+
+
+def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-example NLL [K, B] and softmax probabilities [K, B, M]."""
+    logp = torch.log_softmax(logits, dim=-1)
+    return -torch.gather(logp, 2, labels[..., None]).squeeze(-1), logp.exp_()
+
+
+def loss_and_grads(params: dict[str, torch.Tensor], sc: StackConfig, bag_or_counts: torch.Tensor,
+                   slots: torch.Tensor | None, labels: torch.Tensor, query_ids: torch.Tensor | None
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Mean cross-entropy per model [K] (eq. 2) on a batch and its gradient for every parameter.
+
+    ``bag_or_counts`` is the log counts [K, B, V] (with ``slots`` and ``query_ids``) or, for ``qk="fixed"``, the
+    attention bag itself."""
+    if sc.qk == "fixed":
+        bag = bag_or_counts
+    else:
+        bag, onehot = attention_bag(params, bag_or_counts, slots, query_ids, sc.score_scale)
+    logits, hidden = ov_logits(params, bag)
+    nll, g = _cross_entropy(logits, labels)
+    g.scatter_add_(2, labels[..., None], torch.full(labels[..., None].shape, -1.0, dtype=g.dtype, device=g.device))
+    g /= labels.shape[1]  # dL/dlogits of the batch mean
+    grads: dict[str, torch.Tensor] = {}
+    if "b_OV" in params:
+        grads["b_OV"] = g.sum(1)
+    if hidden is None:
+        grads["W_OV"] = g.transpose(1, 2) @ bag
+        d_bag = g @ params["W_OV"] if sc.qk != "fixed" else None
+    else:
+        grads["W_O"] = g.transpose(1, 2) @ hidden
+        d_hidden = g @ params["W_O"]
+        grads["W_V"] = d_hidden.transpose(1, 2) @ bag
+        d_bag = d_hidden @ params["W_V"] if sc.qk != "fixed" else None
+    if d_bag is not None:
+        d_scores = bag * (d_bag - (bag * d_bag).sum(-1, keepdim=True))
+        d_cols = onehot.transpose(1, 2) @ d_scores  # [K, Q, V]
+        if sc.score_scale != 1.0:
+            d_cols *= sc.score_scale
+        if sc.qk == "collapsed":
+            grads["W_QK"] = torch.zeros_like(params["W_QK"])
+            grads["W_QK"][:, :, query_ids] = d_cols.transpose(1, 2)
+        else:
+            w_q = params["W_Q"][:, query_ids, :]
+            grads["W_K"] = d_cols.transpose(1, 2) @ w_q
+            grads["W_Q"] = torch.zeros_like(params["W_Q"])
+            grads["W_Q"][:, query_ids, :] = d_cols @ params["W_K"]
+    return nll.mean(1), grads
+
+
+@torch.no_grad()
+def evaluate_counts(params: dict[str, torch.Tensor], sc: StackConfig, data: CountSet, rows: torch.Tensor,
+                    chunk: int = 2048) -> dict[str, np.ndarray]:
+    """Per model and example: NLL, probability of the true label, correctness, attention on the query position and
+    attention mass on distinct tokens. Model k reads data row ``rows[k]``."""
+    out: dict[str, list[torch.Tensor]] = {k: [] for k in ("nll", "prob_true", "correct", "attn_query",
+                                                          "attn_distinct")}
+    for start in range(0, data.size, chunk):
+        idx = torch.arange(start, min(start + chunk, data.size), device=rows.device).expand(len(rows), -1)
+        log_counts, slots, labels = data.take(rows, idx)
+        bag, _ = attention_bag(params, log_counts, slots, data.query_ids, sc.score_scale)
+        logits, _ = ov_logits(params, bag)
+        nll, prob = _cross_entropy(logits, labels)
+        q = data.query_ids[slots][..., None]
+        per_position = bag / log_counts.exp().clamp(min=1.0)  # the weight of one position holding each token
+        out["nll"].append(nll)
+        out["prob_true"].append(torch.gather(prob, 2, labels[..., None]).squeeze(-1))
+        out["correct"].append(logits.argmax(-1) == labels)
+        out["attn_query"].append(torch.gather(per_position, 2, q).squeeze(-1))
+        out["attn_distinct"].append((per_position * data.distinct[rows[:, None], idx]).sum(-1))
+    return {k: torch.cat(v, dim=1).cpu().numpy() for k, v in out.items()}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training
+
+
+@dataclass
+class StackResult:
+    """Per model: final parameters (no stack dimension), the step it stopped at (-1: its cap), the steps it ran,
+    and its curve of mean mini-batch loss per ``eval_every`` steps."""
+
+    params: list[dict[str, torch.Tensor]]
+    stopped_at: np.ndarray
+    steps_run: np.ndarray
+    curves: list[list[tuple[int, float]]] = field(default_factory=list)
+
+    @property
+    def hit_cap(self) -> np.ndarray:
+        return self.stopped_at < 0
+
+    def stacked(self, name: str) -> torch.Tensor:
+        return torch.stack([p[name] for p in self.params])
+
+
+class UpdateRatios:
+    """The effective QK/OV ratio of each step it sees (Section 8's Adam question): for each model,
+    (|dQK| / |QK|) / (|dOV| / |OV|), with |.| the Frobenius norm over a circuit's parameters. Under plain gradient
+    flow on the ansatz this is what r = eta_QK/eta_OV scales; under AdamW a nominal multiplier need not."""
+
+    def __init__(self, every: int = 50) -> None:
+        if not (isinstance(every, int) and every >= 1):
+            raise ValueError(f"every must be an integer >= 1 (got {every!r})")
+        self.every = every
+        self.rows: list[dict] = []
+
+    def __call__(self, step: int, names: Sequence[tuple[str, int]], params: dict[str, torch.Tensor],
+                 updates: dict[str, torch.Tensor]) -> None:
+        """``names[k]`` = (panel, seed) of stacked model k."""
+        def norm(tensors: dict[str, torch.Tensor], group: str) -> np.ndarray:
+            sq = sum(t.flatten(1).pow(2).sum(1) for k, t in tensors.items() if _group(k) == group)
+            return sq.sqrt().cpu().numpy()
+
+        rel = {g: norm(updates, g) / np.maximum(norm(params, g), 1e-30) for g in ("qk", "ov")}
+        for k, (panel, seed) in enumerate(names):
+            self.rows.append({"step": step, "panel": panel, "seed": seed, "qk_rel_update": float(rel["qk"][k]),
+                              "ov_rel_update": float(rel["ov"][k]),
+                              "effective_ratio": float(rel["qk"][k] / max(rel["ov"][k], 1e-300))})
+
+
+@contextlib.contextmanager
+def flush_denormals(enabled: bool = True) -> Iterator[None]:
+    """Flush subnormal floats to zero while training (the 1e-6 initialisation's products are subnormal and make
+    CPU matmuls ~10x slower); restores the previous setting."""
+    if not enabled:
+        yield
+        return
+    torch.set_flush_denormal(True)
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def _group(name: str) -> str:
+    """The circuit a stack parameter belongs to (the output bias counts as OV)."""
+    return "qk" if name in ("W_K", "W_Q", "W_QK") else "ov"
+
+
+class _Rates:
+    """Each model's QK and OV learning rate at a step, as tensors (constant rates are built once)."""
+
+    def __init__(self, members: Sequence[Member], device: torch.device) -> None:
+        self.members, self.device = members, device
+        self.ramps = any(m.schedule.qk_schedule == "ramp" for m in members)
+        self.fixed = {g: torch.tensor([m.schedule.rate(g, 0) for m in members], device=device) for g in ("qk", "ov")}
+        self.cache: tuple[int, torch.Tensor] | None = None
+
+    def at(self, step: int, active: Sequence[int]) -> dict[str, torch.Tensor]:
+        if self.cache is None or self.cache[0] != len(active):
+            self.cache = (len(active), torch.as_tensor(active, device=self.device))
+        index = self.cache[1]
+        rates = {g: r[index] for g, r in self.fixed.items()}
+        if self.ramps:
+            rates["qk"] = torch.tensor([self.members[k].schedule.rate("qk", step) for k in active], device=self.device)
+        return rates
+
+
+class _Optimiser:
+    """SGD or AdamW (decoupled decay) over a stack, with a per-model rate and OV decay."""
+
+    def __init__(self, sc: StackConfig, params: dict[str, torch.Tensor]) -> None:
+        self.sc = sc
+        self.state = {k: (torch.zeros_like(p), torch.zeros_like(p)) for k, p in params.items()} \
+            if sc.optimizer == "adamw" else {}
+        self.count = None
+
+    def step(self, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], rates: dict[str, torch.Tensor],
+             decay: torch.Tensor | None, count: int, keep_updates: bool = False) -> dict[str, torch.Tensor]:
+        """Update in place (``decay`` None: no OV decay in this stack); returns the updates if asked."""
+        updates = {}
+        for name, p in params.items():
+            shape = (-1, *[1] * (p.dim() - 1))
+            g = grads[name]
+            if self.sc.optimizer == "adamw":
+                m, v = self.state[name]
+                b1, b2 = self.sc.betas
+                m.mul_(b1).add_(g, alpha=1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                g = (m / (1 - b1 ** count)) / ((v / (1 - b2 ** count)).sqrt_().add_(self.sc.eps))
+            if decay is not None and _group(name) == "ov":
+                g = g.addcmul_(p, decay.view(shape)) if g is grads[name] else g + decay.view(shape) * p
+            lr = rates[_group(name)].view(shape)
+            if keep_updates:
+                updates[name] = lr * g
+                p.sub_(updates[name])
+            else:
+                p.addcmul_(g, lr, value=-1.0)
+        return updates
+
+    def keep(self, index: torch.Tensor) -> None:
+        self.state = {k: (m[index], v[index]) for k, (m, v) in self.state.items()}
+
+
+def _check_finite(loss: torch.Tensor, step: int, members: Sequence[Member], active: Sequence[int]) -> None:
+    bad = ~torch.isfinite(loss)
+    if bad.any():
+        k = active[int(bad.nonzero()[0])]
+        m = members[k]
+        raise FloatingPointError(f"the training loss became {loss[bad][0].item()} at step {step} for the model with "
+                                 f"seed {m.seed} (lr = {m.schedule.lr}, QK multiplier = {m.schedule.qk_mult}); "
+                                 f"lower the learning rate or the QK multiplier")
+
+
+Batch = Callable[[int, Sequence[int]], tuple[torch.Tensor, ...]]
+Monitor = Callable[[dict[str, torch.Tensor], Sequence[int], int], np.ndarray | None]
+Recorder = Callable[[int, Sequence[int], dict[str, torch.Tensor], dict[str, torch.Tensor]], None]
+
+
+def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: StackConfig, batch: Batch,
+                query_ids: torch.Tensor | None = None, full_nll: Monitor | None = None,
+                every_eval: Monitor | None = None, recorder: Recorder | None = None, record_every: int = 0,
+                progress: bool = True, desc: str = "training") -> StackResult:
+    """Train the stacked ``params`` [K, ...] (model k = ``members[k]``) on ``batch(step, active) -> (inputs, slots,
+    labels)``. ``full_nll(params, active, step)`` returns the training-set NLL of the given models (the stop rule,
+    see ``StackConfig``); ``every_eval`` is called every ``eval_every`` steps (Figure 3's read-outs);
+    ``recorder(step, active, params, updates)`` sees every ``record_every``-th update. Parameters are not modified."""
+    n = len(members)
+    work = {k: v.detach().clone() for k, v in params.items()}
+    final: list[dict[str, torch.Tensor] | None] = [None] * n
+    stopped, steps_run = np.full(n, -1), np.zeros(n, dtype=int)
+    curves: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    active = list(range(n))
+    opt = _Optimiser(sc, work)
+    device = next(iter(work.values())).device
+    decay = torch.tensor([m.ov_decay for m in members], device=device) if any(m.ov_decay for m in members) \
+        else None
+    window = torch.zeros(n, device=device)
+    rates = _Rates(members, device)
+    cap = max(m.max_steps for m in members)
+    steps = bar(range(cap), desc, enabled=progress, leave=False)
+    for step in steps:
+        inputs, slots, labels = batch(step, active)
+        loss, grads = loss_and_grads(work, sc, inputs, slots, labels, query_ids)
+        _check_finite(loss, step, members, active)
+        window += loss.detach()
+        record = recorder is not None and record_every > 0 and step % record_every == 0
+        updates = opt.step(work, grads, rates.at(step, active), decay, step + 1, keep_updates=record)
+        if record:
+            recorder(step, active, work, updates)
+        done = step + 1
+        finished = [j for j, k in enumerate(active) if members[k].max_steps == done]
+        if done % sc.eval_every == 0:
+            mean = (window / sc.eval_every).cpu().numpy()
+            window.zero_()
+            for j, k in enumerate(active):
+                curves[k].append((done, float(mean[j])))
+            if every_eval is not None:
+                every_eval(work, active, done)
+            if sc.target_nll > 0 and full_nll is not None:
+                near = [j for j in range(len(active)) if mean[j] <= sc.gate * sc.target_nll]
+                if near:
+                    nll = full_nll({k: v[near] for k, v in work.items()}, [active[j] for j in near], done)
+                    hits = [j for j, value in zip(near, nll) if value <= sc.target_nll]
+                    stopped[[active[j] for j in hits]] = done
+                    finished = sorted(set(finished) | set(hits))
+        if finished:
+            for j in finished:
+                final[active[j]] = {name: v[j].clone() for name, v in work.items()}
+                steps_run[active[j]] = done
+            keep = [j for j in range(len(active)) if j not in finished]
+            index = torch.as_tensor(keep, dtype=torch.long, device=device)
+            work = {name: v[index] for name, v in work.items()}
+            opt.keep(index)
+            window = window[index]
+            decay = decay[index] if decay is not None else None
+            active = [active[j] for j in keep]
+            steps.set_postfix_str(f"{len(active)} of {n} running")
+            if not active:
+                break
+    return StackResult(final, stopped, steps_run, curves)
+
+
+def run_independent(fn: Callable, tasks: Sequence[tuple], workers: int) -> list:
+    """``[fn(*task) for task in tasks]``, in a pool of ``workers`` processes (spawned, one torch thread each) when
+    there are several tasks and workers; results keep the tasks' order. ``fn`` must be importable."""
+    if workers <= 1 or len(tasks) <= 1:
+        return [fn(*task) for task in tasks]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context, initializer=torch.set_num_threads,
+                             initargs=(1,)) as pool:
+        futures = [pool.submit(fn, *task) for task in tasks]
+        return [f.result() for f in futures]

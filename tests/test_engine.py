@@ -1,0 +1,223 @@
+"""The synthetic engine: hand-derived gradients against autograd, a model alone against the same model in a full stack,
+flushed against unflushed subnormals, the stop rule, fresh batches and clear errors."""
+import numpy as np
+import pytest
+import torch
+
+from qkov_lib.data.synthetic import SyntheticConfig, make_splits, stack_splits
+from qkov_lib.engine import (FreshBatches, Member, StackConfig, UpdateRatios, count_set, evaluate_counts,
+                             flush_denormals, loss_and_grads, train_stack)
+from qkov_lib.experiments import Panel, figure2_panels, synthetic_data, train_runs
+from qkov_lib.fixed_attention import OVModel
+from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, forward, init_params
+from qkov_lib.optim import RateSchedule
+from qkov_lib.profiles import resolve, synthetic_config
+
+CFG = SyntheticConfig()
+
+
+@pytest.fixture(autouse=True)
+def one_worker(monkeypatch):
+    """Stacks train in this process (the pool is tested once, below)."""
+    monkeypatch.setenv("QKOV_WORKERS", "1")
+
+SPLIT = stack_splits([make_splits(CFG, 48, 8, s)[0] for s in (0, 1)])
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("par", PARAMETERISATIONS)
+@pytest.mark.parametrize("self_attend, scale", [(True, 1.0), (False, 0.5)])
+def test_hand_derived_gradients_equal_autograd(par, self_attend, scale):
+    cfg = AttentionConfig(par, vocab=CFG.vocab, init_scale=1.0, score_scale=scale, attend_to_query=self_attend)
+    params = init_params(cfg, [3, 4])
+    logits, attn = forward(params, cfg, SPLIT.tokens)
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), SPLIT.labels, reduction="none")
+    batch = nll[:, :16].mean(1)
+    expected = torch.autograd.grad(batch.sum(), list(params.values()))
+    data = count_set(SPLIT, CFG.vocab, self_attend)
+    sc = StackConfig.of(par, score_scale=scale)
+    detached = {k: v.detach() for k, v in params.items()}
+    log_counts, slots, labels = data.take(torch.tensor([0, 1]), torch.arange(16).expand(2, -1))
+    loss, grads = loss_and_grads(detached, sc, log_counts, slots, labels, data.query_ids)
+    torch.testing.assert_close(loss, batch.detach(), rtol=1e-5, atol=1e-6)
+    for name, g in zip(params, expected):
+        torch.testing.assert_close(grads[name], g, rtol=1e-4, atol=1e-6 * g.abs().max().item())
+    ev = evaluate_counts(detached, sc, data, torch.tensor([0, 1]), chunk=20)
+    assert np.allclose(ev["nll"], nll.detach().numpy(), atol=1e-5)
+    assert np.allclose(ev["attn_query"], attn[:, :, -1].detach().numpy(), atol=1e-6)
+    assert np.allclose(ev["attn_distinct"], (attn * SPLIT.distinct).sum(-1).detach().numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("factorised, bias", [(True, False), (False, False), (False, True)])
+def test_fixed_attention_gradients_equal_autograd(factorised, bias):
+    model = OVModel(factorised, bias, init="balanced", init_scale=0.5)
+    params = model.init_params(CFG.vocab, [1, 2])
+    x = torch.softmax(torch.randn(2, 8, CFG.vocab, generator=torch.Generator().manual_seed(0)), -1)
+    labels = torch.randint(0, CFG.vocab, (2, 8), generator=torch.Generator().manual_seed(1))
+    loss = torch.nn.functional.cross_entropy(OVModel.logits(params, x).transpose(1, 2), labels, reduction="none")
+    expected = torch.autograd.grad(loss.mean(1).sum(), list(params.values()))
+    sc = StackConfig(qk="fixed", ov_factorised=factorised, ov_bias=bias)
+    _, grads = loss_and_grads({k: v.detach() for k, v in params.items()}, sc, x, None, labels, None)
+    for name, g in zip(params, expected):
+        torch.testing.assert_close(grads[name], g, rtol=1e-4, atol=1e-7)
+
+
+P = dict(init="identity", init_scale=0.01, score_scale=1.0, attend_to_query=True, batch_size=16, target_nll=1e-3,
+         eval_every=4, fresh_batches=False, bins=[0.0, 0.5, 1.0], lr=0.5, ramp_steps=6, max_steps=12)
+RUNS = [(Panel("a", "FAFO"), P), (Panel("e", "FAFO", 3.0), P), (Panel("f", "FAFO", 4.0, "ramp"), P),
+        (Panel("d", "FAFO", ov_decay=0.01), P), (Panel("i", "FAFO", ov_init_mult=0.5), P | {"max_steps": 8}),
+        (Panel("c", "CACO", 2.0, "ramp"), P), (Panel("adam", "FAFO", 2.0, optimizer="adamw"), P | {"lr": 0.01})]
+
+
+def _run(runs, seeds, recorder=None, p=P):
+    data = synthetic_data(CFG, seeds, 64, 32)
+    return train_runs(runs, CFG, data, seeds, p, CPU, progress=False, recorder=recorder)
+
+
+def test_a_model_alone_equals_the_same_model_in_a_full_stack():
+    seeds = [3, 4]
+    full = _run(RUNS, seeds)
+    for i, run in enumerate(RUNS):
+        for j, seed in enumerate(seeds):
+            alone = _run([run], [seed])[0]
+            row, ref = full[i].summary.iloc[j], alone.summary.iloc[0]
+            assert row["steps"] == ref["steps"] and row["hit_cap"] == ref["hit_cap"]
+            assert row["final_train_nll"] == pytest.approx(ref["final_train_nll"], rel=1e-4, abs=1e-7)
+            assert row["MRTA"] == pytest.approx(ref["MRTA"], rel=1e-4, abs=1e-7)
+            assert np.allclose(full[i].heatmaps[j], alone.heatmaps[0])
+            curve = full[i].curves[full[i].curves["seed"] == seed]["train_nll"].to_numpy()
+            assert np.allclose(curve, alone.curves["train_nll"].to_numpy(), rtol=1e-4)
+    steps = {r.panel.key: r.summary["steps"].tolist() for r in full}
+    assert steps["i"] == [8, 8] and steps["a"] == [12, 12]  # each model stops at its own cap
+
+
+def test_stacks_in_worker_processes_give_the_same_results(monkeypatch):
+    inline = _run(RUNS, [3])
+    monkeypatch.setenv("QKOV_WORKERS", "2")
+    pooled = _run(RUNS, [3])
+    for a, b in zip(inline, pooled):
+        assert a.panel == b.panel
+        assert np.allclose(a.summary["final_train_nll"], b.summary["final_train_nll"], rtol=1e-5)
+        assert np.allclose(a.heatmaps, b.heatmaps)
+    monkeypatch.setenv("QKOV_WORKERS", "two")
+    with pytest.raises(ValueError, match="QKOV_WORKERS='two' must be a whole number"):
+        _run(RUNS, [3])
+
+
+def _identity_stack(steps: int, flush: bool):
+    cfg = AttentionConfig("FAFO", vocab=CFG.vocab, init="identity", init_scale=1e-6)
+    params = {k: v.detach() for k, v in init_params(cfg, [0, 1]).items()}
+    data = count_set(SPLIT, CFG.vocab)
+    members = [Member(s, s, RateSchedule(0.5, qk_mult=10.0), max_steps=steps) for s in (0, 1)]
+    batch = lambda step, active: data.take(torch.tensor(active), torch.arange(16).expand(len(active), -1))  # noqa
+    with flush_denormals(flush):
+        return train_stack(params, members, StackConfig(target_nll=0), batch, data.query_ids, progress=False)
+
+
+def test_flushing_subnormals_changes_no_result():
+    """The 1e-6 initialisation produces subnormal values; flushing them to zero may change only entries that are
+    themselves below the smallest normal float (~1.2e-38), and nothing the model computes from them."""
+    flushed, exact = _identity_stack(60, True), _identity_stack(60, False)
+    tiny = torch.finfo(torch.float32).tiny
+    subnormal_entries = 0
+    for a, b in zip(flushed.params, exact.params):
+        for name in a:
+            torch.testing.assert_close(a[name], b[name], rtol=1e-6, atol=tiny)
+            subnormal_entries += int(((b[name] != 0) & (b[name].abs() < tiny)).sum())
+        sc = StackConfig()
+        data = count_set(SPLIT, CFG.vocab)
+        rows = torch.tensor([0, 1])
+        stack = lambda ps: {k: torch.stack([p[k] for p in ps]) for k in ps[0]}  # noqa: E731
+        ev_a, ev_b = evaluate_counts(stack(flushed.params), sc, data, rows), evaluate_counts(stack(exact.params), sc,
+                                                                                              data, rows)
+        for key in ev_a:
+            assert np.array_equal(ev_a[key], ev_b[key]), key
+    assert subnormal_entries > 0  # the unflushed run does hold subnormal parameters
+    assert not torch.equal(flushed.params[0]["W_Q"], 1e-6 * torch.eye(CFG.vocab))  # the QK circuit did move
+
+
+def test_stop_rule_reads_the_full_training_nll_and_freezes_the_model():
+    seeds = [0]
+    loose = P | {"target_nll": 100.0}
+    stopped = _run([(Panel("a", "FAFO"), loose)], seeds, p=loose)[0]
+    capped = _run([(Panel("a", "FAFO"), P | {"max_steps": 4})], seeds, p=P | {"max_steps": 4})[0]
+    assert stopped.summary["steps"].tolist() == [4] and not stopped.summary["hit_cap"].any()
+    assert stopped.summary["MRTA"].iloc[0] == pytest.approx(capped.summary["MRTA"].iloc[0], rel=1e-6)
+    assert capped.summary["hit_cap"].all()
+
+
+def test_fresh_batches_are_per_model_and_independent_of_the_stack():
+    members = [Member(s, 0, RateSchedule()) for s in (5, 6)]
+    both = FreshBatches(CFG, members, 8, 3, True, CPU)
+    alone = FreshBatches(CFG, members[1:], 8, 3, True, CPU)
+    for step in range(4):
+        a, b = both.take(step, [0, 1]), alone.take(step, [0])
+        assert all(torch.equal(x[1], y[0]) for x, y in zip(a, b))
+        assert not torch.equal(a[0][0], a[0][1])
+
+
+def test_official_preset_runs_a_panel_with_fresh_batches():
+    _, p = resolve("fig2_dtap", "official", {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 6,
+                                              "eval_every": 3})
+    cfg = synthetic_config(p)
+    assert cfg.vocab == 50 and p["fresh_batches"] and p["score_scale"] == pytest.approx(50 ** -0.5)
+    result = train_runs([(figure2_panels(20, 40, 5, 10)[0], p)], cfg, synthetic_data(cfg, p["seeds"], 64, 64),
+                        p["seeds"], p, CPU, progress=False)[0]
+    assert result.heatmaps.shape == (2, 5, 5) and np.allclose(result.heatmaps.sum((1, 2)), 100)
+    assert list(result.summary["steps"]) == [6, 6] and result.summary["hit_cap"].all()
+
+
+def test_qk_multiplier_scales_the_first_qk_step_only():
+    cfg = AttentionConfig("FAFO", vocab=CFG.vocab, init_scale=0.3)
+    data = count_set(SPLIT, CFG.vocab)
+    batch = lambda step, active: data.take(torch.zeros(len(active), dtype=torch.long),  # noqa: E731
+                                           torch.arange(16).expand(len(active), -1))
+    start = {k: v.detach() for k, v in init_params(cfg, [0, 0]).items()}
+    members = [Member(0, 0, RateSchedule(0.5, qk_mult=m), max_steps=1) for m in (1.0, 5.0)]
+    out = train_stack(start, members, StackConfig(target_nll=0), batch, data.query_ids, progress=False)
+    d1, d5 = ({k: out.params[i][k] - start[k][i] for k in start} for i in (0, 1))
+    torch.testing.assert_close(d5["W_Q"], 5 * d1["W_Q"], rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(d5["W_V"], d1["W_V"])
+
+
+def test_adamw_first_step_is_the_learning_rate_per_group():
+    result = _run([(Panel("adam", "FAFO", 3.0, optimizer="adamw"), P | {"lr": 1e-3, "max_steps": 1})], [0])
+    assert result[0].summary["steps"].tolist() == [1]
+    cfg = AttentionConfig("FAFO", vocab=CFG.vocab, init_scale=0.3)
+    data = count_set(SPLIT, CFG.vocab)
+    start = {k: v.detach() for k, v in init_params(cfg, [0]).items()}
+    batch = lambda step, active: data.take(torch.zeros(1, dtype=torch.long), torch.arange(16)[None])  # noqa: E731
+    out = train_stack(start, [Member(0, 0, RateSchedule(1e-3, qk_mult=3.0), max_steps=1)],
+                      StackConfig(optimizer="adamw", target_nll=0), batch, data.query_ids, progress=False)
+    assert (out.params[0]["W_K"] - start["W_K"][0]).abs().max().item() == pytest.approx(3e-3, rel=1e-3)
+    assert (out.params[0]["W_V"] - start["W_V"][0]).abs().max().item() == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_nan_loss_is_one_clear_error():
+    with pytest.raises(FloatingPointError, match=r"loss became (nan|inf) at step \d+ for the model with seed 0 "
+                                                 r"\(lr = 1e\+300"):
+        _run([(Panel("d", "CACO"), P | {"lr": 1e300})], [0], p=P | {"lr": 1e300})
+
+
+def test_update_ratios_is_relative_update_of_qk_over_ov():
+    rec = UpdateRatios(every=1)
+    params = {"W_Q": torch.ones(2, 3, 3), "W_K": torch.ones(2, 3, 3), "W_O": torch.ones(2, 4, 3),
+              "W_V": torch.ones(2, 3, 3)}
+    updates = {k: (0.1 if k in ("W_Q", "W_K") else 0.01) * v for k, v in params.items()}
+    rec(0, [("a", 7), ("a", 8)], params, updates)
+    assert len(rec.rows) == 2 and rec.rows[0]["effective_ratio"] == pytest.approx(10.0) and rec.rows[1]["seed"] == 8
+    with pytest.raises(ValueError, match="every"):
+        UpdateRatios(0)
+    recorded = UpdateRatios(every=2)
+    _run(RUNS[:2], [3], recorder=recorded)
+    assert {r["panel"] for r in recorded.rows} == {"a", "e"} and {r["step"] for r in recorded.rows} == {0, 2, 4, 6,
+                                                                                                       8, 10}
+
+
+@pytest.mark.parametrize("kwargs, message", [(dict(qk="sparse"), "qk must be one of"),
+                                             (dict(optimizer="lion"), "optimizer must be one of"),
+                                             (dict(gate=0.5), "gate must be >= 1"),
+                                             (dict(target_nll=-1.0), "target_nll must be >= 0")])
+def test_bad_stack_settings(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        StackConfig(**kwargs)
