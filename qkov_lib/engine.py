@@ -168,20 +168,22 @@ def qk_scores(params: dict[str, torch.Tensor], query_ids: torch.Tensor) -> torch
     """[K, Q, V]: the score of every key token for each query token (W_QK[v, q] = (W_K W_Q^T)[v, q])."""
     if "W_QK" in params:
         return params["W_QK"][:, :, query_ids].transpose(1, 2)
-    return params["W_Q"][:, query_ids, :] @ params["W_K"].transpose(1, 2)
+    return torch.bmm(params["W_Q"][:, query_ids, :], params["W_K"].transpose(1, 2))
 
 
 def attention_bag(params: dict[str, torch.Tensor], log_counts: torch.Tensor, slots: torch.Tensor,
                   query_ids: torch.Tensor, score_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The attention mass per token a [K, B, V] (= X^T softmax(X W_QK x_T)) and the one-hot slots [K, B, Q]."""
     onehot = torch.nn.functional.one_hot(slots, len(query_ids)).to(log_counts.dtype)
-    scores = onehot @ qk_scores(params, query_ids)
-    return torch.softmax(score_scale * scores + log_counts, dim=-1), onehot
+    scores = torch.bmm(onehot, qk_scores(params, query_ids))
+    if score_scale != 1.0:
+        scores *= score_scale
+    return torch.softmax(scores.add_(log_counts), dim=-1), onehot
 
 
 def _times_transposed(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """a @ w^T for stacks, computed as (w @ a^T)^T: the layout the CPU's batched matmul runs fastest here."""
-    return (w @ a.transpose(1, 2)).transpose(1, 2)
+    return torch.bmm(w, a.transpose(1, 2)).transpose(1, 2)
 
 
 def ov_logits(params: dict[str, torch.Tensor], bag: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -222,16 +224,16 @@ def loss_and_grads(params: dict[str, torch.Tensor], sc: StackConfig, bag_or_coun
     if "b_OV" in params:
         grads["b_OV"] = g.sum(1)
     if hidden is None:
-        grads["W_OV"] = g.transpose(1, 2) @ bag
-        d_bag = g @ params["W_OV"] if sc.qk != "fixed" else None
+        grads["W_OV"] = torch.bmm(g.transpose(1, 2), bag)
+        d_bag = torch.bmm(g, params["W_OV"]) if sc.qk != "fixed" else None
     else:
-        grads["W_O"] = g.transpose(1, 2) @ hidden
-        d_hidden = g @ params["W_O"]
-        grads["W_V"] = d_hidden.transpose(1, 2) @ bag
-        d_bag = d_hidden @ params["W_V"] if sc.qk != "fixed" else None
+        grads["W_O"] = torch.bmm(g.transpose(1, 2), hidden)
+        d_hidden = torch.bmm(g, params["W_O"])
+        grads["W_V"] = torch.bmm(d_hidden.transpose(1, 2), bag)
+        d_bag = torch.bmm(d_hidden, params["W_V"]) if sc.qk != "fixed" else None
     if d_bag is not None:
         d_scores = bag * (d_bag - (bag * d_bag).sum(-1, keepdim=True))
-        d_cols = onehot.transpose(1, 2) @ d_scores  # [K, Q, V]
+        d_cols = torch.bmm(onehot.transpose(1, 2), d_scores)  # [K, Q, V]
         if sc.score_scale != 1.0:
             d_cols *= sc.score_scale
         if sc.qk == "collapsed":
@@ -239,9 +241,9 @@ def loss_and_grads(params: dict[str, torch.Tensor], sc: StackConfig, bag_or_coun
             grads["W_QK"][:, :, query_ids] = d_cols.transpose(1, 2)
         else:
             w_q = params["W_Q"][:, query_ids, :]
-            grads["W_K"] = d_cols.transpose(1, 2) @ w_q
+            grads["W_K"] = torch.bmm(d_cols.transpose(1, 2), w_q)
             grads["W_Q"] = torch.zeros_like(params["W_Q"])
-            grads["W_Q"][:, query_ids, :] = d_cols @ params["W_K"]
+            grads["W_Q"][:, query_ids, :] = torch.bmm(d_cols, params["W_K"])
     return nll.mean(1), grads
 
 
@@ -341,13 +343,13 @@ class _Rates:
         self.members, self.device = members, device
         self.ramps = any(m.schedule.qk_schedule == "ramp" for m in members)
         self.fixed = {g: torch.tensor([m.schedule.rate(g, 0) for m in members], device=device) for g in ("qk", "ov")}
-        self.cache: tuple[int, torch.Tensor] | None = None
+        self.cache: tuple[int, dict[str, torch.Tensor]] | None = None
 
     def at(self, step: int, active: Sequence[int]) -> dict[str, torch.Tensor]:
-        if self.cache is None or self.cache[0] != len(active):
-            self.cache = (len(active), torch.as_tensor(active, device=self.device))
-        index = self.cache[1]
-        rates = {g: r[index] for g, r in self.fixed.items()}
+        if self.cache is None or self.cache[0] != len(active):  # models only ever leave the stack
+            index = torch.as_tensor(active, device=self.device)
+            self.cache = (len(active), {g: r[index] for g, r in self.fixed.items()})
+        rates = dict(self.cache[1])
         if self.ramps:
             rates["qk"] = torch.tensor([self.members[k].schedule.rate("qk", step) for k in active], device=self.device)
         return rates
@@ -389,14 +391,16 @@ class _Optimiser:
         self.state = {k: (m[index], v[index]) for k, (m, v) in self.state.items()}
 
 
-def _check_finite(loss: torch.Tensor, step: int, members: Sequence[Member], active: Sequence[int]) -> None:
-    bad = ~torch.isfinite(loss)
+def _check_finite(window: torch.Tensor, step: int, members: Sequence[Member], active: Sequence[int],
+                  every: int) -> None:
+    """The summed loss of the last steps is finite for every model, or one clear error (read every ``every``
+    steps, so a non-finite loss is reported at most that many steps late)."""
+    bad = ~torch.isfinite(window)
     if bad.any():
-        k = active[int(bad.nonzero()[0])]
-        m = members[k]
-        raise FloatingPointError(f"the training loss became {loss[bad][0].item()} at step {step} for the model with "
-                                 f"seed {m.seed} (lr = {m.schedule.lr}, QK multiplier = {m.schedule.qk_mult}); "
-                                 f"lower the learning rate or the QK multiplier")
+        m = members[active[int(bad.nonzero()[0])]]
+        raise FloatingPointError(f"the training loss became {window[bad][0].item()} by step {step} (checked every "
+                                 f"{every} steps) for the model with seed {m.seed} (lr = {m.schedule.lr}, QK "
+                                 f"multiplier = {m.schedule.qk_mult}); lower the learning rate or the QK multiplier")
 
 
 Batch = Callable[[int, Sequence[int]], tuple[torch.Tensor, ...]]
@@ -429,14 +433,15 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
     for step in steps:
         inputs, slots, labels = batch(step, active)
         loss, grads = loss_and_grads(work, sc, inputs, slots, labels, query_ids)
-        _check_finite(loss, step, members, active)
-        window += loss.detach()
+        window += loss
         record = recorder is not None and record_every > 0 and step % record_every == 0
         updates = opt.step(work, grads, rates.at(step, active), decay, step + 1, keep_updates=record)
         if record:
             recorder(step, active, work, updates)
         done = step + 1
         finished = [j for j, k in enumerate(active) if members[k].max_steps == done]
+        if done % sc.eval_every == 0 or finished:
+            _check_finite(window, done, members, active, sc.eval_every)
         if done % sc.eval_every == 0:
             mean = (window / sc.eval_every).cpu().numpy()
             window.zero_()

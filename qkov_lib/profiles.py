@@ -195,6 +195,8 @@ def validate_corollaries(p: dict[str, Any]) -> None:
     from .engine import UpdateRatios
     from .training import TrainConfig
     _check_seeds(p["seeds"])
+    if p["ov_lr_max_steps"] < 0:
+        raise ParameterError(f"ov_lr_max_steps must be >= 0, 0 meaning max_steps / ov_mult (got {p['ov_lr_max_steps']})")
     if not 0 < p["ov_mult"] <= 1 or p["qk_mult"] < 1 or p["ov_decay"] < 0 or not p["ov_init_mult"] > 0:
         raise ParameterError(f"need ov_mult in (0, 1], qk_mult >= 1, ov_decay >= 0, ov_init_mult > 0 (got "
                              f"{p['ov_mult']}, {p['qk_mult']}, {p['ov_decay']}, {p['ov_init_mult']})")
@@ -343,10 +345,10 @@ CHAPTERS: dict[str, ChapterSpec] = {
         title="The untested corollaries: other ways of slowing OV, and AdamW",
         paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400, n_test=6400, d_model=0,
                    init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True, lr=1e-2, batch_size=32,
-                   target_nll=1e-3, max_steps=500_000, eval_every=200, ramp_steps=1, qk_mult=10.0, ov_mult=0.1,
-                   ov_decay=1e-4, ov_init_mult=0.01, adam_lrs=[1e-3, 1e-2], adam_max_steps=20_000, record_every=50,
+                   target_nll=1e-3, max_steps=700_000, eval_every=200, ramp_steps=1, qk_mult=10.0, ov_mult=0.1,
+                   ov_lr_max_steps=0, ov_decay=1e-4, ov_init_mult=0.01, adam_lrs=[1e-3, 1e-2], adam_max_steps=20_000, record_every=50,
                    bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
-        changes={"default": dict(lr=0.1, max_steps=150_000),
+        changes={"default": dict(ov_lr_max_steps=700_000),
                  "smoke": dict(seeds=[0, 1], n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20,
                                adam_max_steps=100, record_every=5)},
         validate=validate_corollaries,
