@@ -51,6 +51,17 @@ def test_splits_are_seeded_balanced_disjoint_and_well_formed():
     assert share == pytest.approx(0.4, abs=0.02)  # gamma is the distinct share of the context
 
 
+def test_sampling_is_the_inverse_cdf():
+    cfg = SyntheticConfig(layout="official", distinct_weights="linear")
+    split = sample_sequences(cfg, 400, np.random.default_rng(9))
+    rng = np.random.default_rng(9)
+    classes = rng.permutation(np.arange(400) % cfg.n_classes)
+    u = rng.random((400, cfg.seq_len - 1))
+    cum = np.cumsum(cfg.context_distribution(), axis=1)[classes]
+    expected = np.minimum((u[:, :, None] > cum[:, None, :]).sum(-1), cfg.vocab - 1)  # tokens with cum < u
+    assert np.array_equal(split.tokens[:, :-1].numpy(), expected)
+
+
 def test_sample_sequences_is_seeded_and_well_formed():
     cfg = SyntheticConfig(layout="official", distinct_weights="linear")
     a = sample_sequences(cfg, 8, np.random.default_rng(1))

@@ -102,15 +102,20 @@ def _sample(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tuple[np.
     probs = cfg.context_distribution()
     cum = np.cumsum(probs, axis=1)
     u = rng.random((n, cfg.seq_len - 1))
-    context = np.minimum((u[:, :, None] > cum[classes][:, None, :]).sum(-1), cfg.vocab - 1)
+    context = np.empty(u.shape, dtype=np.int64)
+    for cls in range(cfg.n_classes):  # inverse CDF: the first token whose cumulative probability reaches u
+        rows = classes == cls
+        context[rows] = np.searchsorted(cum[cls], u[rows], side="left")
+    context = np.minimum(context, cfg.vocab - 1)
     query = cfg.token_ids()["query"][classes]
     return np.concatenate([context, query[:, None]], axis=1), classes
 
 
 def _distinct_mask(cfg: SyntheticConfig, tokens: np.ndarray, classes: np.ndarray) -> np.ndarray:
     """[N, T]: whether each position holds a distinct token of its sequence's class (never the query position)."""
-    distinct_of = cfg.token_ids()["distinct"][classes]  # [N, C]
-    mask = (tokens[:, :, None] == distinct_of[:, None, :]).any(-1)
+    table = np.zeros((cfg.n_classes, cfg.vocab), dtype=bool)  # table[class, token]: distinct for that class
+    np.put_along_axis(table, cfg.token_ids()["distinct"], True, axis=1)
+    mask = table[classes[:, None], tokens]
     mask[:, -1] = False
     return mask
 
