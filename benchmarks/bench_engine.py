@@ -1,4 +1,4 @@
-"""The synthetic engine against the per-seed loop a notebook would run, on Figure 2's full stack at the paper's settings.
+"""The synthetic engine against a notebook's per-seed loop, on Figure 2's full stack at the paper's settings.
 
 Figure 2 = 8 panels x 5 seeds = 40 models (FAFO a/e/f, FACO b, CAFO c, CACO d/g/h), identity x 1e-6 initialisation,
 SGD at 0.01 (QK x10, x5 and ramps), batch 32, one-hot tokens over 58 ids, sequences of 64. Times are per model-step

@@ -225,8 +225,9 @@ def corollary_runs(p: dict[str, Any]) -> list[tuple[Panel, dict[str, Any]]]:
     """Section 8's untested corollaries on the Figure 2 task, each with the parameters it runs under.
 
     FAFO baseline; QK x k (the paper's intervention, for reference); OV learning rate x ov_mult at the base QK rate
-    (its step cap ``ov_lr_max_steps``, or when 0 the cap divided by ov_mult: the same ratio on a slower clock); decoupled weight decay on W_O, W_V only;
-    OV factors initialised x ov_init_mult; and AdamW at each of ``adam_lrs`` with multipliers 1 and k."""
+    (its step cap ``ov_lr_max_steps``, or when 0 the cap divided by ov_mult: the same ratio on a slower clock);
+    decoupled weight decay on W_O, W_V only; OV factors initialised x ov_init_mult; and AdamW at each of
+    ``adam_lrs`` with multipliers 1 and k."""
     k = p["qk_mult"]
     slow_cap = p["ov_lr_max_steps"] or round(p["max_steps"] / p["ov_mult"])
     runs = [(Panel("base", "FAFO"), p), (Panel("QK", "FAFO", qk_mult=k), p),

@@ -196,7 +196,8 @@ def validate_corollaries(p: dict[str, Any]) -> None:
     from .training import TrainConfig
     _check_seeds(p["seeds"])
     if p["ov_lr_max_steps"] < 0:
-        raise ParameterError(f"ov_lr_max_steps must be >= 0, 0 meaning max_steps / ov_mult (got {p['ov_lr_max_steps']})")
+        raise ParameterError(f"ov_lr_max_steps must be >= 0, 0 meaning max_steps / ov_mult "
+                             f"(got {p['ov_lr_max_steps']})")
     if not 0 < p["ov_mult"] <= 1 or p["qk_mult"] < 1 or p["ov_decay"] < 0 or not p["ov_init_mult"] > 0:
         raise ParameterError(f"need ov_mult in (0, 1], qk_mult >= 1, ov_decay >= 0, ov_init_mult > 0 (got "
                              f"{p['ov_mult']}, {p['qk_mult']}, {p['ov_decay']}, {p['ov_init_mult']})")
