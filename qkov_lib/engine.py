@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from .data.synthetic import SyntheticConfig, SyntheticSplit, sample_sequences
-from .optim import RateSchedule
+from .optim import CIRCUIT_OF, RateSchedule
 from .progress import bar
-from .training import OPTIMIZERS
+from .training import check_optimiser_and_stop
 from .validation import require_positive_ints
 
 QK_KINDS = ("factorised", "collapsed", "fixed")
@@ -69,11 +69,7 @@ class StackConfig:
     def __post_init__(self) -> None:
         if self.qk not in QK_KINDS:
             raise ValueError(f"qk must be one of {', '.join(QK_KINDS)} (got {self.qk!r})")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)} (got {self.optimizer!r})")
-        require_positive_ints(self, ("batch_size", "eval_every"))
-        if not self.target_nll >= 0:
-            raise ValueError(f"target_nll must be >= 0, 0 meaning no early stop (got {self.target_nll!r})")
+        check_optimiser_and_stop(self, ("batch_size", "eval_every"))
         if not self.gate >= 1:
             raise ValueError(f"gate must be >= 1 (got {self.gate!r})")
 
@@ -122,11 +118,10 @@ def count_set(split: SyntheticSplit, vocab: int, attend_to_query: bool = True,
     counts = torch.zeros(*tokens.shape[:-1], vocab, device=tokens.device).scatter_add_(-1, tokens, ones)
     distinct = torch.zeros_like(counts).scatter_add_(-1, tokens, split.distinct.float())
     query = tokens[..., -1]
-    if query_ids is None:
-        query_ids = torch.unique(query)
+    query_ids = (torch.unique(query) if query_ids is None else query_ids).to(tokens.device)
     lookup = torch.full((vocab,), -1, dtype=torch.long, device=tokens.device)
     lookup[query_ids] = torch.arange(len(query_ids), device=tokens.device)
-    return CountSet(counts.log(), lookup[query], split.labels, distinct, query_ids.to(tokens.device))
+    return CountSet(counts.log(), lookup[query], split.labels, distinct, query_ids)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -332,8 +327,8 @@ def flush_denormals(enabled: bool = True) -> Iterator[None]:
 
 
 def _group(name: str) -> str:
-    """The circuit a stack parameter belongs to (the output bias counts as OV)."""
-    return "qk" if name in ("W_K", "W_Q", "W_QK") else "ov"
+    """The circuit a stack parameter belongs to (``optim.CIRCUIT_OF``; Figure 3's output bias counts as OV)."""
+    return CIRCUIT_OF.get(name, "ov")
 
 
 class _Rates:
@@ -362,7 +357,6 @@ class _Optimiser:
         self.sc = sc
         self.state = {k: (torch.zeros_like(p), torch.zeros_like(p)) for k, p in params.items()} \
             if sc.optimizer == "adamw" else {}
-        self.count = None
 
     def step(self, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], rates: dict[str, torch.Tensor],
              decay: torch.Tensor | None, count: int, keep_updates: bool = False) -> dict[str, torch.Tensor]:
@@ -475,7 +469,8 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
 
 def run_independent(fn: Callable, tasks: Sequence[tuple], workers: int) -> list:
     """``[fn(*task) for task in tasks]``, in a pool of ``workers`` processes (spawned, one torch thread each) when
-    there are several tasks and workers; results keep the tasks' order. ``fn`` must be importable."""
+    there are several tasks and workers; results keep the tasks' order. ``fn`` must be importable, and a script that
+    ends up here needs the usual ``if __name__ == "__main__":`` guard (or QKOV_WORKERS=1)."""
     if workers <= 1 or len(tasks) <= 1:
         return [fn(*task) for task in tasks]
     context = multiprocessing.get_context("spawn")

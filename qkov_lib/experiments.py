@@ -113,15 +113,17 @@ def train_runs(runs: Sequence[Run], data_cfg: SyntheticConfig, data: tuple[Synth
     batch_size, target_nll, eval_every, fresh_batches, bins); each run's own ``q`` gives lr, ramp_steps and
     max_steps. ``recorder`` sees every few updates (rows get ``panel`` and ``seed``). Results keep the runs' order."""
     seeds = list(seeds)
+    queries = torch.as_tensor(data_cfg.token_ids()["query"])  # one slot order for fixed sets and fresh batches
     counted = {data_cfg.seq_len: (data_cfg, *(count_set(s.apply(lambda t: t.to(device)), data_cfg.vocab,
-                                                          p["attend_to_query"]) for s in data))}
+                                                          p["attend_to_query"], queries) for s in data))}
     groups: dict[tuple[str, str, int], list[int]] = {}
     for i, (panel, _) in enumerate(runs):
         length = panel.seq_len or data_cfg.seq_len
         if length not in counted:  # a panel with its own sequence length: its own data, from the same seeds
             cfg = replace(data_cfg, seq_len=length)
-            counted[length] = (cfg, *(count_set(s.apply(lambda t: t.to(device)), cfg.vocab, p["attend_to_query"])
-                                      for s in synthetic_data(cfg, seeds, p["n_train"], p["n_test"])))
+            splits = synthetic_data(cfg, seeds, p["n_train"], p["n_test"])
+            counted[length] = (cfg, *(count_set(s.apply(lambda t: t.to(device)), cfg.vocab, p["attend_to_query"],
+                                                queries) for s in splits))
         groups.setdefault((panel.parameterisation, panel.optimizer, length), []).append(i)
     workers = cpu_workers(device)
     cost = lambda index: _cost(runs, index, seeds)  # noqa: E731

@@ -15,6 +15,15 @@ from .validation import require_positive_ints
 OPTIMIZERS = ("sgd", "adamw")
 
 
+def check_optimiser_and_stop(cfg, positive_ints: tuple[str, ...]) -> None:
+    """The checks every training config shares: a known optimiser, ``target_nll`` >= 0 and positive integer sizes."""
+    if cfg.optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)} (got {cfg.optimizer!r})")
+    require_positive_ints(cfg, positive_ints)
+    if not cfg.target_nll >= 0:
+        raise ValueError(f"target_nll must be >= 0, 0 meaning no early stop (got {cfg.target_nll!r})")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Mini-batch training until every seed's training NLL is <= ``target_nll`` (checked every ``eval_every``
@@ -32,11 +41,7 @@ class TrainConfig:
     eps: float = 1e-8
 
     def __post_init__(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)} (got {self.optimizer!r})")
-        require_positive_ints(self, ("batch_size", "max_steps", "eval_every"))
-        if not self.target_nll >= 0:
-            raise ValueError(f"target_nll must be >= 0, 0 meaning no early stop (got {self.target_nll!r})")
+        check_optimiser_and_stop(self, ("batch_size", "max_steps", "eval_every"))
         for group, value in self.weight_decay:
             if group not in ("qk", "ov", "other") or not value >= 0:
                 raise ValueError(f"weight_decay entries must be (group in qk/ov/other, value >= 0); got "
