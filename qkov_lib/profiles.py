@@ -30,6 +30,7 @@ class ChapterSpec:
     changes: dict[str, dict[str, Any]] = field(default_factory=dict)
     validate: Callable[[dict[str, Any]], None] = lambda params: None
     reads_results: bool = False  # True for a chapter built from other chapters' results (runs last)
+    datasets: tuple[str, ...] = ()  # the real datasets it reads (their files are part of its fingerprint)
     has_claims: bool = True  # False for a chapter that writes no claim table (the scorecard skips it)
 
 
@@ -248,12 +249,11 @@ def validate_real_data(p: dict[str, Any]) -> None:
         raise ParameterError(f"max_len must be >= 2 (got {p['max_len']})")
 
 
-REAL = dict(seeds=[0, 1, 2, 3, 4], download=False, verify_checksums=True, max_train=0, max_test=0, data_seed=0, min_freq=1, d_model=64,
+REAL = dict(seeds=[0, 1, 2, 3, 4], download=False, max_train=0, max_test=0, data_seed=0, min_freq=1, d_model=64,
             n_heads=4, d_head=64, d_mlp=256, batch_size=32, weight_decay=1e-4, evals_per_epoch=2, eval_batch=256,
             identity_weight=0.0, k_percents=[1.0, 5.0, 10.0, 20.0, 50.0], erase="remove", threshold=0.5,
             confidence=0.5, bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], rationale_rule="union")
-# smoke runs also on the tests' tiny fixtures, which have no published hashes
-REAL_SMOKE = dict(seeds=[0, 1], verify_checksums=False, max_train=200, max_test=100, epochs=1, d_model=16, d_head=8, d_mlp=32)
+REAL_SMOKE = dict(seeds=[0, 1], max_train=200, max_test=100, epochs=1, d_model=16, d_head=8, d_mlp=32)
 
 
 def synthetic_config(p: dict[str, Any]):
@@ -303,7 +303,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
         paper=dict(REAL, max_len=128, n_layers=1, mlp=True, residual=True, optimizer="adamw", lr=5e-5, qk_mult=30.0,
                    epochs=30),
         changes={"default": dict(max_len=64, lr=1e-3, epochs=3), "smoke": dict(REAL_SMOKE, max_len=32, lr=1e-3)},
-        validate=validate_real_data,
+        validate=validate_real_data, datasets=("hatexplain",),
     ),
     "sva": ChapterSpec(
         title="Table 1 and Figure 6: subject-verb agreement",
@@ -311,7 +311,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                    qk_mult=100.0, epochs=15, min_freq=2),
         changes={"default": dict(lr=1e-3, epochs=5), "smoke": dict(REAL_SMOKE, max_len=32, lr=1e-3),
                  "official": dict(optimizer="sgd", batch_size=256)},
-        validate=validate_real_data,
+        validate=validate_real_data, datasets=("sva",),
     ),
     "theorem1": ChapterSpec(
         title="Theorem 1, checked: symbolic reduction and exact instances",
@@ -361,14 +361,18 @@ CHAPTERS: dict[str, ChapterSpec] = {
 
 
 def concrete_profile(profile: str, has_gpu: bool | None = None) -> str:
-    """Resolve ``auto`` (paper on a GPU, else default); reject unknown names."""
+    """Resolve ``auto`` (paper on the CUDA device that ``pick_device`` chooses, else default); reject unknown
+    names."""
     if profile not in CHOICES:
         raise ParameterError(f"unknown profile {profile!r}; allowed: {', '.join(CHOICES)}")
     if profile != "auto":
         return profile
     if has_gpu is None:
-        import torch
-        has_gpu = torch.cuda.is_available()
+        from .device import pick_device
+        try:
+            has_gpu = pick_device().type == "cuda"  # honours QKOV_DEVICE
+        except (ValueError, RuntimeError) as err:
+            raise ParameterError(str(err)) from None
     return "paper" if has_gpu else "default"
 
 

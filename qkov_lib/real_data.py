@@ -35,10 +35,10 @@ class Prepared:
 def prepare(dataset: str, p: dict[str, Any]) -> Prepared:
     """Load (offline copies or the cache), subsample as the profile says, build the vocabulary on train, encode."""
     if dataset == "hatexplain":
-        splits, info = hatexplain.load(p["rationale_rule"], download=p["download"], verify=p["verify_checksums"])
+        splits, info = hatexplain.load(p["rationale_rule"], download=p["download"])
         classes = hatexplain.CLASSES
     elif dataset == "sva":
-        splits, info = sva.load(download=p["download"], verify=p["verify_checksums"])
+        splits, info = sva.load(download=p["download"])
         classes = sva.CLASSES
     else:
         raise ValueError(f"unknown dataset {dataset!r}; allowed: {', '.join(DATASETS)}")

@@ -1,17 +1,21 @@
 """Tiny HateXplain and SVA datasets, written by the tests in the offline and the canonical layouts.
 
 The data are learnable on purpose: a class is signalled by one trigger word (HateXplain, also its rationale) or by
-the subject's number (SVA), so a smoke run has something to attend to.
+the subject's number (SVA), so a smoke run has something to attend to. Each writer ends by sealing its folder: a
+SHA256SUMS manifest over every file, which the loaders check as they would the published hashes.
 """
 from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import io
 import json
 import random
 import tarfile
 from pathlib import Path
+
+from qkov_lib.data.registry import MANIFEST
 
 FILLER = [f"w{i}" for i in range(30)]
 TRIGGERS = {0: "hateword", 2: "rudeword"}  # hatespeech, offensive; normal (1) has none
@@ -26,6 +30,13 @@ def _post(rng: random.Random, label: int) -> tuple[list[str], list[list[int]]]:
     tokens[pos] = TRIGGERS[label]
     marks = [int(i == pos) for i in range(len(tokens))]
     return tokens, [marks, marks]
+
+
+def seal(root: Path) -> None:
+    """Write root/SHA256SUMS for every file below ``root`` (as `sha256sum` would)."""
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.name != MANIFEST)
+    lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.relative_to(root).as_posix()}\n" for p in files]
+    (root / MANIFEST).write_text("".join(lines))
 
 
 def hatexplain_posts(n: dict[str, int], seed: int = 0) -> dict[str, list[dict]]:
@@ -65,6 +76,7 @@ def write_hatexplain_offline(root: Path, n: dict[str, int] | None = None) -> dic
             info = tarfile.TarInfo(f"Model_Eval/docs/{p['id']}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+    seal(root)
     return posts
 
 
@@ -78,6 +90,7 @@ def write_hatexplain_canonical(cache: Path, n: dict[str, int] | None = None) -> 
                for split in posts.values() for p in split}
     (folder / "dataset.json").write_text(json.dumps(dataset))
     (folder / "post_id_divisions.json").write_text(json.dumps({k: [p["id"] for p in v] for k, v in posts.items()}))
+    seal(cache)
     return posts
 
 
@@ -107,6 +120,7 @@ def write_sva_offline(root: Path, n_train: int = 200, n_test: int = 60) -> None:
         for i, (words, subj, lab) in enumerate(sva_sentences(n_test, seed=1)):
             w.writerow([i, " ".join(words), len(words) - 1, words[-1], ("VBZ", "VBP")[lab], subj, words[subj], 0,
                         1 if i % 10 else 0])
+    seal(root)
 
 
 def write_sva_canonical(cache: Path, n: int = 300) -> None:
@@ -117,6 +131,7 @@ def write_sva_canonical(cache: Path, n: int = 300) -> None:
         w.writerow(["sentence", "verb", "verb_pos", "subj_index", "verb_index"])
         for words, subj, lab in sva_sentences(n, seed=2):
             w.writerow([" ".join(words), words[-1], ("VBZ", "VBP")[lab], subj + 1, len(words)])  # 1-based
+    seal(cache)
 
 
 def write_all_offline(root: Path) -> Path:

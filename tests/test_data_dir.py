@@ -1,7 +1,7 @@
 """The data-directory setting."""
 import pytest
 
-from qkov_lib.data import DATA_ENV, cache_dir, data_dir
+from qkov_lib.data import DATA_ENV, DataError, cache_dir, data_dir
 
 
 def test_unset_means_no_offline_copies(monkeypatch):
@@ -16,7 +16,7 @@ def test_points_at_a_folder(monkeypatch, tmp_path):
 
 def test_missing_folder_is_one_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv(DATA_ENV, str(tmp_path / "nowhere"))
-    with pytest.raises(FileNotFoundError, match="QKOV_DATA_DIR=.* is not a folder"):
+    with pytest.raises(DataError, match="QKOV_DATA_DIR=.* is not a folder"):
         data_dir()
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fake_data import (write_hatexplain_canonical, write_hatexplain_offline, write_sva_canonical,
+from fake_data import (seal, write_hatexplain_canonical, write_hatexplain_offline, write_sva_canonical,
                        write_sva_offline)
 
 from qkov_lib import claims
@@ -36,7 +36,7 @@ def canonical(tmp_path, monkeypatch):
 
 def test_hatexplain_offline_layout(offline):
     posts = write_hatexplain_offline(offline)
-    splits, info = hatexplain.load(verify=False)
+    splits, info = hatexplain.load()
     assert info["source"] == "offline copies"
     assert [len(splits[k]) for k in ("train", "validation", "test")] == [120, 12, 60]
     first = posts["test"][0]
@@ -49,7 +49,7 @@ def test_hatexplain_offline_layout(offline):
 
 def test_hatexplain_canonical_layout_and_rules(canonical):
     write_hatexplain_canonical(canonical)
-    splits, info = hatexplain.load(verify=False)
+    splits, info = hatexplain.load()
     assert info["source"] == "canonical release" and len(splits["train"]) == 120
     assert splits["test"].relevant[0].sum() == 1
     assert hatexplain.relevance([[1, 0, 0], [0, 1, 0], [1, 0, 0]], 3, "majority", "x").tolist() == [True, False, False]
@@ -84,14 +84,14 @@ def test_the_download_path_uses_pooch_with_the_pinned_hash(canonical, monkeypatc
 
 def test_sva_offline_and_canonical(offline, monkeypatch, tmp_path):
     write_sva_offline(offline)
-    splits, info = sva.load(verify=False)
+    splits, info = sva.load()
     assert len(splits["train"]) == 200 and len(splits["test"]) == 54  # rows whose parse disagrees are dropped
     words, rel = splits["test"].tokens[0], splits["test"].relevant[0]
     assert words[int(np.argmax(rel))] in ("dog", "dogs") and len(words) == len(rel)
     monkeypatch.delenv(DATA_ENV)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
     write_sva_canonical(tmp_path / "c")
-    splits, info = sva.load(verify=False, train_fraction=0.2)
+    splits, info = sva.load(train_fraction=0.2)
     assert len(splits["train"]) == 60 and len(splits["test"]) == 240
     w, r = splits["train"].tokens[0], splits["train"].relevant[0]
     assert w[int(np.argmax(r))] in ("dog", "dogs")  # 1-based indices read correctly
@@ -106,7 +106,12 @@ def test_missing_data_is_one_clear_error(canonical):
 
 def test_wrong_checksum_is_caught(offline):
     write_hatexplain_offline(offline)
-    with pytest.raises(DataError, match="corrupt data file .*post_id_divisions.json: sha256"):
+    path = offline / "hatexplain" / "hatexplain_test.json"
+    path.write_text(path.read_text().replace('"label": [0, 0, 1]', '"label": [1, 1, 0]'))  # labels flipped
+    with pytest.raises(DataError, match="corrupt data file .*hatexplain_test.json: sha256 .* SHA256SUMS"):
+        hatexplain.load()
+    (offline / registry.MANIFEST).unlink()  # no manifest: the published hashes apply (and the fixture is not those)
+    with pytest.raises(DataError, match="corrupt data file .*post_id_divisions.json: sha256 .* published"):
         hatexplain.load()
 
 
@@ -114,11 +119,13 @@ def test_truncated_json_is_caught(offline):
     write_hatexplain_offline(offline)
     path = offline / "hatexplain" / "hatexplain_test.json"
     path.write_text(path.read_text()[:-40])
+    seal(offline)
     with pytest.raises(DataError, match="hatexplain_test.json line 60 is not valid JSON"):
-        hatexplain.load(verify=False)
+        hatexplain.load()
     (offline / "hatexplain" / "post_id_divisions.json").write_text('{"train": [')
+    seal(offline)
     with pytest.raises(DataError, match="post_id_divisions.json is not valid JSON"):
-        hatexplain.load(verify=False)
+        hatexplain.load()
 
 
 def test_rationale_length_mismatch_is_caught(offline):
@@ -127,25 +134,29 @@ def test_rationale_length_mismatch_is_caught(offline):
     records = [json.loads(line) for line in path.read_text().splitlines()]
     records[0]["rationales"][0] = records[0]["rationales"][0] + [0]
     path.write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    seal(offline)
     with pytest.raises(DataError, match="rationale of length"):
-        hatexplain.load(verify=False)
+        hatexplain.load()
 
 
 def test_empty_split_and_corrupt_sva_are_caught(offline, tmp_path, monkeypatch):
     write_sva_offline(offline)
     (offline / "sva" / "rnn_agr_simple" / "numpred.val").write_text("")
+    seal(offline)
     with pytest.raises(DataError, match="train split is empty"):
-        sva.load(verify=False)
+        sva.load()
     (offline / "sva" / "rnn_agr_simple" / "numpred.val").write_text("VBX\tthe dog\n")
+    seal(offline)
     with pytest.raises(DataError, match="neither VBZ nor VBP"):
-        sva.load(verify=False)
+        sva.load()
     monkeypatch.delenv(DATA_ENV)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
     write_sva_canonical(tmp_path / "c")
     path = tmp_path / "c" / "sva" / "agr_50_mostcommon_10K.tsv.gz"
     path.write_bytes(path.read_bytes()[:60])
+    seal(tmp_path / "c")
     with pytest.raises(DataError, match="truncated"):
-        sva.load(verify=False)
+        sva.load()
 
 
 def test_text_split_and_encoding():

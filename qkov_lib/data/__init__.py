@@ -10,6 +10,10 @@ DATA_ENV = "QKOV_DATA_DIR"
 CACHE_ENV = "QKOV_CACHE_DIR"
 
 
+class DataError(RuntimeError):
+    """A dataset that is missing, corrupt or malformed; the message names the file and the fix."""
+
+
 def data_dir() -> Path | None:
     """The folder of offline dataset copies named by $QKOV_DATA_DIR, or None when unset; it must exist."""
     value = os.environ.get(DATA_ENV)
@@ -17,7 +21,7 @@ def data_dir() -> Path | None:
         return None
     path = Path(value).expanduser()
     if not path.is_dir():
-        raise FileNotFoundError(f"{DATA_ENV}={value!r} is not a folder; point it at the offline dataset copies "
+        raise DataError(f"{DATA_ENV}={value!r} is not a folder; point it at the offline dataset copies "
                                 f"(layout in data/README.md) or unset it to download into the cache")
     return path
 

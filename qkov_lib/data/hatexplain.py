@@ -9,20 +9,23 @@ per-annotator rationales). Posts without a majority label are dropped, as in the
 from __future__ import annotations
 
 import csv
+import io
 import json
 import tarfile
+import zlib
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
-from .registry import DataError, canonical_file, not_found, offline_file
+from .registry import DataError, canonical_file, not_found, offline_file, read_text
 from .text import TextSplit
 
 CLASSES = ("hatespeech", "normal", "offensive")  # the Hugging Face codes 0, 1, 2
 RATIONALE_RULES = ("union", "majority")
 OFFLINE_LAYOUT = ("hatexplain/post_id_divisions.json, hatexplain/hatexplain_{validation,test}.json and "
                   "hatexplain/train_partial/")
+DOCS = "Model_Eval/docs"  # where the ERASER archive keeps one file of tokens per post id
 
 
 def majority(labels: list[int]) -> int | None:
@@ -49,7 +52,7 @@ def relevance(rationales: list[list[int]], n_tokens: int, rule: str, where: str)
 
 def _read_json(path: Path):
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise DataError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}); the file is truncated or "
                         f"corrupt, copy or download it again") from None
@@ -57,7 +60,7 @@ def _read_json(path: Path):
 
 def _read_jsonl(path: Path) -> list[dict]:
     records = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for i, line in enumerate(read_text(path).splitlines(), 1):
         if line.strip():
             try:
                 records.append(json.loads(line))
@@ -65,6 +68,59 @@ def _read_jsonl(path: Path) -> list[dict]:
                 raise DataError(f"{path} line {i} is not valid JSON ({err.msg}); the file is truncated or corrupt, "
                                 f"copy or download it again") from None
     return records
+
+
+def _hf_posts(path: Path) -> list[tuple[str, list[str], list[int], list[list[int]]]]:
+    """The Hugging Face JSON Lines records as (id, tokens, annotator labels, rationales)."""
+    posts = []
+    for i, r in enumerate(_read_jsonl(path), 1):
+        try:
+            posts.append((r["id"], r["post_tokens"], r["annotators"]["label"], r["rationales"]))
+        except (KeyError, TypeError) as err:
+            raise DataError(f"{path} record {i} lacks the field {err}; the file is not the Hugging Face HateXplain "
+                            f"export, copy it again") from None
+    return posts
+
+
+def _train_labels(path: Path, n_ids: int) -> list[list[int]]:
+    """The three annotator labels of each row of ``training_data.csv`` (column ``labels``, e.g. "0, 1, 1")."""
+    rows = list(csv.DictReader(io.StringIO(read_text(path), newline="")))
+    if rows and "labels" not in rows[0]:
+        raise DataError(f"{path} has no column 'labels' (columns: {', '.join(rows[0])}); copy the file again")
+    if len(rows) != n_ids:
+        raise DataError(f"{path} has {len(rows)} rows for {n_ids} train ids; the file is truncated")
+    labels = []
+    for i, row in enumerate(rows, 1):
+        try:
+            labels.append([int(v) for v in row["labels"].split(",")])
+        except (ValueError, AttributeError):
+            raise DataError(f"{path} data row {i}: labels {row['labels']!r} are not class codes like '0, 1, 1'; the "
+                            f"file is corrupt, copy it again") from None
+    return labels
+
+
+def _archive_tokens(path: Path, wanted: set[str]) -> dict[str, list[str]]:
+    """Tokens of the wanted posts from the ERASER archive: member ``Model_Eval/docs/<post id>``, one pass."""
+    tokens: dict[str, list[str]] = {}
+    try:
+        with tarfile.open(path) as tar:  # one sequential pass: random access into a .tar.gz is quadratic
+            for member in tar:
+                folder, _, post_id = member.name.removeprefix("./").rpartition("/")
+                if member.isfile() and folder == DOCS and post_id in wanted:
+                    text = tar.extractfile(member).read()
+                    try:
+                        tokens[post_id] = text.decode("utf-8").split(" ")
+                    except UnicodeDecodeError:
+                        raise DataError(f"{path} member {member.name} is not UTF-8; the archive is corrupt, copy "
+                                        f"it again") from None
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
+        raise DataError(f"{path} cannot be read ({type(err).__name__}: {err}); the archive is truncated or corrupt, "
+                        f"copy it again") from None
+    missing = wanted - tokens.keys()
+    if missing:
+        raise DataError(f"{path} has no member {DOCS}/<id> for {len(missing)} train posts (e.g. "
+                        f"{sorted(missing)[0]}); the archive is incomplete, copy or download it again")
+    return tokens
 
 
 def _split(name: str, posts: list[tuple[str, list[str], list[int], list[list[int]]]], rule: str) -> tuple[
@@ -82,49 +138,34 @@ def _split(name: str, posts: list[tuple[str, list[str], list[int], list[list[int
     return TextSplit(name, tokens, np.asarray(labels), rel), dropped
 
 
-def _offline(rule: str, verify: bool) -> tuple[dict[str, TextSplit], dict] | None:
-    divisions_path = offline_file("hatexplain/post_id_divisions.json", verify)
+def _offline(rule: str) -> tuple[dict[str, TextSplit], dict] | None:
+    divisions_path = offline_file("hatexplain/post_id_divisions.json")
     if divisions_path is None:
         return None
     divisions = _read_json(divisions_path)
     splits, info = {}, {"source": "offline copies", "dropped (no majority)": {}}
     for name, fname in (("validation", "hatexplain_validation.json"), ("test", "hatexplain_test.json")):
-        path = offline_file(f"hatexplain/{fname}", verify)
+        path = offline_file(f"hatexplain/{fname}")
         if path is None:
             raise DataError(f"offline HateXplain copy incomplete: hatexplain/{fname} is missing")
-        posts = [(r["id"], r["post_tokens"], r["annotators"]["label"], r["rationales"]) for r in _read_jsonl(path)]
-        splits[name], info["dropped (no majority)"][name] = _split(name, posts, rule)
-    csv_path = offline_file("hatexplain/train_partial/training_data.csv", verify)
-    tar_path = offline_file("hatexplain/train_partial/ritwikmishra_Model_Eval_docs.tar.gz", verify)
+        splits[name], info["dropped (no majority)"][name] = _split(name, _hf_posts(path), rule)
+    csv_path = offline_file("hatexplain/train_partial/training_data.csv")
+    tar_path = offline_file("hatexplain/train_partial/ritwikmishra_Model_Eval_docs.tar.gz")
     if csv_path is None or tar_path is None:
         raise DataError("offline HateXplain copy incomplete: hatexplain/train_partial/ needs training_data.csv and "
                         "ritwikmishra_Model_Eval_docs.tar.gz")
-    with open(csv_path, newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
     ids = divisions["train"]
-    if len(rows) != len(ids):
-        raise DataError(f"{csv_path} has {len(rows)} rows for {len(ids)} train ids; the file is truncated")
-    wanted = set(ids)
-    tokens: dict[str, list[str]] = {}
-    with tarfile.open(tar_path) as tar:  # one sequential pass: random access into a .tar.gz is quadratic
-        for member in tar:
-            name = Path(member.name).name
-            if member.isfile() and name in wanted:
-                tokens[name] = tar.extractfile(member).read().decode("utf-8").split(" ")
-    missing = wanted - tokens.keys()
-    if missing:
-        raise DataError(f"{tar_path} has no tokens for {len(missing)} train posts (e.g. {sorted(missing)[0]}); the "
-                        f"archive is incomplete, copy or download it again")
-    posts = [(post_id, tokens[post_id], [int(v) for v in row["labels"].split(", ")], None)
-             for post_id, row in zip(ids, rows)]
+    votes = _train_labels(csv_path, len(ids))
+    tokens = _archive_tokens(tar_path, set(ids))
+    posts = [(post_id, tokens[post_id], v, None) for post_id, v in zip(ids, votes)]
     splits["train"], info["dropped (no majority)"]["train"] = _split("train", posts, rule)
     info["train rationales"] = "none offline (the per-annotator train rationales are not in the copies)"
     return splits, info
 
 
-def _canonical(rule: str, download: bool, verify: bool) -> tuple[dict[str, TextSplit], dict] | None:
-    data_path = canonical_file("hatexplain", "dataset.json", download, verify)
-    div_path = canonical_file("hatexplain", "post_id_divisions.json", download, verify)
+def _canonical(rule: str, download: bool) -> tuple[dict[str, TextSplit], dict] | None:
+    data_path = canonical_file("hatexplain", "dataset.json", download)
+    div_path = canonical_file("hatexplain", "post_id_divisions.json", download)
     if data_path is None or div_path is None:
         return None
     data, divisions = _read_json(data_path), _read_json(div_path)
@@ -141,13 +182,13 @@ def _canonical(rule: str, download: bool, verify: bool) -> tuple[dict[str, TextS
     return splits, info
 
 
-def load(rule: str = "union", download: bool = False, verify: bool = True) -> tuple[dict[str, TextSplit], dict]:
+def load(rule: str = "union", download: bool = False) -> tuple[dict[str, TextSplit], dict]:
     """Train, validation and test splits and a short provenance record; offline copies first, then the cache
-    (downloading when ``download``); one clear error when neither is there. ``verify`` checks sha256 where a
-    published hash exists."""
+    (downloading when ``download``); one clear error when neither is there. Every file's sha256 is checked
+    (``registry``)."""
     if rule not in RATIONALE_RULES:
         raise ValueError(f"rationale rule must be one of {', '.join(RATIONALE_RULES)} (got {rule!r})")
-    found = _offline(rule, verify) or _canonical(rule, download, verify)
+    found = _offline(rule) or _canonical(rule, download)
     if found is None:
         raise not_found("hatexplain", OFFLINE_LAYOUT)
     return found

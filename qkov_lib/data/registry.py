@@ -1,16 +1,20 @@
 """Where each real dataset comes from: the canonical public files (downloaded with pooch into the cache) and the
-offline copies (read from $QKOV_DATA_DIR), each checked by sha256 where the hash is known."""
+offline copies (read from $QKOV_DATA_DIR), every file checked by sha256 before it is read.
+
+The expected hash of a file comes from a ``SHA256SUMS`` manifest at the top of its folder (``sha256sum`` format,
+paths relative to that folder) when there is one, else from the published hashes below. ``fetch`` records what it
+downloads in the cache's manifest, so a later change to a downloaded file is caught too.
+"""
 from __future__ import annotations
 
-import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import DATA_ENV, cache_dir, data_dir
+from ..results import sha256_file as sha256
+from . import CACHE_ENV, DATA_ENV, DataError, cache_dir, data_dir
 
-
-class DataError(RuntimeError):
-    """A dataset that is missing, corrupt or malformed; the message names the file and the fix."""
+MANIFEST = "SHA256SUMS"
 
 
 @dataclass(frozen=True)
@@ -54,38 +58,83 @@ OFFLINE: dict[str, str] = {
 }
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def read_manifest(root: Path) -> dict[str, str] | None:
+    """``root/SHA256SUMS`` as {relative path: sha256}, or None when there is none."""
+    path = root / MANIFEST
+    if not path.is_file():
+        return None
+    out = {}
+    for i, line in enumerate(read_text(path).splitlines(), 1):
+        digest, sep, name = line.strip().partition(" ")
+        if not line.strip():
+            continue
+        if not sep or len(digest) != 64 or not name.strip():
+            raise DataError(f"{path} line {i} is not '<sha256>  <path>'; rewrite it with `sha256sum`")
+        out[name.strip().lstrip("*")] = digest.lower()
+    return out
 
 
-def checked(path: Path, expected: str | None, verify: bool = True) -> Path:
-    """``path`` after checking that it exists and, when ``verify`` and a hash is known, that its sha256 matches."""
+def add_to_manifest(root: Path, relative: str, digest: str) -> None:
+    """Record a file's hash in ``root/SHA256SUMS`` (used by ``fetch`` after a download)."""
+    entries = read_manifest(root) or {}
+    entries[relative] = digest
+    text = "".join(f"{h}  {name}\n" for name, h in sorted(entries.items()))
+    tmp = root / f".{MANIFEST}.{os.getpid()}.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, root / MANIFEST)
+
+
+def expected_hash(root: Path, relative: str, published: str | None) -> tuple[str | None, str]:
+    """The hash a file must have and where it comes from: the folder's manifest, else the published one."""
+    entries = read_manifest(root)
+    if entries is None:
+        return published, "published sha256"
+    if relative not in entries:
+        raise DataError(f"{root / relative} is not listed in {root / MANIFEST}; add its line (sha256sum "
+                        f"{relative} >> {MANIFEST}) or remove the manifest to check against the published hashes")
+    return entries[relative], MANIFEST
+
+
+def checked(path: Path, expected: str | None, source: str = "published sha256") -> Path:
+    """``path`` after checking that it exists and, where a hash is known, that its sha256 matches."""
     if not path.is_file():
         raise DataError(f"missing data file {path}; see data/README.md for the layout and how to get it")
-    if verify and expected is not None and (got := sha256(path)) != expected:
-        raise DataError(f"corrupt data file {path}: sha256 {got[:16]}... differs from the published "
+    if expected is not None and (got := sha256(path)) != expected:
+        raise DataError(f"corrupt data file {path}: sha256 {got[:16]}... differs from the {source} "
                         f"{expected[:16]}...; copy or download it again")
     return path
 
 
-def offline_file(relative: str, verify: bool = True) -> Path | None:
-    """A checked offline copy under $QKOV_DATA_DIR, or None when the setting is unset or the file absent."""
+def read_text(path: Path) -> str:
+    """A data file's text as UTF-8; one error naming the file and the first bad byte otherwise."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise DataError(f"{path} line {line} (byte {err.start}) is not UTF-8 (0x{data[err.start]:02x}); the file is "
+                        f"corrupt or in another encoding, copy or download it again") from None
+
+
+def offline_file(relative: str) -> Path | None:
+    """A checked offline copy under $QKOV_DATA_DIR, or None when the setting is unset or the file absent. A file
+    whose hash is known neither from the folder's manifest nor from the published list is refused."""
     root = data_dir()
     if root is None or not (root / relative).is_file():
         return None
-    return checked(root / relative, OFFLINE.get(relative) if verify else None)
+    expected, source = expected_hash(root, relative, OFFLINE.get(relative))
+    if expected is None:
+        raise DataError(f"no sha256 is known for {root / relative}; list it in {root / MANIFEST}")
+    return checked(root / relative, expected, source)
 
 
-def canonical_file(dataset: str, name: str, download: bool = False, verify: bool = True) -> Path | None:
-    """A canonical file from the cache (downloading it with pooch when ``download``), or None when absent."""
-    remote = CANONICAL[dataset][name]
-    target = cache_dir() / dataset / name
+def canonical_file(dataset: str, name: str, download: bool = False) -> Path | None:
+    """A checked canonical file from the cache (downloading it with pooch when ``download``), or None when absent.
+    A file without a published hash is checked against the hash recorded when it was downloaded."""
+    remote, root = CANONICAL[dataset][name], cache_dir()
+    target = root / dataset / name
     if target.is_file():
-        return checked(target, remote.sha256, verify)
+        return checked(target, *expected_hash(root, f"{dataset}/{name}", remote.sha256))
     if not download:
         return None
     import pooch
@@ -95,7 +144,23 @@ def canonical_file(dataset: str, name: str, download: bool = False, verify: bool
     except Exception as err:  # network errors and pooch's hash mismatch alike; pooch leaves no partial file
         raise DataError(f"downloading {remote.url} failed ({type(err).__name__}: {err}); check the connection, "
                         f"or use offline copies through {DATA_ENV}") from None
+    add_to_manifest(root, f"{dataset}/{name}", sha256(Path(path)))
     return Path(path)
+
+
+def data_state(dataset: str) -> dict[str, object]:
+    """What a chapter reading ``dataset`` depends on besides its code: the data settings and the sha256 of every
+    file the loader may read (offline copies, else the cache). Goes into the runner's fingerprint."""
+    root, cache = data_dir(), cache_dir()
+    files: dict[str, str] = {}
+    for base, names in ((root, [k for k in OFFLINE if k.startswith(f"{dataset}/")]),
+                        (cache, [f"{dataset}/{n}" for n in CANONICAL[dataset]])):
+        if base is None:
+            continue
+        for name in names:
+            if (base / name).is_file():
+                files[str(base / name)] = sha256(base / name)
+    return {DATA_ENV: str(root.resolve()) if root else None, CACHE_ENV: str(cache.resolve()), "files": files}
 
 
 def not_found(dataset: str, offline_layout: str) -> DataError:
