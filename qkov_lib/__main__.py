@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -17,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--profile", default="auto", help=f"one of {', '.join(CHOICES)} (default: auto)")
     rep.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="override a parameter, e.g. -p M 20 or -p ratios '[0.1, 10]' (repeatable)")
-    rep.add_argument("--only", help="comma-separated chapter names (default: all)")
+    rep.add_argument("--only", action="append", help="comma-separated chapter names (default: all)")
     rep.add_argument("--force", action="store_true", help="rerun chapters even when unchanged")
     rep.add_argument("--out", type=Path, default=BOOK_CHAPTERS, help="where executed notebooks go")
     rep.add_argument("--results", type=Path, default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
@@ -32,9 +34,8 @@ def main(argv: list[str] | None = None) -> int:
             for name, spec in CHAPTERS.items():
                 print(f"{name:28} {spec.title}")
         elif args.command == "reproduce":
-            only = [c.strip() for c in args.only.split(",") if c.strip()] if args.only else None
             pairs = [(name, parse_value(value)) for name, value in args.param]
-            failures = reproduce(args.profile, pairs, only, args.force, args.out, args.results)
+            failures = reproduce(args.profile, pairs, _only(args.only), args.force, args.out, args.results)
             if failures:
                 print(f"{len(failures)} chapter(s) failed:\n" + "\n".join(failures), file=sys.stderr)
                 return 1
@@ -49,8 +50,32 @@ def main(argv: list[str] | None = None) -> int:
     except DataError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # the interrupted kernel client's pending tasks
+        print("interrupted: the chapter that was running was discarded; published results are as they were",
+              file=sys.stderr)
+        return 130
     return 0
 
 
+def _only(values: list[str] | None) -> list[str] | None:
+    """``--only a,b`` as a list of names; None when not given. Given twice, or naming nothing: an error."""
+    if values is None:
+        return None
+    if len(values) > 1:
+        raise ParameterError("--only is given more than once; name every chapter in one comma-separated list")
+    return [c.strip() for c in values[0].split(",") if c.strip()]
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM ends the run like Ctrl-C: the running chapter's staging folder is removed on the way out."""
+    raise KeyboardInterrupt
+
+
+def run() -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .results import ResultsError, load
 from .theory import OrthogonalSetting, Trajectory
 
 NEAR_ONE = 0.9  # "alpha close to 1" (Figure 4) is read as alpha >= NEAR_ONE
@@ -113,16 +114,19 @@ def figure3(curves: pd.DataFrame, check_epoch: int) -> pd.DataFrame:
 
 
 def scorecard(folder: Path) -> pd.DataFrame:
-    """Every chapter's claim table from one profile's results folder, in book order; a chapter without results
-    gets one row saying so."""
+    """Every chapter's claim table from one profile's results folder, in book order; a chapter without results, or
+    with results that fail their check (a file missing or changed), gets one row saying so."""
     from .profiles import CHAPTERS
     parts = []
     for name, spec in CHAPTERS.items():
         if spec.reads_results or not spec.has_claims:
             continue
-        path = folder / f"{name}.claims.csv"
-        part = (pd.read_csv(path) if path.exists() else
-                pd.DataFrame([{"claim": "(chapter not run under this profile)", "this run": "", "reproduced": None}]))
+        try:
+            part = load(folder, name)[0]["claims"]
+        except ResultsError as err:
+            missing = not (folder / f"{name}.json").exists()
+            note = "(chapter not run under this profile)" if missing else f"(results unusable: {err})"
+            part = pd.DataFrame([{"claim": note, "this run": "", "reproduced": None}])
         parts.append(part.assign(chapter=spec.title))
     table = pd.concat(parts, ignore_index=True)
     return table[["chapter", "claim", "this run", "reproduced"]]

@@ -32,12 +32,24 @@ def pick_device() -> torch.device:
     return torch.device(next(name for name in ("cuda", "mps", "cpu") if _available(name)))
 
 
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def describe(device: torch.device | None = None) -> dict[str, str]:
-    """Device, its name, and the versions that matter for reproducing a number."""
+    """Device, its name, and what a number can depend on beyond code, data and seeds: library versions, the CPU
+    model and the instruction set torch's kernels use, and the number of threads (reductions split over threads
+    add in another order)."""
+    import numpy
     device = device or pick_device()
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
-    return {"device": device.type, "device_name": name, "torch": torch.__version__,
-            "python": platform.python_version()}
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model()
+    return {"device": device.type, "device_name": name, "torch": torch.__version__, "numpy": numpy.__version__,
+            "python": platform.python_version(), "cpu": _cpu_model(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": str(torch.get_num_threads())}
 
 
 def cpu_workers(device: torch.device) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -467,6 +468,12 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
     return StackResult(final, stopped, steps_run, curves)
 
 
+def _worker_init() -> None:
+    """One torch thread; Ctrl-C is the parent's to handle (it shuts the pool down), so workers ignore it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+
+
 def run_independent(fn: Callable, tasks: Sequence[tuple], workers: int) -> list:
     """``[fn(*task) for task in tasks]``, in a pool of ``workers`` processes (spawned, one torch thread each) when
     there are several tasks and workers; results keep the tasks' order. ``fn`` must be importable, and a script that
@@ -474,7 +481,6 @@ def run_independent(fn: Callable, tasks: Sequence[tuple], workers: int) -> list:
     if workers <= 1 or len(tasks) <= 1:
         return [fn(*task) for task in tasks]
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context, initializer=torch.set_num_threads,
-                             initargs=(1,)) as pool:
+    with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context, initializer=_worker_init) as pool:
         futures = [pool.submit(fn, *task) for task in tasks]
         return [f.result() for f in futures]

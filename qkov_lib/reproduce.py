@@ -1,4 +1,9 @@
-"""The papermill runner: run chapters (jupytext sources) under a profile, keep tidy results, skip what is unchanged."""
+"""The papermill runner: run chapters (jupytext sources) under a profile and publish each chapter's results and
+executed notebook as one unit, skipping chapters whose unit is intact and whose inputs are unchanged.
+
+A run executes into a staging folder, seals the unit there (the metadata lists every file with its sha256 and the
+fingerprint of what the results depend on), checks it, and only then moves it in, metadata last. One chapter runs
+at a time per results folder (a lock); a staging folder left by a killed run is removed by the next run."""
 from __future__ import annotations
 
 import hashlib
@@ -9,29 +14,45 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from . import results
+from .data import data_dir
+from .data.registry import data_state
+from .device import cpu_workers, pick_device
 from .profiles import CHAPTERS, ParameterError, chapter_spec, concrete_profile, resolve
 from .progress import PROGRESS_ENV
 
 NOTEBOOKS_DIR = results.REPO_ROOT / "notebooks"
 BOOK_CHAPTERS = results.REPO_ROOT / "book" / "chapters"
 RESULTS_ROOT = results.REPO_ROOT / "data" / "results"
+STAGING = ".staging-"  # <results root>/.staging-<chapter>: a run in progress
+LOCKS = ".locks"  # <results root>/.locks/<chapter>.lock: held while a chapter runs
+FAILED = "failed"  # <results root>/<profile>/failed/<chapter>.ipynb: the last failed run, for reading
 
 
 class ChapterFailed(RuntimeError):
     """A chapter raised while running; the message names the chapter and the failing cell."""
 
 
+class ChapterBusy(ChapterFailed):
+    """Another process is running the same chapter into the same results folder."""
+
+
 def split_overrides(chapters: Sequence[str], pairs: Sequence[tuple[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Give each -p NAME VALUE to every selected chapter that has NAME; a NAME that none has is an error."""
+    """Give each -p NAME VALUE to every selected chapter that has NAME; a NAME that none has, or one given twice,
+    is an error."""
     out: dict[str, dict[str, Any]] = {c: {} for c in chapters}
+    seen: set[str] = set()
     for name, value in pairs:
+        if name in seen:
+            raise ParameterError(f"parameter {name!r} is given twice in -p; give each parameter once")
+        seen.add(name)
         owners = [c for c in chapters if name in chapter_spec(c).paper]
         if not owners:
             known = sorted({k for c in chapters for k in chapter_spec(c).paper})
@@ -42,37 +63,104 @@ def split_overrides(chapters: Sequence[str], pairs: Sequence[tuple[str, Any]]) -
 
 
 def select(only: Sequence[str] | None) -> list[str]:
-    """Chapters in book order; ``only`` picks some of them by name."""
-    if not only:
+    """Chapters in book order; ``only`` picks some of them by name (None: all; empty or repeated: an error)."""
+    if only is None:
         return list(CHAPTERS)
-    for name in only:
+    if not only:
+        raise ParameterError("--only names no chapter; give comma-separated names (`python -m qkov_lib chapters` "
+                             "lists them), or leave --only out to run every chapter")
+    for i, name in enumerate(only):
         chapter_spec(name)
+        if name in only[:i]:
+            raise ParameterError(f"chapter {name!r} is named twice in --only; name each chapter once")
     return [c for c in CHAPTERS if c in only]
 
 
-def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root: Path = RESULTS_ROOT) -> str:
-    """What a chapter's output depends on: its source, its resolved parameters, the library and, for a chapter that
-    reads other chapters' results (the scorecard), their claim tables."""
-    digest = hashlib.sha256((NOTEBOOKS_DIR / f"{chapter}.md").read_bytes())
-    digest.update(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode())
-    digest.update(results.library_fingerprint().encode())
-    if chapter_spec(chapter).reads_results:
-        for path in sorted((results_root / profile).glob("*.claims.csv")):
-            digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
-def _up_to_date(chapter: str, final: Path, notebook: Path, fp: str) -> bool:
+def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root: Path = RESULTS_ROOT
+                ) -> dict[str, str]:
+    """What a chapter's output depends on, part by part: its source, its resolved parameters, the library, the
+    files and settings of the datasets it reads and, for the scorecard, the other chapters' claim tables."""
+    spec = chapter_spec(chapter)
+    parts = {"source": _sha((NOTEBOOKS_DIR / f"{chapter}.md").read_bytes()),
+             "parameters": _sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
+             "library": results.library_fingerprint()}
+    if spec.datasets:
+        state = {name: data_state(name) for name in spec.datasets}
+        parts["data"] = _sha(json.dumps(state, sort_keys=True).encode())
+    if spec.reads_results:
+        claims = sorted((results_root / profile).glob("*.claims.csv"))
+        parts["inputs"] = _sha(b"".join(p.name.encode() + p.read_bytes() for p in claims))
+    return parts
+
+
+def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> str | None:
+    """Why the published unit cannot be reused (missing, damaged, or an input changed); None when it can."""
     try:
-        meta = json.loads((final / f"{chapter}.json").read_text())
-    except (OSError, ValueError):
+        meta = results.check(final, chapter)
+    except results.ResultsError as err:
+        return str(err)
+    old = meta.get("fingerprint")
+    if not isinstance(old, dict):
+        return "results written by an older runner"
+    changed = sorted(k for k in fp.keys() | old.keys() if fp.get(k) != old.get(k))
+    if changed:
+        return f"{', '.join(changed)} changed"
+    if f"{chapter}.ipynb" not in meta.get("files", {}):
+        return "the results hold no executed notebook"
+    return None
+
+
+def _try_lock(fh) -> bool:
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        import msvcrt
+        try:
+            msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
         return False
-    tables_exist = all(results.table_path(final, chapter, t).exists() for t in meta.get("tables", []))
-    return meta.get("fingerprint") == fp and tables_exist and notebook.exists()
+
+
+@contextmanager
+def chapter_lock(results_root: Path, chapter: str) -> Iterator[None]:
+    """Hold <results root>/.locks/<chapter>.lock, or raise ChapterBusy naming its holder. The operating system
+    releases the lock when the process ends, however it ends."""
+    path = results_root / LOCKS / f"{chapter}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        if not _try_lock(fh):
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            raise ChapterBusy(f"chapter {chapter!r} is already running into {results_root} ({holder}); wait for "
+                              f"it to finish, or pass another --results folder")
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        fh.flush()
+        yield
+
+
+def clear_stale_staging(results_root: Path, chapter: str) -> int:
+    """Remove staging folders of ``chapter`` left by runs that were killed; call only while holding its lock."""
+    stale = [p for p in results_root.glob(f"{STAGING}{chapter}*")
+             if p.name == f"{STAGING}{chapter}" or p.name.startswith(f"{STAGING}{chapter}-")]
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return len(stale)
 
 
 def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Path, results_root: Path,
-             progress: bool = True) -> Path:
+             failed: Path, progress: bool = True) -> Path:
     """Run the chapter with papermill, its results going to ``staging``; returns the executed notebook's path."""
     import jupytext
     import papermill
@@ -89,13 +177,12 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
                                    kernel_name="python3", cwd=str(NOTEBOOKS_DIR), progress_bar=progress,
                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no transport notice
     except PapermillExecutionError as err:
-        kept = Path(tempfile.gettempdir()) / "qkov-failed" / f"{chapter}.ipynb"
-        kept.parent.mkdir(exist_ok=True)
+        failed.parent.mkdir(parents=True, exist_ok=True)
         if executed.exists():
-            shutil.copy(executed, kept)
+            shutil.copy(executed, failed)
         raise ChapterFailed(f"chapter {chapter!r} failed in cell {err.cell_index} (execution count "
                             f"{err.exec_count}): {err.ename}: {err.evalue}\n  the failed notebook is kept at "
-                            f"{kept}") from None
+                            f"{failed}") from None
     finally:
         for key, value in previous.items():
             if value is None:
@@ -117,50 +204,119 @@ def _drop_paths(executed: Path) -> None:
     nbformat.write(nb, executed)
 
 
-def _publish(chapter: str, staging: Path, final: Path, out_dir: Path, fp: str, wall: float) -> None:
-    """Move a finished run into place: results, stamped with the fingerprint, then the executed notebook."""
-    meta_path = staging / f"{chapter}.json"
-    meta = json.loads(meta_path.read_text())
-    meta.update(fingerprint=fp, runner_wall_time_s=round(wall, 3))
-    results.write_atomic(meta_path, json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+def _seal(staging: Path, chapter: str, fp: dict[str, str], wall: float) -> None:
+    """Stamp the staged unit: every file with its sha256, the fingerprint, the runner's wall time; then check it."""
+    strays = [p.name for p in staging.iterdir() if not p.name.startswith(f"{chapter}.")]
+    if strays:
+        raise ChapterFailed(f"chapter {chapter!r} wrote files not named {chapter}.*: {', '.join(strays)}")
+    meta = results.read_meta(staging, chapter)
+    meta.update(fingerprint=fp, runner_wall_time_s=round(wall, 3),
+                files={p.name: results.sha256_file(p) for p in sorted(staging.iterdir())
+                       if p.name != f"{chapter}.json"})
+    results.write_meta(staging, chapter, meta)
+    results.check(staging, chapter)
+
+
+def _copy_in(source: Path, target: Path) -> None:
+    """Copy ``source`` to ``target`` through a temporary file beside it: ``target`` is whole or untouched."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def _publish(chapter: str, staging: Path, final: Path, out_dir: Path) -> None:
+    """Move a sealed unit into ``final``, metadata last (the unit reads as absent, never as mixed, until it lands),
+    then copy its notebook into the book."""
+    meta = f"{chapter}.json"
     final.mkdir(parents=True, exist_ok=True)
+    (final / meta).unlink(missing_ok=True)
     for old in final.glob(f"{chapter}.*"):
         old.unlink()
     for path in staging.iterdir():
-        if path.suffix != ".ipynb":
+        if path.name != meta:
             os.replace(path, final / path.name)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(staging / f"{chapter}.ipynb", out_dir / f".{chapter}.ipynb.tmp")
-    os.replace(out_dir / f".{chapter}.ipynb.tmp", out_dir / f"{chapter}.ipynb")
+    os.replace(staging / meta, final / meta)
+    _copy_in(final / f"{chapter}.ipynb", out_dir / f"{chapter}.ipynb")
+
+
+def _book_copy_current(final: Path, chapter: str, copy: Path) -> bool:
+    digest = results.read_meta(final, chapter)["files"][f"{chapter}.ipynb"]
+    return copy.is_file() and results.sha256_file(copy) == digest
 
 
 def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: Path = BOOK_CHAPTERS,
                 results_root: Path = RESULTS_ROOT, force: bool = False) -> str:
-    """Run one chapter unless it is up to date; returns 'ran' or 'skipped'. Nothing is left behind on failure."""
+    """Run one chapter unless its published unit is intact and current. Returns 'ran', 'skipped', or 'restored'
+    (the unit was current; the book's copy of its notebook was missing or different and was copied back in).
+    A failure or an interruption leaves the published unit as it was."""
     profile, params = resolve(chapter, profile, overrides)
-    final, notebook = results_root / profile, out_dir / f"{chapter}.ipynb"
-    fp = fingerprint(chapter, profile, params, results_root)
-    if not force and _up_to_date(chapter, final, notebook, fp):
-        return "skipped"
+    final = results_root / profile
     results_root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".staging-{chapter}-", dir=results_root))
-    try:
-        start = time.perf_counter()
-        _execute(chapter, profile, overrides, staging, results_root)
-        _publish(chapter, staging, final, out_dir, fp, time.perf_counter() - start)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with chapter_lock(results_root, chapter):
+        if clear_stale_staging(results_root, chapter):
+            tqdm.write(f"removed the staging folder of an interrupted run of {chapter}")
+        fp = fingerprint(chapter, profile, params, results_root)
+        reason = "--force" if force else stale_reason(final, chapter, fp)
+        if reason is None:
+            if _book_copy_current(final, chapter, out_dir / f"{chapter}.ipynb"):
+                return "skipped"
+            _copy_in(final / f"{chapter}.ipynb", out_dir / f"{chapter}.ipynb")
+            return "restored"
+        tqdm.write(f"running {chapter} ({profile}): {reason}")
+        staging = results_root / f"{STAGING}{chapter}"
+        staging.mkdir()
+        try:
+            start = time.perf_counter()
+            _execute(chapter, profile, overrides, staging, results_root, final / FAILED / f"{chapter}.ipynb")
+            _seal(staging, chapter, fp, time.perf_counter() - start)
+            _publish(chapter, staging, final, out_dir)
+        except OSError as err:
+            raise ChapterFailed(f"chapter {chapter!r} ran but its results could not be written ({err}); free space "
+                                f"or fix permissions, then run it again") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        (final / FAILED / f"{chapter}.ipynb").unlink(missing_ok=True)
     return "ran"
+
+
+def _writable_folder(path: Path, flag: str) -> None:
+    """``path`` is, or can become, a writable folder; else one ParameterError naming the flag."""
+    if path.exists() and not path.is_dir():
+        raise ParameterError(f"{flag} {path} is a file; name a folder (it is created when missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ParameterError(f"{flag} {path} cannot be created ({err.strerror}); name a writable folder") from None
+    if not os.access(path, os.W_OK):
+        raise ParameterError(f"{flag} {path} is not writable; name a writable folder")
+
+
+def check_environment() -> None:
+    """The environment settings every chapter reads (device, workers, data folder), checked once up front."""
+    try:
+        cpu_workers(pick_device())
+        data_dir()
+    except (ValueError, RuntimeError) as err:
+        raise ParameterError(str(err)) from None
 
 
 def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Sequence[str] | None = None,
               force: bool = False, out_dir: Path = BOOK_CHAPTERS, results_root: Path = RESULTS_ROOT) -> list[str]:
-    """Run the selected chapters; every parameter is checked before any chapter starts. Returns failure messages."""
+    """Run the selected chapters; every parameter and setting is checked before any chapter starts. Returns
+    failure messages."""
     chapters = select(only)
+    check_environment()
     profile = concrete_profile(profile)
     per_chapter = split_overrides(chapters, pairs)
     for c in chapters:
         resolve(c, profile, per_chapter[c])
+    _writable_folder(out_dir, "--out")
+    _writable_folder(results_root, "--results")
     failures = []
     for c in (bar := tqdm(chapters, desc=f"chapters ({profile})", unit="chapter")):
         bar.set_postfix_str(c)
@@ -171,7 +327,7 @@ def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only
             failures.append(str(err))
             tqdm.write(f"FAILED {err}")
             continue
-        tqdm.write(f"{status:>7}  {c}  ({time.perf_counter() - start:.1f} s)")
+        tqdm.write(f"{status:>8}  {c}  ({time.perf_counter() - start:.1f} s)")
     return failures
 
 

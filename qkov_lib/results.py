@@ -1,4 +1,6 @@
-"""Tidy results: data/results/<profile>/<chapter>[.<table>].csv and <chapter>.json metadata, written atomically."""
+"""Tidy results: data/results/<profile>/<chapter>[.<table>].csv, the executed <chapter>.ipynb and <chapter>.json
+metadata. The metadata lists every file of the chapter with its sha256 (``files``), so a reader can tell a complete,
+untouched set from a damaged or mixed one (``check``)."""
 from __future__ import annotations
 
 import hashlib
@@ -41,26 +43,67 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+class ResultsError(RuntimeError):
+    """A chapter's results that are missing, incomplete or changed since they were written."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def table_path(folder: Path, chapter: str, table: str) -> Path:
     return folder / (f"{chapter}.csv" if table == "main" else f"{chapter}.{table}.csv")
 
 
+def read_meta(folder: Path, chapter: str) -> dict[str, Any]:
+    """A chapter's metadata; ResultsError when it is missing or unreadable."""
+    path = folder / f"{chapter}.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultsError(f"no results for {chapter!r} in {folder}") from None
+    except (OSError, ValueError) as err:
+        raise ResultsError(f"{path} is unreadable ({type(err).__name__}); rerun the chapter with --force") from None
+
+
+def check(folder: Path, chapter: str) -> dict[str, Any]:
+    """The chapter's metadata after checking that every file it lists is present with the recorded sha256;
+    ResultsError naming the first file that is not."""
+    meta = read_meta(folder, chapter)
+    for name, digest in meta.get("files", {}).items():
+        path = folder / name
+        if not path.is_file():
+            raise ResultsError(f"{path} is missing; rerun the chapter")
+        if sha256_file(path) != digest:
+            raise ResultsError(f"{path} changed after it was written (sha256 differs); rerun the chapter")
+    return meta
+
+
 def save(folder: Path, chapter: str, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> list[Path]:
-    """Write each table as CSV and the metadata (with the list of tables) as JSON; returns the paths written."""
+    """Write each table as CSV, then the metadata (the list of tables and each file's sha256) as JSON, last: the
+    JSON is what marks the set complete. Returns the paths written."""
     paths = []
     for name, frame in tables.items():
         path = table_path(folder, chapter, name)
         write_atomic(path, frame.to_csv(index=False))
         paths.append(path)
-    meta = {**meta, "tables": sorted(tables)}
-    json_path = folder / f"{chapter}.json"
-    write_atomic(json_path, json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
-    return paths + [json_path]
+    meta = {**meta, "tables": sorted(tables), "files": {p.name: sha256_file(p) for p in paths}}
+    return paths + [write_meta(folder, chapter, meta)]
+
+
+def write_meta(folder: Path, chapter: str, meta: dict[str, Any]) -> Path:
+    path = folder / f"{chapter}.json"
+    write_atomic(path, json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    return path
 
 
 def load(folder: Path, chapter: str) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
-    """Read back what ``save`` wrote."""
-    meta = json.loads((folder / f"{chapter}.json").read_text())
+    """Read back what ``save`` wrote, after ``check``."""
+    meta = check(folder, chapter)
     tables = {name: pd.read_csv(table_path(folder, chapter, name)) for name in meta["tables"]}
     return tables, meta
 

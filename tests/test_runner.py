@@ -31,8 +31,9 @@ def test_unchanged_chapter_is_skipped_and_changes_rerun(tmp_path):
     assert runner.run_chapter(FIG4, "smoke", {"M": 20}, **kw) == "ran"
     meta = json.loads((tmp_path / "res" / "smoke" / f"{FIG4}.json").read_text())
     assert meta["parameters"]["M"] == 20
-    (tmp_path / "nb" / f"{FIG4}.ipynb").unlink()
-    assert runner.run_chapter(FIG4, "smoke", {"M": 20}, **kw) == "ran"
+    (tmp_path / "nb" / f"{FIG4}.ipynb").unlink()  # the book's copy only: copied back from the results
+    assert runner.run_chapter(FIG4, "smoke", {"M": 20}, **kw) == "restored"
+    assert (tmp_path / "nb" / f"{FIG4}.ipynb").read_bytes() == (tmp_path / "res" / "smoke" / f"{FIG4}.ipynb").read_bytes()
 
 
 BROKEN = """---
@@ -63,10 +64,13 @@ def test_failing_chapter_names_itself_and_leaves_nothing(tmp_path, monkeypatch, 
     res, out = tmp_path / "res", tmp_path / "nb"
     (res / "smoke").mkdir(parents=True)
     (res / "smoke" / "broken.json").write_text('{"tables": [], "fingerprint": "old"}')
-    with pytest.raises(runner.ChapterFailed, match=r"chapter 'broken' failed in cell \d+ .*ValueError: deliberate"):
+    with pytest.raises(runner.ChapterFailed, match=r"(?s)chapter 'broken' failed in cell \d+ .*ValueError: deliberate"
+                                                   r".*kept at .*smoke/failed/broken.ipynb"):
         runner.run_chapter("broken", "smoke", {}, out_dir=out, results_root=res)
-    assert sorted(p.name for p in res.rglob("*")) == ["broken.json", "smoke"]  # the old result, untouched
-    assert not out.exists()
+    assert sorted(p.name for p in (res / "smoke").iterdir()) == ["broken.json", "failed"]  # the old result, untouched
+    assert (res / "smoke" / "broken.json").read_text() == '{"tables": [], "fingerprint": "old"}'
+    assert (res / "smoke" / "failed" / "broken.ipynb").is_file()
+    assert not list(res.glob(".staging-*")) and not out.exists()
     failures = runner.reproduce("smoke", only=["broken"], out_dir=out, results_root=res)
     assert len(failures) == 1 and "broken" in failures[0]
     from qkov_lib.__main__ import main
@@ -87,6 +91,7 @@ def test_scorecard_collects_claims_and_reruns_when_they_change(smoke_book, tmp_p
     missing = load(res / "smoke", "scorecard")[0]["main"]
     assert missing["claim"].str.contains("not run").all()
     assert runner.run_chapter("scorecard", "smoke", {}, out_dir=out, results_root=res) == "skipped"
-    (res / "smoke" / f"{FIG4}.claims.csv").write_text((folder / f"{FIG4}.claims.csv").read_text())
+    for path in folder.glob(f"{FIG4}.*"):  # the Figure 4 unit, whole
+        (res / "smoke" / path.name).write_bytes(path.read_bytes())
     assert runner.run_chapter("scorecard", "smoke", {}, out_dir=out, results_root=res) == "ran"
     assert load(res / "smoke", "scorecard")[0]["main"]["reproduced"].notna().sum() == 4
