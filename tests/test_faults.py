@@ -1,0 +1,433 @@
+"""Fault injection: bad arguments, bad settings, damaged data and damaged results, interrupted and concurrent runs.
+
+Every case must end in one clear error naming the problem (and leave the results folder exactly as it was) or in a
+correct rerun. The runner cases use a tiny chapter (one cell that saves a table and a claim) so that each run costs
+one kernel start."""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fake_data import seal, write_hatexplain_canonical, write_hatexplain_offline, write_sva_canonical, write_sva_offline
+
+from qkov_lib import reproduce as runner
+from qkov_lib.__main__ import _interrupt, main
+from qkov_lib.claims import scorecard
+from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, hatexplain, registry, sva
+from qkov_lib.profiles import ChapterSpec, concrete_profile
+from qkov_lib.results import REPO_ROOT, ResultsError, check, save
+
+HEAD = """---
+kernelspec: {display_name: Python 3, language: python, name: python3}
+jupytext: {text_representation: {extension: .md, format_name: myst}}
+---
+# A chapter for the tests
+
+```{code-cell} ipython3
+:tags: [parameters]
+
+profile = "default"
+overrides = {}
+```
+"""
+TINY = HEAD + """
+```{code-cell} ipython3
+import pandas as pd
+from qkov_lib import results
+x = overrides.get("x", 1)
+claims = pd.DataFrame([{"claim": "x is positive", "this run": str(x), "reproduced": x > 0}])
+results.save(results.results_dir(profile), "tiny", {"main": pd.DataFrame({"x": [x]}), "claims": claims},
+             {"profile": profile, "parameters": {"x": x}})
+```
+"""
+BROKEN = HEAD + """
+```{code-cell} ipython3
+raise ValueError("deliberate failure")
+```
+"""
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (but the lock files, which only ever hold the last holder's pid)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and runner.LOCKS not in p.parts}
+
+
+@pytest.fixture
+def book(tmp_path, monkeypatch):
+    """A notebooks folder with the tiny and the broken chapter, registered; the tiny chapter reads 'sva' (so its
+    data files are part of its fingerprint), from a tiny offline copy."""
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "tiny.md").write_text(TINY)
+    (notebooks / "broken.md").write_text(BROKEN)
+    shutil.copy(REPO_ROOT / "notebooks" / "sva.md", notebooks / "sva.md")
+    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
+    monkeypatch.setitem(runner.CHAPTERS, "tiny", ChapterSpec(title="Tiny", paper={"x": 1}, datasets=("sva",)))
+    monkeypatch.setitem(runner.CHAPTERS, "broken", ChapterSpec(title="Broken", paper={"x": 1}))
+    data = tmp_path / "data"
+    write_sva_offline(data)
+    monkeypatch.setenv(DATA_ENV, str(data))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    return tmp_path
+
+
+def run(book: Path, force: bool = False, out: str = "nb", **params) -> str:
+    return runner.run_chapter("tiny", "smoke", params, out_dir=book / out, results_root=book / "res", force=force)
+
+
+def cli(book: Path, *args: str) -> int:
+    return main(["reproduce", "--profile", "smoke", "--results", str(book / "res"), "--out", str(book / "nb"),
+                 *args])
+
+
+# ---- arguments and settings: one error before anything runs, nothing written --------------------------------------
+
+CLI_CASES = [
+    ("empty --only", ["--only", ""], {}, "--only names no chapter"),
+    ("--only of commas", ["--only", ",, ,"], {}, "--only names no chapter"),
+    ("--only twice", ["--only", "tiny", "--only", "broken"], {}, "--only is given more than once"),
+    ("a chapter named twice", ["--only", "tiny,tiny"], {}, "'tiny' is named twice"),
+    ("unknown chapter", ["--only", "fig9"], {}, "unknown chapter 'fig9'"),
+    ("unknown profile", ["--only", "tiny", "--profile", "fast"], {}, "unknown profile 'fast'"),
+    ("unknown parameter", ["--only", "tiny", "-p", "y", "1"], {}, "unknown parameter 'y'"),
+    ("a parameter twice", ["--only", "tiny", "-p", "x", "1", "-p", "x", "2"], {}, "'x' is given twice"),
+    ("a value of the wrong type", ["--only", "tiny", "-p", "x", "'one'"], {}, "'x' of tiny must be a int"),
+    ("a value that is code", ["--only", "tiny", "-p", "x", "__import__('os').system('touch pwned')"], {},
+     "'x' of tiny must be a int"),
+    ("an unknown device", ["--only", "tiny,broken"], {"QKOV_DEVICE": "tpu"}, "QKOV_DEVICE='tpu' is not a device"),
+    ("an absent device", ["--only", "tiny"], {"QKOV_DEVICE": "cuda"}, "QKOV_DEVICE='cuda' was asked for but is"),
+    ("a bad worker count", ["--only", "tiny"], {"QKOV_WORKERS": "two"}, "QKOV_WORKERS='two' must be a whole"),
+    ("a data folder that is absent", ["--only", "tiny"], {DATA_ENV: "/nonexistent/qkov"}, "is not a folder"),
+    ("--out naming a file", ["--only", "tiny", "--out", "FILE"], {}, "--out .* is a file; name a folder"),
+    ("--results naming a file", ["--only", "tiny", "--results", "FILE"], {}, "--results .* is a file"),
+]
+
+
+@pytest.mark.parametrize("argv,env,message", [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
+def test_bad_arguments_and_settings(book, monkeypatch, capsys, argv, env, message):
+    if env.get("QKOV_DEVICE") == "cuda":
+        monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    (book / "FILE").write_text("a file, not a folder")
+    argv = [str(book / "FILE") if a == "FILE" else a for a in argv]
+    save(book / "res" / "smoke", "tiny", {"main": pd.DataFrame({"x": [1]})}, {"parameters": {"x": 1}})
+    before = snapshot(book / "res")
+    monkeypatch.chdir(book)
+    assert cli(book, *argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and re.search(message, err), err
+    assert snapshot(book / "res") == before and not (book / "pwned").exists()
+
+
+def test_auto_follows_the_device_setting(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setenv("QKOV_DEVICE", "cpu")
+    assert concrete_profile("auto") == "default"
+
+
+# ---- results and notebooks published as one unit ---------------------------------------------------------------------
+
+def test_notebook_and_results_never_disagree(book):
+    """The issue's case: --force, then -p x 2 into another --out, then -p x 2: the book's notebook follows."""
+    assert run(book, force=True) == "ran"
+    assert run(book, out="elsewhere", x=2) == "ran"
+    assert run(book, x=2) == "restored"
+    nb = (book / "nb" / "tiny.ipynb").read_bytes()
+    assert nb == (book / "res" / "smoke" / "tiny.ipynb").read_bytes() and b"2" in nb
+    assert json.loads((book / "res" / "smoke" / "tiny.json").read_text())["parameters"] == {"x": 2}
+    assert run(book, x=2) == "skipped"
+
+
+@pytest.mark.parametrize("damage", ["truncate the claims table", "delete a table", "corrupt the metadata",
+                                    "edit the notebook"])
+def test_damaged_results_are_noticed_and_rerun(book, damage):
+    assert run(book) == "ran"
+    folder = book / "res" / "smoke"
+    good = snapshot(folder)
+    if damage == "truncate the claims table":
+        (folder / "tiny.claims.csv").write_text("claim,this run\n")
+    elif damage == "delete a table":
+        (folder / "tiny.csv").unlink()
+    elif damage == "corrupt the metadata":
+        (folder / "tiny.json").write_text('{"tables": [')
+    else:
+        (folder / "tiny.ipynb").write_text("{}")
+    with pytest.raises(ResultsError, match="tiny"):
+        check(folder, "tiny")
+    assert run(book) == "ran"
+    assert set(snapshot(folder)) >= set(good) and check(folder, "tiny")["parameters"] == {"x": 1}
+
+
+def test_scorecard_marks_damaged_results(smoke_book, tmp_path):
+    folder = tmp_path / "smoke"
+    shutil.copytree(smoke_book / "data" / "results" / "smoke", folder)
+    (folder / "fig4_mu_trajectories.claims.csv").write_text("claim,this run,reproduced\n")
+    table = scorecard(folder)
+    row = table[table["chapter"].str.startswith("Figure 4")]
+    assert len(row) == 1 and "results unusable" in row["claim"].iloc[0] and row["reproduced"].isna().all()
+
+
+def test_changed_data_and_data_settings_rerun(book, monkeypatch, capsys):
+    assert run(book) == "ran" and run(book) == "skipped"
+    path = book / "data" / "sva" / "rnn_agr_simple" / "numpred.val"
+    path.write_text(path.read_text().replace("VBZ", "VBP", 1))
+    seal(book / "data")
+    capsys.readouterr()
+    assert run(book) == "ran" and "data changed" in capsys.readouterr().out
+    other = book / "data2"
+    shutil.copytree(book / "data", other)
+    monkeypatch.setenv(DATA_ENV, str(other))
+    assert run(book) == "ran" and run(book) == "skipped"
+
+
+# ---- failures, interruptions and concurrent runs ------------------------------------------------------------------
+
+def test_failed_notebook_is_kept_under_the_results(book):
+    with pytest.raises(runner.ChapterFailed, match=r"(?s)ValueError: deliberate failure.*res/smoke/failed/broken.ipynb"):
+        runner.run_chapter("broken", "smoke", {}, out_dir=book / "nb", results_root=book / "res")
+    assert (book / "res" / "smoke" / "failed" / "broken.ipynb").is_file()
+    assert not list((book / "res").glob(".staging-*"))
+
+
+def test_a_failure_while_publishing_is_one_error_and_the_next_run_repairs(book, monkeypatch):
+    assert run(book) == "ran"
+    before = snapshot(book / "res" / "smoke")
+    copy_in = runner._copy_in
+
+    def disk_full(source, target):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner, "_copy_in", disk_full)
+    with pytest.raises(runner.ChapterFailed, match="could not be written.*No space left"):
+        run(book, force=True, x=3)
+    monkeypatch.setattr(runner, "_copy_in", copy_in)
+    assert check(book / "res" / "smoke", "tiny")["parameters"] == {"x": 3}  # the unit landed whole
+    assert snapshot(book / "res" / "smoke") != before
+    assert run(book, x=3) == "restored"  # the book's copy, stale after the failure, is brought in line
+
+
+def test_an_interrupted_run_leaves_nothing(book, monkeypatch, capsys):
+    assert run(book) == "ran"
+    before = snapshot(book / "res")
+
+    def interrupted(chapter, profile, overrides, staging, *args):
+        (staging / f"{chapter}.csv").write_text("half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "_execute", interrupted)
+    assert cli(book, "--only", "tiny", "--force") == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err
+    assert snapshot(book / "res") == before and not list((book / "res").glob(".staging-*"))
+    with pytest.raises(KeyboardInterrupt):  # SIGTERM takes the same way out
+        _interrupt(signal.SIGTERM, None)
+
+
+def test_a_killed_run_is_cleaned_up_by_the_next(book, capsys):
+    assert run(book) == "ran"
+    for name in (".staging-tiny", ".staging-tiny-3xk_q1"):  # this runner's name and the older one's
+        (book / "res" / name).mkdir()
+        (book / "res" / name / "tiny.ipynb").write_text("half")
+    (book / "res" / ".staging-tiny_other").mkdir()  # another chapter's: not ours to remove
+    capsys.readouterr()
+    assert run(book) == "skipped"
+    assert "removed the staging folder of an interrupted run" in capsys.readouterr().out
+    assert sorted(p.name for p in (book / "res").glob(".staging-*")) == [".staging-tiny_other"]
+
+
+def test_a_second_run_of_a_chapter_refuses_while_the_first_holds_it(book):
+    assert run(book) == "ran"
+    before = snapshot(book / "res")
+    with runner.chapter_lock(book / "res", "tiny"):
+        with pytest.raises(runner.ChapterBusy, match=r"'tiny' is already running .*pid \d+.*wait for it"):
+            run(book, force=True)
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+        proc = subprocess.run([sys.executable, "-m", "qkov_lib", "reproduce", "--profile", "smoke", "--only",
+                               "fig4_mu_trajectories", "--force", "--results", str(book / "res"), "--out",
+                               str(book / "nb")], capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr  # another chapter is free to run
+        with runner.chapter_lock(book / "res", "fig4_mu_trajectories"):
+            proc = subprocess.run(proc.args, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 1 and "'fig4_mu_trajectories' is already running" in proc.stderr
+    assert check(book / "res" / "smoke", "tiny") and snapshot(book / "res")["smoke/tiny.json"] == before[
+        "smoke/tiny.json"]
+
+
+# ---- damaged or malformed data: one error naming the file (and line or member) and the fix --------------------------
+
+def _flip_all_labels(root):
+    path = root / "sva" / "rnn_agr_simple" / "numpred.val"
+    path.write_text(path.read_text().replace("VBZ", "X").replace("VBP", "VBZ").replace("X", "VBP"))
+
+
+def _bad_byte(relative):
+    def damage(root):
+        path = root / relative
+        data = path.read_bytes()
+        path.write_bytes(data[:40] + b"\xff" + data[40:])
+        seal(root)
+    return damage
+
+
+def _rename_column(relative, old, new):
+    def damage(root):
+        path = root / relative
+        path.write_text(path.read_text().replace(old, new, 1))
+        seal(root)
+    return damage
+
+
+def _truncate_archive(root):
+    path = root / "hatexplain" / "train_partial" / "ritwikmishra_Model_Eval_docs.tar.gz"
+    path.write_bytes(path.read_bytes()[:300])
+    seal(root)
+
+
+def _move_members(root):
+    """The archive with every post at another path, and one impostor at yet another path."""
+    path = root / "hatexplain" / "train_partial" / "ritwikmishra_Model_Eval_docs.tar.gz"
+    with tarfile.open(path) as tar:
+        members = [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name.replace("Model_Eval/docs", "backup/docs"))
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    seal(root)
+
+
+def _tsv_cell(root, column, value):
+    """Set ``column`` of the second data row of the subjects TSV, the first the loader keeps (None: cut the row
+    short before it)."""
+    path = root / "sva" / "derived" / "linzen_testset_subjects.tsv"
+    rows = list(csv.reader(path.read_text().splitlines(), delimiter="\t"))
+    at = rows[0].index(column)
+    rows[2] = rows[2][:at] if value is None else rows[2][:at] + [value] + rows[2][at + 1:]
+    path.write_text("".join("\t".join(r) + "\n" for r in rows))
+    seal(root)
+
+
+def _drop_last_lines(relative, n, cut=0):
+    def damage(root):
+        path = root / relative
+        text = path.read_text()
+        path.write_text("".join(text.splitlines(keepends=True)[:-n]) if n else text[:-cut])
+        seal(root)
+    return damage
+
+
+def _edit(relative, old, new):
+    def damage(root):
+        path = root / relative
+        path.write_text(path.read_text().replace(old, new))
+        seal(root)
+    return damage
+
+
+HX, SV = "hatexplain", "sva"
+DATA_CASES = [
+    ("labels flipped, manifest not updated", SV, _flip_all_labels, r"corrupt data file .*numpred.val: sha256"),
+    ("a file missing from the manifest", SV,
+     lambda r: (r / registry.MANIFEST).write_text("".join(
+         line + "\n" for line in (r / registry.MANIFEST).read_text().splitlines() if "numpred" not in line)),
+     r"numpred.val is not listed in .*SHA256SUMS"),
+    ("a malformed manifest", SV, lambda r: (r / registry.MANIFEST).write_text("not a hash line\n"),
+     r"SHA256SUMS line 1 is not '<sha256>  <path>'"),
+    ("a non-UTF-8 byte in JSON Lines", HX, _bad_byte("hatexplain/hatexplain_test.json"),
+     r"hatexplain_test.json line \d+ \(byte 40\) is not UTF-8"),
+    ("a non-UTF-8 byte in a prefix file", SV, _bad_byte("sva/rnn_agr_simple/numpred.val"),
+     r"numpred.val line \d+ \(byte 40\) is not UTF-8"),
+    ("a non-UTF-8 byte in the subjects TSV", SV, _bad_byte("sva/derived/linzen_testset_subjects.tsv"),
+     r"linzen_testset_subjects.tsv line \d+ \(byte 40\) is not UTF-8"),
+    ("a truncated archive", HX, _truncate_archive, r"ritwikmishra_Model_Eval_docs.tar.gz cannot be read .*truncated"),
+    ("archive members at another path", HX, _move_members,
+     r"tar.gz has no member Model_Eval/docs/<id> for 120 train posts"),
+    ("a renamed TSV column", SV, _rename_column("sva/derived/linzen_testset_subjects.tsv", "subj_index", "subject"),
+     r"linzen_testset_subjects.tsv lacks the column\(s\) subj_index"),
+    ("a renamed CSV column", HX, _rename_column("hatexplain/train_partial/training_data.csv", "labels", "votes"),
+     r"training_data.csv has no column 'labels'"),
+    ("a label that is no class", HX, _edit("hatexplain/train_partial/training_data.csv", '"0, 0, 1"', '"0, x, 1"'),
+     r"training_data.csv data row 1: labels '0, x, 1' are not class codes"),
+    ("an index that is no number", SV, lambda r: _tsv_cell(r, "subj_index", "two"),
+     r"linzen_testset_subjects.tsv line 3: subj_index 'two' is not a whole number"),
+    ("a short TSV row", SV, lambda r: _tsv_cell(r, "parser_agrees", None),
+     r"linzen_testset_subjects.tsv line 3 has fewer fields than the header"),
+    ("a field missing from a JSON record", HX, _edit("hatexplain/hatexplain_test.json", '"post_tokens"', '"tokens"'),
+     r"hatexplain_test.json record 1 lacks the field 'post_tokens'"),
+    ("a truncated CSV", HX, _drop_last_lines("hatexplain/train_partial/training_data.csv", 5),
+     r"training_data.csv has 115 rows for 120 train ids; the file is truncated"),
+    ("truncated JSON", HX, _drop_last_lines("hatexplain/post_id_divisions.json", 0, cut=30),
+     r"post_id_divisions.json is not valid JSON"),
+    ("a subject index outside the sentence", SV, lambda r: _tsv_cell(r, "subj_index", "99"),
+     r"line 3: subject index 99 and verb index .* do not fit"),
+    ("an unknown verb tag", SV, _edit("sva/rnn_agr_simple/numpred.val", "VBZ\t", "VBD\t"),
+     r"numpred.val line 1: label 'VBD' is neither VBZ nor VBP"),
+    ("an incomplete offline copy", HX, lambda r: (r / "hatexplain" / "hatexplain_test.json").unlink(),
+     r"offline HateXplain copy incomplete: hatexplain/hatexplain_test.json is missing"),
+]
+
+
+@pytest.mark.parametrize("dataset,damage,message", [c[1:] for c in DATA_CASES], ids=[c[0] for c in DATA_CASES])
+def test_damaged_data_is_one_clear_error(tmp_path, monkeypatch, dataset, damage, message):
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    (write_hatexplain_offline if dataset == HX else write_sva_offline)(tmp_path)
+    damage(tmp_path)
+    with pytest.raises(DataError, match=message):
+        (hatexplain if dataset == HX else sva).load()
+
+
+def test_an_impostor_member_at_another_path_is_ignored(tmp_path, monkeypatch):
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    write_hatexplain_offline(tmp_path)
+    path = tmp_path / "hatexplain" / "train_partial" / "ritwikmishra_Model_Eval_docs.tar.gz"
+    with tarfile.open(path) as tar:
+        members = [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members + [("elsewhere/train0_twitter", b"impostor tokens")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    seal(tmp_path)
+    splits, _ = hatexplain.load()
+    assert "impostor" not in splits["train"].tokens[0]
+
+
+def test_canonical_files_are_checked_against_the_download_record(tmp_path, monkeypatch):
+    monkeypatch.delenv(DATA_ENV, raising=False)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    write_hatexplain_canonical(tmp_path)
+    write_sva_canonical(tmp_path)
+    hatexplain.load(), sva.load()
+    path = tmp_path / "hatexplain" / "dataset.json"  # no published hash: the manifest written at download time
+    path.write_text(path.read_text().replace('"hatespeech"', '"normal"'))
+    with pytest.raises(DataError, match="corrupt data file .*dataset.json: sha256 .* SHA256SUMS"):
+        hatexplain.load()
+    gz = tmp_path / "sva" / "agr_50_mostcommon_10K.tsv.gz"
+    gz.write_bytes(gzip.compress(b"sentence\tverb_pos\tverb_index\tsubj_index\nthe dog \xff barks\tVBZ\t4\t2\n"))
+    seal(tmp_path)
+    with pytest.raises(DataError, match="agr_50_mostcommon_10K.tsv.gz: byte .* not UTF-8"):
+        sva.load()
+
+
+def test_a_smoke_run_on_flipped_labels_fails(book, capsys):
+    """Checksums are verified in every profile: the smoke SVA chapter refuses a training file with flipped labels."""
+    _flip_all_labels(book / "data")
+    assert cli(book, "--only", "sva") == 1
+    err = capsys.readouterr().err
+    assert re.search(r"DataError: corrupt data file .*numpred.val: sha256", err), err
+    assert sorted(snapshot(book / "res")) == ["smoke/failed/sva.ipynb"]
