@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from fake_data import (seal, write_hatexplain_canonical, write_hatexplain_offline, write_sva_canonical,
@@ -211,12 +212,17 @@ def test_rollout_erase_and_faithfulness():
     assert m["MRTA"].item() == pytest.approx(50.0) and m["AC"].item() == 50.0 and m["ACMC"].item() == 50.0
 
 
-def test_a_smoke_run_end_to_end_and_its_claims(offline):
+def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     write_hatexplain_offline(offline)
     _, p = resolve("hatexplain", "smoke", {"epochs": 3})
     data = prepare("hatexplain", p)
     per_seed, maps, curves = run_conditions(data, p, torch.device("cpu"), progress=False)
     assert set(per_seed["condition"]) == {"baseline", "faster QK (x30)"} and len(per_seed) == 4
+    monkeypatch.setenv("QKOV_WORKERS", "1")  # both conditions in this process, with two torch threads outside
+    torch.set_num_threads(2)
+    alone = run_conditions(data, p, torch.device("cpu"), progress=False)
+    pd.testing.assert_frame_equal(alone[0], per_seed, check_exact=True)  # same numbers in any process, any threads
+    pd.testing.assert_frame_equal(alone[2], curves, check_exact=True)
     assert all(m.shape == (2, 5, 5) for m in maps.values()) and not curves.empty
     t = table1(per_seed)
     assert {"accuracy", "accuracy ±", "comprehensiveness ±"} <= set(t.columns)
