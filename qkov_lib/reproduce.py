@@ -105,7 +105,7 @@ def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> str | None:
         return str(err)
     old = meta.get("fingerprint")
     if not isinstance(old, dict):
-        return "results written by an older runner"
+        return "the results were not written by this runner (a chapter run by hand, or an older version)"
     changed = sorted(k for k in fp.keys() | old.keys() if fp.get(k) != old.get(k))
     if changed:
         return f"{', '.join(changed)} changed"
