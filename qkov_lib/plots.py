@@ -1,6 +1,7 @@
 """Plotly figure builders shared by the chapters, and ``show``, which renders in JupyterLab and in the built book."""
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -12,12 +13,16 @@ from plotly.subplots import make_subplots
 PALETTE = qualitative.D3
 
 
+_shown = itertools.count(1)
+
+
 def show(fig: go.Figure) -> None:
-    """Display a figure as plotly JSON (JupyterLab) and as HTML that uses the book's local plotly.js (no CDN)."""
+    """Display a figure as plotly JSON (JupyterLab) and as HTML that uses the book's local plotly.js (no CDN). The
+    HTML's element id is numbered, not random, so a rerun writes the same notebook."""
     from IPython.display import display
-    bundle = {"application/vnd.plotly.v1+json": fig.to_plotly_json(),
-              "text/html": fig.to_html(full_html=False, include_plotlyjs=False, config={"responsive": True})}
-    display(bundle, raw=True)
+    html = fig.to_html(full_html=False, include_plotlyjs=False, config={"responsive": True},
+                       div_id=f"qkov-figure-{next(_shown)}")
+    display({"application/vnd.plotly.v1+json": fig.to_plotly_json(), "text/html": html}, raw=True)
 
 
 def _ratio_label(r: float) -> str:
