@@ -14,9 +14,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
+# The book is rendered even when a chapter failed (its page shows the failure) or had no data (its page says how
+# to get it); the exit status is then reproduce's: 1 for a failure (or, with STRICT=1, missing data), else 0.
 book: venv
-	$(PY) -m qkov_lib reproduce --profile $(PROFILE)
-	$(PY) -m qkov_lib book
+	$(PY) -m qkov_lib reproduce --profile $(PROFILE) $(if $(STRICT),--strict); status=$$?; \
+	if [ $$status -le 1 ]; then $(PY) -m qkov_lib book || exit $$?; fi; exit $$status
 
 test: venv
 	$(PY) -m pytest

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .data.registry import CANONICAL, DataError, canonical_file
 from .profiles import CHAPTERS, CHOICES, ParameterError, parse_value
-from .reproduce import BOOK_CHAPTERS, RESULTS_ROOT, build_book, reproduce
+from .reproduce import BOOK_CHAPTERS, RESULTS_ROOT, Summary, build_book, reproduce
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
                      help="override a parameter, e.g. -p M 20 or -p ratios '[0.1, 10]' (repeatable)")
     rep.add_argument("--only", action="append", help="comma-separated chapter names (default: all)")
     rep.add_argument("--force", action="store_true", help="rerun chapters even when unchanged")
+    rep.add_argument("--strict", action="store_true", help="treat a chapter whose data is not available as a failure")
     rep.add_argument("--out", type=Path, default=BOOK_CHAPTERS, help="where executed notebooks go")
     rep.add_argument("--results", type=Path, default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
     book = sub.add_parser("book", help="render the executed chapters with Jupyter Book")
@@ -35,10 +36,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:28} {spec.title}")
         elif args.command == "reproduce":
             pairs = [(name, parse_value(value)) for name, value in args.param]
-            failures = reproduce(args.profile, pairs, _only(args.only), args.force, args.out, args.results)
-            if failures:
-                print(f"{len(failures)} chapter(s) failed:\n" + "\n".join(failures), file=sys.stderr)
-                return 1
+            summary = reproduce(args.profile, pairs, _only(args.only), args.force, args.out, args.results)
+            return _report(summary, args.strict)
         elif args.command == "fetch":
             for name in CANONICAL[args.dataset]:
                 print(f"{args.dataset}/{name}: {canonical_file(args.dataset, name, download=True)}")
@@ -56,6 +55,17 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     return 0
+
+
+def _report(summary: Summary, strict: bool) -> int:
+    """Print what the run did; the exit status: 1 if a chapter failed (or, with --strict, had no data), else 0."""
+    print(", ".join(f"{len(v)} {k}" for k, v in summary.done.items()) or "nothing run")
+    if summary.no_data:
+        print(f"{len(summary.no_data)} chapter(s) without their data, each page says how to get it: "
+              f"{', '.join(summary.no_data)}", file=sys.stderr)
+    if summary.failures:
+        print(f"{len(summary.failures)} chapter(s) failed:\n" + "\n".join(summary.failures), file=sys.stderr)
+    return int(bool(summary.failures) or (strict and bool(summary.no_data)))
 
 
 def _only(values: list[str] | None) -> list[str] | None:

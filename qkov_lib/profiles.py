@@ -249,7 +249,7 @@ def validate_real_data(p: dict[str, Any]) -> None:
         raise ParameterError(f"max_len must be >= 2 (got {p['max_len']})")
 
 
-REAL = dict(seeds=[0, 1, 2, 3, 4], download=False, max_train=0, max_test=0, data_seed=0, min_freq=1, d_model=64,
+REAL = dict(seeds=[0, 1, 2, 3, 4], download=True, max_train=0, max_test=0, data_seed=0, min_freq=1, d_model=64,
             n_heads=4, d_head=64, d_mlp=256, batch_size=32, weight_decay=1e-4, evals_per_epoch=2, eval_batch=256,
             identity_weight=0.0, k_percents=[1.0, 5.0, 10.0, 20.0, 50.0], erase="remove", threshold=0.5,
             confidence=0.5, bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], rationale_rule="union")

@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from tqdm import tqdm
 
 from . import results
 from .data import data_dir
-from .data.registry import data_state
+from .data.registry import DataUnavailable, data_state
 from .device import cpu_workers, pick_device
 from .profiles import CHAPTERS, ParameterError, chapter_spec, concrete_profile, resolve
 from .progress import PROGRESS_ENV
@@ -42,6 +43,18 @@ class ChapterFailed(RuntimeError):
 
 class ChapterBusy(ChapterFailed):
     """Another process is running the same chapter into the same results folder."""
+
+
+UNAVAILABLE = "data unavailable"  # the status of a unit whose chapter stopped for want of its dataset
+
+
+@dataclass
+class Summary:
+    """What a ``reproduce`` run did: chapters by outcome, and the failure messages."""
+
+    done: dict[str, list[str]] = field(default_factory=dict)  # 'ran' | 'skipped' | 'restored' -> chapters
+    no_data: list[str] = field(default_factory=list)  # chapters whose dataset is not available here
+    failures: list[str] = field(default_factory=list)
 
 
 def split_overrides(chapters: Sequence[str], pairs: Sequence[tuple[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -160,8 +173,9 @@ def clear_stale_staging(results_root: Path, chapter: str) -> int:
 
 
 def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Path, results_root: Path,
-             failed: Path, progress: bool = True) -> Path:
-    """Run the chapter with papermill, its results going to ``staging``; returns the executed notebook's path."""
+             progress: bool = True) -> str | None:
+    """Run the chapter with papermill into ``staging`` (notebook and results). Returns None, or the message of the
+    DataUnavailable error that stopped it; raises ChapterFailed for any other error."""
     import jupytext
     import papermill
     from papermill.exceptions import PapermillExecutionError
@@ -177,12 +191,10 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
                                    kernel_name="python3", cwd=str(NOTEBOOKS_DIR), progress_bar=progress,
                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no transport notice
     except PapermillExecutionError as err:
-        failed.parent.mkdir(parents=True, exist_ok=True)
-        if executed.exists():
-            shutil.copy(executed, failed)
+        if err.ename == DataUnavailable.__name__:
+            return str(err.evalue)
         raise ChapterFailed(f"chapter {chapter!r} failed in cell {err.cell_index} (execution count "
-                            f"{err.exec_count}): {err.ename}: {err.evalue}\n  the failed notebook is kept at "
-                            f"{failed}") from None
+                            f"{err.exec_count}): {err.ename}: {err.evalue}") from None
     finally:
         for key, value in previous.items():
             if value is None:
@@ -191,17 +203,40 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
                 os.environ[key] = value
     if not (staging / f"{chapter}.json").exists():
         raise ChapterFailed(f"chapter {chapter!r} ran but saved no results (it must call Chapter.save)")
-    _drop_paths(executed)
-    return executed
+    return None
 
 
-def _drop_paths(executed: Path) -> None:
-    """Remove papermill's input/output paths from the notebook metadata: the book offers the .ipynb for download."""
+def _tidy(executed: Path) -> None:
+    """Remove papermill's input/output paths from the notebook metadata (the book offers the .ipynb for download)
+    and number the cells instead of papermill's random ids (a rerun writes the same cells)."""
     import nbformat
     nb = nbformat.read(executed, as_version=4)
     for key in ("input_path", "output_path"):
         nb.metadata.get("papermill", {}).pop(key, None)
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i}"
     nbformat.write(nb, executed)
+
+
+def _without_data(staging: Path, chapter: str, profile: str, params: dict[str, Any], message: str) -> None:
+    """Make the stopped run a unit of its own: the page ends at the cell that found no data, with a note on how to
+    get it, and a claims table that says the claims were not checked."""
+    import nbformat
+    import pandas as pd
+    path = staging / f"{chapter}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    cells = [c for c in nb.cells if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
+    stop = next(i for i, c in enumerate(cells) if any(o.get("ename") == DataUnavailable.__name__
+                                                      for o in c.get("outputs", [])))
+    note = ("**This chapter stopped here: its data is not available where this page was built.** The message above "
+            f"says how to get it; then `python -m qkov_lib reproduce --only {chapter}` runs the rest.")
+    nb.cells = cells[:stop + 1] + [nbformat.v4.new_markdown_cell(note)]
+    nbformat.write(nb, path)
+    claims = pd.DataFrame([{"claim": "(not checked: the data is not available here)", "this run": "",
+                            "reproduced": None}])
+    results.save(staging, chapter, {"claims": claims},
+                 {"chapter": chapter, "profile": profile, "parameters": params, "status": UNAVAILABLE,
+                  "message": message, "git_commit": results.git_commit()})
 
 
 def _seal(staging: Path, chapter: str, fp: dict[str, str], wall: float) -> None:
@@ -272,7 +307,13 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
         staging.mkdir()
         try:
             start = time.perf_counter()
-            _execute(chapter, profile, overrides, staging, results_root, final / FAILED / f"{chapter}.ipynb")
+            try:
+                missing = _execute(chapter, profile, overrides, staging, results_root)
+            except ChapterFailed as err:
+                raise ChapterFailed(f"{err}\n  {_keep_failed(staging, chapter, final, out_dir)}") from None
+            _tidy(staging / f"{chapter}.ipynb")
+            if missing:
+                _without_data(staging, chapter, profile, params, missing)
             _seal(staging, chapter, fp, time.perf_counter() - start)
             _publish(chapter, staging, final, out_dir)
         except OSError as err:
@@ -282,6 +323,19 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
             shutil.rmtree(staging, ignore_errors=True)
         (final / FAILED / f"{chapter}.ipynb").unlink(missing_ok=True)
     return "ran"
+
+
+def _keep_failed(staging: Path, chapter: str, final: Path, out_dir: Path) -> str:
+    """Keep a failed run's notebook in <profile>/failed/ and show it as the chapter's page (the published results
+    stay as they were, and the next run that succeeds replaces the page); returns a line saying where it is."""
+    executed = staging / f"{chapter}.ipynb"
+    if not executed.exists():
+        return "no notebook was written"
+    _tidy(executed)
+    kept = final / FAILED / f"{chapter}.ipynb"
+    _copy_in(executed, kept)
+    _copy_in(executed, out_dir / f"{chapter}.ipynb")
+    return f"the failed notebook is kept at {kept} and shown as the chapter's page"
 
 
 def _writable_folder(path: Path, flag: str) -> None:
@@ -306,9 +360,9 @@ def check_environment() -> None:
 
 
 def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Sequence[str] | None = None,
-              force: bool = False, out_dir: Path = BOOK_CHAPTERS, results_root: Path = RESULTS_ROOT) -> list[str]:
-    """Run the selected chapters; every parameter and setting is checked before any chapter starts. Returns
-    failure messages."""
+              force: bool = False, out_dir: Path = BOOK_CHAPTERS, results_root: Path = RESULTS_ROOT) -> Summary:
+    """Run the selected chapters; every parameter and setting is checked before any chapter starts. A chapter
+    whose dataset is not available ends with a page saying how to get it and is listed in ``no_data``."""
     chapters = select(only)
     check_environment()
     profile = concrete_profile(profile)
@@ -317,18 +371,22 @@ def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only
         resolve(c, profile, per_chapter[c])
     _writable_folder(out_dir, "--out")
     _writable_folder(results_root, "--results")
-    failures = []
+    summary = Summary()
     for c in (bar := tqdm(chapters, desc=f"chapters ({profile})", unit="chapter")):
         bar.set_postfix_str(c)
         start = time.perf_counter()
         try:
             status = run_chapter(c, profile, per_chapter[c], out_dir, results_root, force)
         except ChapterFailed as err:
-            failures.append(str(err))
+            summary.failures.append(str(err))
             tqdm.write(f"FAILED {err}")
             continue
+        summary.done.setdefault(status, []).append(c)
+        if results.read_meta(results_root / profile, c).get("status") == UNAVAILABLE:
+            summary.no_data.append(c)
+            status = "no data"
         tqdm.write(f"{status:>8}  {c}  ({time.perf_counter() - start:.1f} s)")
-    return failures
+    return summary
 
 
 def build_book(root: Path = results.REPO_ROOT, out_dir: Path | None = None, strict: bool = True) -> Path:

@@ -431,3 +431,24 @@ def test_a_smoke_run_on_flipped_labels_fails(book, capsys):
     err = capsys.readouterr().err
     assert re.search(r"DataError: corrupt data file .*numpred.val: sha256", err), err
     assert sorted(snapshot(book / "res")) == ["smoke/failed/sva.ipynb"]
+
+
+# ---- a chapter whose dataset is not there: a page that says so, exit 0 (1 with --strict) ---------------------------
+
+def test_a_chapter_without_its_data_gets_a_page_saying_so(book, monkeypatch, capsys):
+    monkeypatch.delenv(DATA_ENV)
+    no_download = ("--only", "sva", "-p", "download", "False")  # the tests never reach the network
+    assert cli(book, *no_download) == 0
+    err = capsys.readouterr().err
+    assert "1 chapter(s) without their data, each page says how to get it: sva" in err
+    page = (book / "nb" / "sva.ipynb").read_text()
+    assert "sva data not available" in page and "QKOV_DATA_DIR" in page and "reproduce --only sva" in page
+    assert "most recent call last" not in page and "papermill-error-cell-tag" not in page
+    assert check(book / "res" / "smoke", "sva")["status"] == "data unavailable"
+    table = scorecard(book / "res" / "smoke")
+    assert table[table["chapter"].str.contains("subject-verb")]["claim"].str.contains("not checked").all()
+    assert cli(book, *no_download, "--strict") == 1  # unchanged, so skipped, and still without data
+    assert "without their data" in capsys.readouterr().err
+    monkeypatch.setenv(DATA_ENV, str(book / "data"))
+    assert cli(book, *no_download) == 0  # the data appeared: the chapter reruns
+    assert "status" not in check(book / "res" / "smoke", "sva") and "without their data" not in capsys.readouterr().err

@@ -62,7 +62,7 @@ def test_the_download_path_uses_pooch_with_the_pinned_hash(canonical, monkeypatc
     import pooch
     calls = []
 
-    def fake_retrieve(url, known_hash, fname, path, progressbar):
+    def fake_retrieve(url, known_hash, fname, path, progressbar, downloader):
         calls.append((url, known_hash))
         target = Path(path) / fname
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +79,15 @@ def test_the_download_path_uses_pooch_with_the_pinned_hash(canonical, monkeypatc
         raise ConnectionError("no route to host")
 
     monkeypatch.setattr(pooch, "retrieve", failing)
-    with pytest.raises(DataError, match="downloading .*dataset.json failed.*QKOV_DATA_DIR"):
+    with pytest.raises(registry.DataUnavailable, match="the download from .*dataset.json failed: ConnectionError.*"
+                                                       "QKOV_DATA_DIR"):
+        registry.canonical_file("hatexplain", "dataset.json", download=True)
+
+    def corrupt(*args, **kwargs):
+        raise ValueError("SHA256 hash of downloaded file does not match the known hash")
+
+    monkeypatch.setattr(pooch, "retrieve", corrupt)
+    with pytest.raises(DataError, match="the download of .*dataset.json is corrupt"):
         registry.canonical_file("hatexplain", "dataset.json", download=True)
 
 
@@ -99,9 +107,9 @@ def test_sva_offline_and_canonical(offline, monkeypatch, tmp_path):
 
 
 def test_missing_data_is_one_clear_error(canonical):
-    with pytest.raises(DataError, match="hatexplain data not found.*QKOV_DATA_DIR.*fetch hatexplain"):
+    with pytest.raises(DataError, match="hatexplain data not available.*QKOV_DATA_DIR.*fetch hatexplain"):
         hatexplain.load()
-    with pytest.raises(DataError, match="sva data not found"):
+    with pytest.raises(DataError, match="sva data not available"):
         sva.load()
 
 

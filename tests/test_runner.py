@@ -70,8 +70,9 @@ def test_failing_chapter_names_itself_and_leaves_nothing(tmp_path, monkeypatch, 
     assert sorted(p.name for p in (res / "smoke").iterdir()) == ["broken.json", "failed"]  # the old result, untouched
     assert (res / "smoke" / "broken.json").read_text() == '{"tables": [], "fingerprint": "old"}'
     assert (res / "smoke" / "failed" / "broken.ipynb").is_file()
-    assert not list(res.glob(".staging-*")) and not out.exists()
-    failures = runner.reproduce("smoke", only=["broken"], out_dir=out, results_root=res)
+    assert not list(res.glob(".staging-*"))
+    assert "deliberate failure" in (out / "broken.ipynb").read_text()  # the book shows the failure
+    failures = runner.reproduce("smoke", only=["broken"], out_dir=out, results_root=res).failures
     assert len(failures) == 1 and "broken" in failures[0]
     from qkov_lib.__main__ import main
     assert main(["reproduce", "--profile", "smoke", "--only", "broken", "--results", str(res), "--out",

@@ -23,8 +23,6 @@ from .text import TextSplit
 
 CLASSES = ("hatespeech", "normal", "offensive")  # the Hugging Face codes 0, 1, 2
 RATIONALE_RULES = ("union", "majority")
-OFFLINE_LAYOUT = ("hatexplain/post_id_divisions.json, hatexplain/hatexplain_{validation,test}.json and "
-                  "hatexplain/train_partial/")
 DOCS = "Model_Eval/docs"  # where the ERASER archive keeps one file of tokens per post id
 
 
@@ -190,5 +188,5 @@ def load(rule: str = "union", download: bool = False) -> tuple[dict[str, TextSpl
         raise ValueError(f"rationale rule must be one of {', '.join(RATIONALE_RULES)} (got {rule!r})")
     found = _offline(rule) or _canonical(rule, download)
     if found is None:
-        raise not_found("hatexplain", OFFLINE_LAYOUT)
+        raise not_found("hatexplain")
     return found

@@ -11,10 +11,19 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..results import REPO_ROOT
 from ..results import sha256_file as sha256
 from . import CACHE_ENV, DATA_ENV, DataError, cache_dir, data_dir
 
 MANIFEST = "SHA256SUMS"
+
+
+class DataUnavailable(DataError):
+    """A dataset that is not there and cannot be fetched now: a chapter that needs it cannot run, which is not a
+    fault of the chapter. In a notebook it shows as its message alone, without a traceback."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython's hook for how an exception is shown
+        return [f"{type(self).__name__}: {self}"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,13 @@ CANONICAL: dict[str, dict[str, Remote]] = {
         "agr_50_mostcommon_10K.tsv.gz": Remote("https://www.dropbox.com/s/5axdu3q9jkxzjy8/"
                                                "agr_50_mostcommon_10K.tsv.gz?dl=1", None),
     },
+}
+
+# the offline copies each loader reads under $QKOV_DATA_DIR (data/README.md)
+OFFLINE_LAYOUT: dict[str, str] = {
+    "hatexplain": "hatexplain/post_id_divisions.json, hatexplain/hatexplain_{validation,test}.json and "
+                  "hatexplain/train_partial/",
+    "sva": "sva/rnn_agr_simple/numpred.* and sva/derived/linzen_testset_subjects.tsv",
 }
 
 # sha256 of the offline copies (their provenance is in each dataset folder's SOURCE.md)
@@ -140,10 +156,12 @@ def canonical_file(dataset: str, name: str, download: bool = False) -> Path | No
     import pooch
     try:
         path = pooch.retrieve(remote.url, known_hash=f"sha256:{remote.sha256}" if remote.sha256 else None,
-                              fname=name, path=target.parent, progressbar=False)
-    except Exception as err:  # network errors and pooch's hash mismatch alike; pooch leaves no partial file
-        raise DataError(f"downloading {remote.url} failed ({type(err).__name__}: {err}); check the connection, "
-                        f"or use offline copies through {DATA_ENV}") from None
+                              fname=name, path=target.parent, progressbar=False,
+                              downloader=pooch.HTTPDownloader(timeout=60))
+    except ValueError as err:  # pooch's hash mismatch; it leaves no partial file
+        raise DataError(f"the download of {remote.url} is corrupt ({err}); try again later") from None
+    except Exception as err:  # no network, a refused or failed request
+        raise not_found(dataset, f"the download from {remote.url} failed: {type(err).__name__}") from None
     add_to_manifest(root, f"{dataset}/{name}", sha256(Path(path)))
     return Path(path)
 
@@ -163,10 +181,18 @@ def data_state(dataset: str) -> dict[str, object]:
     return {DATA_ENV: str(root.resolve()) if root else None, CACHE_ENV: str(cache.resolve()), "files": files}
 
 
-def not_found(dataset: str, offline_layout: str) -> DataError:
-    """The one error raised when a dataset is available neither offline nor in the cache."""
+def _shown(path: Path) -> str:
+    """A path as a reader should see it: relative to the repository when inside it."""
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def not_found(dataset: str, why: str | None = None) -> DataUnavailable:
+    """The one error raised when a dataset is available neither offline nor in the cache (nor downloadable now)."""
     files = ", ".join(CANONICAL[dataset])
-    return DataError(f"{dataset} data not found. Either set {DATA_ENV} to a folder holding {offline_layout} "
-                     f"(see data/README.md), or download the canonical release ({files}) into "
-                     f"{cache_dir() / dataset} with `python -m qkov_lib fetch {dataset}` on a machine with the "
-                     f"internet")
+    return DataUnavailable(f"{dataset} data not available{f' ({why})' if why else ''}. Either set {DATA_ENV} to a "
+                           f"folder holding {OFFLINE_LAYOUT[dataset]} (see data/README.md), or download the canonical "
+                           f"release ({files}) into {_shown(cache_dir() / dataset)} with `python -m qkov_lib fetch "
+                           f"{dataset}` on a machine with the internet")

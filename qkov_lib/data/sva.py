@@ -22,7 +22,6 @@ from .text import TextSplit
 
 CLASSES = ("VBZ", "VBP")  # singular, plural
 TRAIN_FILES = ("numpred.val",)  # the 1% dev split: disjoint from the test sentences by construction
-OFFLINE_LAYOUT = "sva/rnn_agr_simple/numpred.* and sva/derived/linzen_testset_subjects.tsv"
 SUBJECT_COLUMNS = ("sent_id", "sentence", "verb_index", "label", "subj_index", "parser_agrees")
 CANONICAL_COLUMNS = ("sentence", "verb_pos", "verb_index", "subj_index")
 
@@ -148,5 +147,5 @@ def load(download: bool = False, train_files: tuple[str, ...] = TRAIN_FILES,
         raise ValueError(f"train_fraction must lie in (0, 1) (got {train_fraction!r})")
     found = _offline(tuple(train_files)) or _canonical(download, train_fraction, seed)
     if found is None:
-        raise not_found("sva", OFFLINE_LAYOUT)
+        raise not_found("sva")
     return found
