@@ -291,7 +291,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
         validate=validate_figure3,
     ),
     "fig4_mu_trajectories": ChapterSpec(
-        title="Figure 4: mu(t) trajectories",
+        title="Figure 4: μ(t) trajectories",
         paper=dict(m=5, n=50, b=50, M=5, eta_ov=1.0, ratios=[0.01, 0.1, 1.0, 10.0, 100.0], target_loss=1e-4,
                    table_losses=[1e-1, 1e-2, 1e-3], n_matched=60, time_axis="normalised"),
         changes={"smoke": dict(ratios=[0.01, 1.0, 100.0], target_loss=1e-3, n_matched=20),

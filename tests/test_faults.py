@@ -194,6 +194,15 @@ def test_changed_data_and_data_settings_rerun(book, monkeypatch, capsys):
     assert run(book) == "ran" and run(book) == "skipped"
 
 
+def test_results_saved_by_hand_are_rerun_by_the_runner(book, capsys):
+    """A chapter run from JupyterLab or papermill saves into the same folder; the runner notices and reruns."""
+    assert run(book) == "ran"
+    save(book / "res" / "smoke", "tiny", {"main": pd.DataFrame({"x": [5]})}, {"parameters": {"x": 5}})
+    capsys.readouterr()
+    assert run(book) == "ran" and "not written by this runner" in capsys.readouterr().out
+    assert check(book / "res" / "smoke", "tiny")["parameters"] == {"x": 1}
+
+
 # ---- failures, interruptions and concurrent runs ------------------------------------------------------------------
 
 def test_failed_notebook_is_kept_under_the_results(book):
