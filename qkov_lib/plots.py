@@ -20,6 +20,8 @@ def show(fig: go.Figure) -> None:
     """Display a figure as plotly JSON (JupyterLab) and as HTML that uses the book's local plotly.js (no CDN). The
     HTML's element id is numbered, not random, so a rerun writes the same notebook."""
     from IPython.display import display
+    fig.update_xaxes(exponentformat="power")  # 10⁻⁴, not SI prefixes like "100μ" (μ is a variable here)
+    fig.update_yaxes(exponentformat="power")
     html = fig.to_html(full_html=False, include_plotlyjs=False, config={"responsive": True},
                        div_id=f"qkov-figure-{next(_shown)}")
     display({"application/vnd.plotly.v1+json": fig.to_plotly_json(), "text/html": html}, raw=True)
@@ -123,9 +125,10 @@ def figure3(curves: pd.DataFrame, models: Sequence[str],
     raw incentive) against epochs, one curve per fixed alpha, mean ± std over seeds."""
     paper = {("train_loss", 0): "(a) ", ("train_loss", 1): "(b) ", ("incentive_per_delta", 0): "(c) ",
              ("incentive_per_delta", 1): "(d) "}  # the paper's panel names, for its two models
-    titles = [f"{paper.get((y, i), '')}{m}: {FIG3_ROWS[y][0]}" for y in rows for i, m in enumerate(models)]
+    titles = [f"{paper.get((y, i), '')}{m}<br>{FIG3_ROWS[y][0]}" for y in rows for i, m in enumerate(models)]
     fig = make_subplots(rows=len(rows), cols=len(models), subplot_titles=titles, horizontal_spacing=0.07,
-                        vertical_spacing=0.14)
+                        vertical_spacing=0.18)
+    fig.update_annotations(font_size=13)  # two short lines per panel title: long ones ran into each other
     colors = qualitative.Plotly + qualitative.D3
     for col, model in enumerate(models, start=1):
         sub = curves[curves["model"] == model]
@@ -142,8 +145,8 @@ def figure3(curves: pd.DataFrame, models: Sequence[str],
         fig.update_yaxes(title_text=FIG3_ROWS[y][1], row=row, col=1)
         if y == "train_loss":
             fig.update_yaxes(type="log", row=row)
-    fig.update_layout(template="plotly_white", height=360 * len(rows), legend_title_text="fixed α",
-                      margin=dict(l=60, r=20, t=60, b=50))
+    fig.update_layout(template="plotly_white", height=380 * len(rows), legend_title_text="fixed α",
+                      margin=dict(l=60, r=20, t=80, b=50))
     return fig
 
 

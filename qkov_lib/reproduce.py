@@ -207,14 +207,18 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
 
 
 def _tidy(executed: Path) -> None:
-    """Remove papermill's input/output paths from the notebook metadata (the book offers the .ipynb for download)
-    and number the cells instead of papermill's random ids (a rerun writes the same cells)."""
+    """Remove papermill's input/output paths from the notebook metadata (the book offers the .ipynb for download),
+    number the cells instead of papermill's random ids (a rerun writes the same cells), and hide the parameters
+    cells from the book (the chapter's first output lists every effective parameter)."""
     import nbformat
     nb = nbformat.read(executed, as_version=4)
     for key in ("input_path", "output_path"):
         nb.metadata.get("papermill", {}).pop(key, None)
     for i, cell in enumerate(nb.cells):
         cell.id = f"cell-{i}"
+        tags = cell.metadata.get("tags", [])
+        if {"parameters", "injected-parameters"} & set(tags) and "remove-cell" not in tags:
+            cell.metadata["tags"] = tags + ["remove-cell"]  # the book shows the effective parameters once
     nbformat.write(nb, executed)
 
 

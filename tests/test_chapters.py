@@ -40,4 +40,6 @@ def test_book_builds_warning_free_and_offline(smoke_book):
     html = (smoke_book / "_build" / "html" / "book" / "chapters" / "fig4_mu_trajectories.html").read_text()
     assert "plotly-graph-div" in html and "_static/plotly.min.js" in html
     assert "cdn.plot.ly" not in html
+    assert '"exponentformat":"power"' in html and 'id="qkov-figure-1"' in html
+    assert "# Parameters" not in html  # papermill's injected cell is hidden; the header lists the parameters
     assert (smoke_book / "_build" / "html" / "_static" / "plotly.min.js").exists()
