@@ -41,15 +41,15 @@ def _cpu_model() -> str:
 
 
 def describe(device: torch.device | None = None) -> dict[str, str]:
-    """Device, its name, and what a number can depend on beyond code, data and seeds: library versions, the CPU
-    model and the instruction set torch's kernels use, and the number of threads (reductions split over threads
-    add in another order)."""
+    """Device, its name, and what a number can depend on beyond code, data and seeds: library versions, and the CPU
+    model and instruction set that torch's kernels are chosen by. (Not the core count: training runs one torch
+    thread per process, ``engine.run_independent``.)"""
     import numpy
     device = device or pick_device()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model()
     return {"device": device.type, "device_name": name, "torch": torch.__version__, "numpy": numpy.__version__,
             "python": platform.python_version(), "cpu": _cpu_model(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_threads": str(torch.get_num_threads())}
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 def cpu_workers(device: torch.device) -> int:
