@@ -28,4 +28,4 @@ bench: venv
 	$(PY) benchmarks/bench_engine.py
 
 clean:
-	rm -rf _build book/chapters book/_static/plotly.min.js
+	rm -rf _build book/chapters book/_static/plotly.min.js book/_static/mathjax

@@ -23,6 +23,7 @@ from typing import Any
 from tqdm import tqdm
 
 from . import results
+from .assets import MATHJAX_ENV, copy_mathjax, copy_plotly
 from .data import data_dir
 from .data.registry import DataUnavailable, data_state
 from .device import cpu_workers, pick_device
@@ -234,6 +235,7 @@ def _without_data(staging: Path, chapter: str, profile: str, params: dict[str, A
                                                       for o in c.get("outputs", [])))
     note = ("**This chapter stopped here: its data is not available where this page was built.** The message above "
             f"says how to get it; then `python -m qkov_lib reproduce --only {chapter}` runs the rest.")
+    cells[stop].outputs = [o for o in cells[stop].outputs if o.get("name") != "stderr"]  # library warnings, paths
     nb.cells = cells[:stop + 1] + [nbformat.v4.new_markdown_cell(note)]
     nbformat.write(nb, path)
     claims = pd.DataFrame([{"claim": "(not checked: the data is not available here)", "this run": "",
@@ -400,10 +402,10 @@ def build_book(root: Path = results.REPO_ROOT, out_dir: Path | None = None, stri
     if missing:
         raise ParameterError(f"chapters not yet executed: {', '.join(missing)}; run "
                              f"'python -m qkov_lib reproduce' first")
-    import plotly
     static = root / "book" / "_static"
-    static.mkdir(parents=True, exist_ok=True)
-    shutil.copy(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", static / "plotly.min.js")
+    copy_plotly(static)
+    if not copy_mathjax(static):
+        print(f"no local MathJax (install libjs-mathjax, or set {MATHJAX_ENV}): formulas will load it from a CDN")
     cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--all"]
     cmd += ["-W", "-n", "--keep-going"] if strict else []
     proc = subprocess.run(cmd, capture_output=True, text=True)

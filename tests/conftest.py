@@ -34,3 +34,10 @@ def smoke_book(tmp_path_factory, fake_data_dir) -> Path:
     summary = reproduce("smoke", out_dir=root / "book" / "chapters", results_root=root / "data" / "results")
     assert summary.failures == [] and summary.no_data == []
     return root
+
+
+@pytest.fixture(scope="session")
+def built_book(smoke_book) -> Path:
+    """The smoke book rendered strictly (warnings are errors); returns the HTML folder."""
+    from qkov_lib.reproduce import build_book
+    return build_book(root=smoke_book).parent
