@@ -27,7 +27,7 @@ class Chapter:
         Returns nothing, so the call never echoes file paths onto the page."""
         meta = {"chapter": self.name, "profile": self.profile, "parameters": self.params, "seeds": list(seeds),
                 **self.environment, "qkov_lib": __version__, "git_commit": results.git_commit(),
-                "wall_time_s": round(time.perf_counter() - self.started, 3)}
+                "date": time.strftime("%Y-%m-%d"), "wall_time_s": round(time.perf_counter() - self.started, 3)}
         paths = results.save(results.results_dir(self.profile), self.name, dict(tables), meta)
         print(f"saved {len(paths)} result files for {self.name} ({self.profile})")
 

@@ -223,6 +223,32 @@ def _tidy(executed: Path) -> None:
     nbformat.write(nb, executed)
 
 
+def banner(meta: dict[str, Any]) -> str:
+    """One line on how a page was made, from its results' metadata: profile, device, commit, date, wall time."""
+    parts = [f"profile `{meta['profile']}`"]
+    if "device" in meta:
+        parts.append(f"{meta['device']} ({meta.get('device_name', '?')})")
+    if commit := meta.get("git_commit"):
+        parts.append(f"commit `{commit[:12]}{'+dirty' if commit.endswith('+dirty') else ''}`")
+    if "date" in meta:
+        parts.append(meta["date"])
+    if "wall_time_s" in meta:
+        parts.append(f"{meta['wall_time_s'] / 60:.1f} min" if meta["wall_time_s"] >= 60 else
+                     f"{meta['wall_time_s']:.0f} s")
+    return "*This page was run with " + " · ".join(parts) + ".*"
+
+
+def _add_banner(staging: Path, chapter: str) -> None:
+    """Put the banner under the page's title (the first line of its first cell)."""
+    import nbformat
+    path = staging / f"{chapter}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "markdown")
+    title, _, rest = first.source.partition("\n")
+    first.source = f"{title}\n\n{banner(results.read_meta(staging, chapter))}\n{rest}"
+    nbformat.write(nb, path)
+
+
 def _without_data(staging: Path, chapter: str, profile: str, params: dict[str, Any], message: str) -> None:
     """Make the stopped run a unit of its own: the page ends at the cell that found no data, with a note on how to
     get it, and a claims table that says the claims were not checked."""
@@ -320,6 +346,7 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
             _tidy(staging / f"{chapter}.ipynb")
             if missing:
                 _without_data(staging, chapter, profile, params, missing)
+            _add_banner(staging, chapter)
             _seal(staging, chapter, fp, time.perf_counter() - start)
             _publish(chapter, staging, final, out_dir)
         except OSError as err:

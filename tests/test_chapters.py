@@ -14,6 +14,7 @@ def test_chapter_prints_environment_and_has_checked_outputs(smoke_book, chapter)
     nb = nbformat.read(smoke_book / "book" / "chapters" / f"{chapter}.ipynb", as_version=4)
     first = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "profile: smoke" in first and "device:" in first and "torch" in first
+    assert nb.cells[0].source.splitlines()[2].startswith("*This page was run with profile `smoke` · ")  # banner
     tagged = [c for c in nb.cells if "nbval-check-output" in c.metadata.get("tags", [])]
     assert tagged and all(c.outputs for c in tagged)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
