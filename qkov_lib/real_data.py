@@ -146,6 +146,15 @@ def table1(per_seed: pd.DataFrame, by: str = "condition") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def table1_display(table: pd.DataFrame, by: str = "condition") -> pd.DataFrame:
+    """``table1`` for reading: one "mean ± half-width" column per metric (percentages to 0.1, probability
+    differences to 0.001), so a row fits the page."""
+    shown = table.set_index(by)
+    digits = {"sufficiency": 3, "comprehensiveness": 3}
+    return pd.DataFrame({m: [f"{v:.{digits.get(m, 1)}f} ± {h:.{digits.get(m, 1)}f}"
+                             for v, h in zip(shown[m], shown[f"{m} ±"])] for m in TABLE_METRICS}, index=shown.index)
+
+
 def _condition(data: Prepared, p: dict[str, Any], name: str, qk_mult: float, device: torch.device,
                progress: bool) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
     """Train and evaluate one condition: per-seed metrics, DTAP maps [seeds, y, x] and the training curve."""

@@ -18,7 +18,7 @@ from qkov_lib.metrics.rationale import erase, faithfulness, mass_metrics, readou
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
 from qkov_lib.optim import circuit_groups
 from qkov_lib.profiles import ParameterError, resolve
-from qkov_lib.real_data import prepare, run_conditions, table1
+from qkov_lib.real_data import TABLE_METRICS, prepare, run_conditions, table1, table1_display
 
 
 @pytest.fixture
@@ -234,6 +234,9 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     assert all(m.shape == (2, 5, 5) for m in maps.values()) and not curves.empty
     t = table1(per_seed)
     assert {"accuracy", "accuracy ±", "comprehensiveness ±"} <= set(t.columns)
+    shown = table1_display(t)  # one "mean ± half-width" column per metric
+    assert list(shown.columns) == list(TABLE_METRICS) and shown.loc["baseline", "accuracy"] == (
+        f"{t['accuracy'].iloc[0]:.1f} ± {t['accuracy ±'].iloc[0]:.1f}")
     table = claims.table1(per_seed)
     assert len(table) == 5 and table["reproduced"].dtype == bool
     forged = per_seed.copy()
