@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(summary: Summary, strict: bool) -> int:
     """Print what the run did; the exit status: 1 if a chapter failed (or, with --strict, had no data), else 0."""
-    print(", ".join(f"{len(v)} {k}" for k, v in summary.done.items()) or "nothing run")
+    if summary.done:
+        print(", ".join(f"{len(v)} {k}" for k, v in summary.done.items()))
     if summary.no_data:
         print(f"{len(summary.no_data)} chapter(s) without their data, each page says how to get it: "
               f"{', '.join(summary.no_data)}", file=sys.stderr)

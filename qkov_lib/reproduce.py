@@ -111,21 +111,22 @@ def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root
     return parts
 
 
-def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> str | None:
-    """Why the published unit cannot be reused (missing, damaged, or an input changed); None when it can."""
+def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> tuple[str | None, dict[str, Any]]:
+    """Why the published unit cannot be reused (missing, damaged, or an input changed), None when it can; and
+    its metadata ({} when unreadable)."""
     try:
         meta = results.check(final, chapter)
     except results.ResultsError as err:
-        return str(err)
+        return str(err), {}
     old = meta.get("fingerprint")
     if not isinstance(old, dict):
-        return "the results were not written by this runner (a chapter run by hand, or an older version)"
+        return "the results were not written by this runner (a chapter run by hand, or an older version)", meta
     changed = sorted(k for k in fp.keys() | old.keys() if fp.get(k) != old.get(k))
     if changed:
-        return f"{', '.join(changed)} changed"
+        return f"{', '.join(changed)} changed", meta
     if f"{chapter}.ipynb" not in meta.get("files", {}):
-        return "the results hold no executed notebook"
-    return None
+        return "the results hold no executed notebook", meta
+    return None, meta
 
 
 def _try_lock(fh) -> bool:
@@ -311,16 +312,12 @@ def _publish(chapter: str, staging: Path, final: Path, out_dir: Path) -> None:
     _copy_in(final / f"{chapter}.ipynb", out_dir / f"{chapter}.ipynb")
 
 
-def _book_copy_current(final: Path, chapter: str, copy: Path) -> bool:
-    digest = results.read_meta(final, chapter)["files"][f"{chapter}.ipynb"]
-    return copy.is_file() and results.sha256_file(copy) == digest
-
-
 def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: Path = BOOK_CHAPTERS,
                 results_root: Path = RESULTS_ROOT, force: bool = False) -> str:
-    """Run one chapter unless its published unit is intact and current. Returns 'ran', 'skipped', or 'restored'
-    (the unit was current; the book's copy of its notebook was missing or different and was copied back in).
-    A failure or an interruption leaves the published unit as it was."""
+    """Run one chapter unless its published unit is intact and current. Returns 'ran', 'skipped', 'restored' (the
+    unit was current; the book's copy of its notebook was missing or different and was copied back in), or
+    'no data' (the chapter's dataset is not available; its unit says so). A failure or an interruption leaves the
+    published unit as it was."""
     profile, params = resolve(chapter, profile, overrides)
     final = results_root / profile
     results_root.mkdir(parents=True, exist_ok=True)
@@ -328,12 +325,14 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
         if clear_stale_staging(results_root, chapter):
             tqdm.write(f"removed the staging folder of an interrupted run of {chapter}")
         fp = fingerprint(chapter, profile, params, results_root)
-        reason = "--force" if force else stale_reason(final, chapter, fp)
+        reason, meta = ("--force", {}) if force else stale_reason(final, chapter, fp)
         if reason is None:
-            if _book_copy_current(final, chapter, out_dir / f"{chapter}.ipynb"):
-                return "skipped"
-            _copy_in(final / f"{chapter}.ipynb", out_dir / f"{chapter}.ipynb")
-            return "restored"
+            copy = out_dir / f"{chapter}.ipynb"
+            status = "skipped"
+            if not copy.is_file() or results.sha256_file(copy) != meta["files"][copy.name]:
+                _copy_in(final / copy.name, copy)
+                status = "restored"
+            return "no data" if meta.get("status") == UNAVAILABLE else status
         tqdm.write(f"running {chapter} ({profile}): {reason}")
         staging = results_root / f"{STAGING}{chapter}"
         staging.mkdir()
@@ -355,7 +354,7 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         (final / FAILED / f"{chapter}.ipynb").unlink(missing_ok=True)
-    return "ran"
+    return "no data" if missing else "ran"
 
 
 def _keep_failed(staging: Path, chapter: str, final: Path, out_dir: Path) -> str:
@@ -414,10 +413,10 @@ def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only
             summary.failures.append(str(err))
             tqdm.write(f"FAILED {err}")
             continue
-        summary.done.setdefault(status, []).append(c)
-        if results.read_meta(results_root / profile, c).get("status") == UNAVAILABLE:
+        if status == "no data":
             summary.no_data.append(c)
-            status = "no data"
+        else:
+            summary.done.setdefault(status, []).append(c)
         tqdm.write(f"{status:>8}  {c}  ({time.perf_counter() - start:.1f} s)")
     return summary
 

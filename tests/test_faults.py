@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from fake_chapters import BROKEN, TINY
 from fake_data import seal, write_hatexplain_canonical, write_hatexplain_offline, write_sva_canonical, write_sva_offline
 
 from qkov_lib import reproduce as runner
@@ -28,36 +29,6 @@ from qkov_lib.claims import scorecard
 from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, hatexplain, registry, sva
 from qkov_lib.profiles import ChapterSpec, concrete_profile
 from qkov_lib.results import REPO_ROOT, ResultsError, check, save
-
-HEAD = """---
-kernelspec: {display_name: Python 3, language: python, name: python3}
-jupytext: {text_representation: {extension: .md, format_name: myst}}
----
-# A chapter for the tests
-
-```{code-cell} ipython3
-:tags: [parameters]
-
-profile = "default"
-overrides = {}
-```
-"""
-TINY = HEAD + """
-```{code-cell} ipython3
-import pandas as pd
-from qkov_lib import results
-x = overrides.get("x", 1)
-claims = pd.DataFrame([{"claim": "x is positive", "this run": str(x), "reproduced": x > 0}])
-results.save(results.results_dir(profile), "tiny", {"main": pd.DataFrame({"x": [x]}), "claims": claims},
-             {"profile": profile, "parameters": {"x": x}})
-```
-"""
-BROKEN = HEAD + """
-```{code-cell} ipython3
-raise ValueError("deliberate failure")
-```
-"""
-
 
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` (but the lock files, which only ever hold the last holder's pid)."""

@@ -2,6 +2,7 @@
 import json
 
 import pytest
+from fake_chapters import BROKEN
 
 from qkov_lib import reproduce as runner
 from qkov_lib.profiles import ChapterSpec
@@ -34,25 +35,6 @@ def test_unchanged_chapter_is_skipped_and_changes_rerun(tmp_path):
     (tmp_path / "nb" / f"{FIG4}.ipynb").unlink()  # the book's copy only: copied back from the results
     assert runner.run_chapter(FIG4, "smoke", {"M": 20}, **kw) == "restored"
     assert (tmp_path / "nb" / f"{FIG4}.ipynb").read_bytes() == (tmp_path / "res" / "smoke" / f"{FIG4}.ipynb").read_bytes()
-
-
-BROKEN = """---
-kernelspec: {display_name: Python 3, language: python, name: python3}
-jupytext: {text_representation: {extension: .md, format_name: myst}}
----
-# Broken
-
-```{code-cell} ipython3
-:tags: [parameters]
-
-profile = "default"
-overrides = {}
-```
-
-```{code-cell} ipython3
-raise ValueError("deliberate failure")
-```
-"""
 
 
 def test_failing_chapter_names_itself_and_leaves_nothing(tmp_path, monkeypatch, capsys):

@@ -66,6 +66,13 @@ def _index(row: dict[str, str], key: str, where: str) -> int:
         raise DataError(f"{where}: {key} {row[key]!r} is not a whole number; the file is corrupt") from None
 
 
+def _subject_mask(subj: int, verb: int) -> np.ndarray:
+    """The relevant-token mask over the prefix before the verb: the subject alone."""
+    mask = np.zeros(verb, dtype=bool)
+    mask[subj] = True
+    return mask
+
+
 def _subject_split(path: Path, name: str) -> TextSplit:
     tokens, labels, rel = [], [], []
     for line, row in enumerate(_tsv_rows(read_text(path), path, SUBJECT_COLUMNS), 2):
@@ -75,11 +82,9 @@ def _subject_split(path: Path, name: str) -> TextSplit:
         words, verb, subj = row["sentence"].split(), _index(row, "verb_index", where), _index(row, "subj_index", where)
         if not 0 <= subj < verb <= len(words):
             raise DataError(f"{where}: subject index {subj} and verb index {verb} do not fit its {len(words)} words")
-        mask = np.zeros(verb, dtype=bool)
-        mask[subj] = True
         tokens.append(words[:verb])
         labels.append(_label(row["label"], where))
-        rel.append(mask)
+        rel.append(_subject_mask(subj, verb))
     return TextSplit(name, tokens, np.asarray(labels), rel)
 
 
@@ -123,11 +128,9 @@ def _canonical(download: bool, train_fraction: float, seed: int) -> tuple[dict[s
         verb, subj = _index(row, "verb_index", where) - 1, _index(row, "subj_index", where) - 1  # 1-based
         if not 0 <= subj < verb < len(words):
             raise DataError(f"{where}: subject {subj + 1} and verb {verb + 1} do not fit the sentence")
-        mask = np.zeros(verb, dtype=bool)
-        mask[subj] = True
         tokens.append(words[:verb])
         labels.append(_label(row["verb_pos"], where))
-        rel.append(mask)
+        rel.append(_subject_mask(subj, verb))
     order = np.random.default_rng(seed).permutation(len(rows))
     cut = int(round(train_fraction * len(rows)))
 
