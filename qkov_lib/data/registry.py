@@ -7,11 +7,10 @@ downloads in the cache's manifest, so a later change to a downloaded file is cau
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..results import REPO_ROOT
+from ..results import REPO_ROOT, write_atomic
 from ..results import sha256_file as sha256
 from . import CACHE_ENV, DATA_ENV, DataError, cache_dir, data_dir
 
@@ -94,10 +93,7 @@ def add_to_manifest(root: Path, relative: str, digest: str) -> None:
     """Record a file's hash in ``root/SHA256SUMS`` (used by ``fetch`` after a download)."""
     entries = read_manifest(root) or {}
     entries[relative] = digest
-    text = "".join(f"{h}  {name}\n" for name, h in sorted(entries.items()))
-    tmp = root / f".{MANIFEST}.{os.getpid()}.tmp"
-    tmp.write_text(text)
-    os.replace(tmp, root / MANIFEST)
+    write_atomic(root / MANIFEST, "".join(f"{h}  {name}\n" for name, h in sorted(entries.items())))
 
 
 def expected_hash(root: Path, relative: str, published: str | None) -> tuple[str | None, str]:
