@@ -1,6 +1,7 @@
 """What every chapter does first (resolve parameters, print the environment) and last (save tidy results)."""
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,9 @@ class Chapter:
                 **self.environment, "qkov_lib": __version__, "git_commit": results.git_commit(),
                 "date": time.strftime("%Y-%m-%d"), "wall_time_s": round(time.perf_counter() - self.started, 3)}
         paths = results.save(results.results_dir(self.profile), self.name, dict(tables), meta)
-        print(f"saved {len(paths)} result files for {self.name} ({self.profile})")
+        where = "" if os.environ.get(results.RESULTS_ENV) else (
+            f", apart from the runner's (results/{results.INTERACTIVE}/{self.profile})")
+        print(f"saved {len(paths)} result files for {self.name} ({self.profile}){where}")
 
 
 def begin(name: str, profile: str = "default", overrides: Mapping[str, Any] | None = None) -> Chapter:

@@ -24,10 +24,14 @@ def results_root() -> Path:
     return Path(os.environ.get(ROOT_ENV) or REPO_ROOT / "data" / "results")
 
 
+INTERACTIVE = "interactive"
+
+
 def results_dir(profile: str) -> Path:
-    """Where a chapter writes: $QKOV_RESULTS_DIR if set (the runner's staging folder), else <root>/<profile>."""
+    """Where a chapter writes: $QKOV_RESULTS_DIR if set (the runner's staging folder), else
+    <root>/interactive/<profile>, so a chapter run from JupyterLab or papermill never overwrites the runner's units."""
     override = os.environ.get(RESULTS_ENV)
-    return Path(override) if override else results_root() / profile
+    return Path(override) if override else results_root() / INTERACTIVE / profile
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -28,7 +28,7 @@ from qkov_lib.__main__ import _interrupt, main
 from qkov_lib.claims import scorecard
 from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, hatexplain, registry, sva
 from qkov_lib.profiles import ChapterSpec, concrete_profile
-from qkov_lib.results import REPO_ROOT, ResultsError, check, save
+from qkov_lib.results import REPO_ROOT, RESULTS_ENV, ROOT_ENV, ResultsError, check, save
 
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` (but the lock files, which only ever hold the last holder's pid)."""
@@ -165,8 +165,22 @@ def test_changed_data_and_data_settings_rerun(book, monkeypatch, capsys):
     assert run(book) == "ran" and run(book) == "skipped"
 
 
+def test_a_chapter_run_by_hand_writes_apart_from_the_runners_units(book, monkeypatch, capsys):
+    """A chapter run from JupyterLab or papermill (no staging folder set) saves under results/interactive/<profile>;
+    the runner's unit is untouched and still reused."""
+    from qkov_lib.chapter import Chapter
+    assert run(book) == "ran"
+    before = snapshot(book / "res" / "smoke")
+    monkeypatch.setenv(ROOT_ENV, str(book / "res"))
+    monkeypatch.delenv(RESULTS_ENV, raising=False)
+    Chapter("tiny", "smoke", {"x": 5}, {"device": "cpu"}).save({"main": pd.DataFrame({"x": [5]})})
+    assert "apart from the runner's (results/interactive/smoke)" in capsys.readouterr().out
+    assert check(book / "res" / "interactive" / "smoke", "tiny")["parameters"] == {"x": 5}
+    assert snapshot(book / "res" / "smoke") == before and run(book) == "skipped"
+
+
 def test_results_saved_by_hand_are_rerun_by_the_runner(book, capsys):
-    """A chapter run from JupyterLab or papermill saves into the same folder; the runner notices and reruns."""
+    """Results written into the runner's folder by an older version, or by hand: the runner notices and reruns."""
     assert run(book) == "ran"
     save(book / "res" / "smoke", "tiny", {"main": pd.DataFrame({"x": [5]})}, {"parameters": {"x": 5}})
     capsys.readouterr()
