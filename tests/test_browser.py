@@ -1,6 +1,7 @@
 """The rendered smoke book in headless Chromium, served over local HTTP with every outside host unresolvable: each
 page's plotly figures draw their SVG, each formula is typeset by the book's own MathJax, the console shows no
-error (but the listed, explained ones), and the page holds no machine path, traceback or stderr output.
+error (but the listed, explained ones), the page holds no machine path, traceback or stderr output, plotly.js is
+loaded exactly where there are figures, and no page is wider than a 1280-pixel window.
 
 Needs ``chromium`` and ``chromium-driver`` (Debian packages; ``.ci/run`` installs them). Without them the test is
 skipped, unless QKOV_REQUIRE_BROWSER=1 (as in CI), where their absence fails it."""
@@ -45,7 +46,10 @@ const figures = document.querySelectorAll('div.plotly-graph-div').length;
 const drawn = [...document.querySelectorAll('div.plotly-graph-div')].filter(d => d.querySelector('svg.main-svg')).length;
 const queueDone = !window.MathJax || !window.MathJax.Hub || !window.MathJax.Hub.queue.pending;
 const stderr = document.querySelectorAll('.output.stderr').length;
-return {math, typeset, pending, errors, figures, drawn, queueDone, stderr, text: document.body.innerText};
+const plotly = [...document.scripts].some(s => (s.getAttribute('src') || '').includes('plotly.min.js'));
+const overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth;
+return {math, typeset, pending, errors, figures, drawn, queueDone, stderr, plotly, overflow,
+        text: document.body.innerText};
 """
 
 
@@ -60,7 +64,7 @@ def browser():
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):  # nothing outside is reachable
+                "--window-size=1280,900", "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):  # nothing outside is reachable
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(DRIVER), options=options)
@@ -70,9 +74,11 @@ def browser():
 
 @pytest.fixture(scope="module")
 def served(built_book):
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(built_book))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.RequestHandlerClass.log_message = lambda *args: None
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(built_book)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}", built_book
     server.shutdown()
@@ -101,7 +107,11 @@ def test_every_page_renders_offline(browser, served):
         logs = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
         errors = [m for m in logs if not any(pattern in m for pattern in ALLOWED)]
         rows.append(f"{page:45} figures {c['drawn']}/{c['figures']}  math {c['typeset']}/{c['math']}  "
-                    f"console errors {len(errors)}")
+                    f"console errors {len(errors)}  plotly.js {'yes' if c['plotly'] else 'no'}")
+        if c["plotly"] != (c["figures"] > 0):
+            problems.append(f"{page}: plotly.js {'loaded without' if c['plotly'] else 'missing for'} figures")
+        if c["overflow"] > 0:
+            problems.append(f"{page}: the page is {c['overflow']} px wider than the window (a table or figure)")
         if c["drawn"] != c["figures"]:
             problems.append(f"{page}: {c['figures'] - c['drawn']} figure(s) not drawn")
         if c["typeset"] < c["math"] or c["errors"]:
