@@ -1,10 +1,11 @@
-# The two entry points of the README: `make book` and `make test`.
+# The entry points of the README: `make book` (REPO_URL=... adds the repository link and each chapter's launch links),
+# `make test` and `make lab`.
 PYTHON ?= python3
 VENV ?= .venv
 PROFILE ?= auto
 PY := $(VENV)/bin/python
 
-.PHONY: venv book test bench clean
+.PHONY: venv book lab test bench clean
 
 venv: $(VENV)/.installed
 
@@ -18,7 +19,19 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 # to get it); the exit status is then reproduce's: 1 for a failure (or, with STRICT=1, missing data), else 0.
 book: venv
 	$(PY) -m qkov_lib reproduce --profile $(PROFILE) $(if $(STRICT),--strict); status=$$?; \
-	if [ $$status -le 1 ]; then $(PY) -m qkov_lib book || exit $$?; fi; exit $$status
+	if [ $$status -le 1 ]; then $(PY) -m qkov_lib book $(if $(REPO_URL),--repo-url $(REPO_URL)) || exit $$?; fi; \
+	exit $$status
+
+# JupyterLab on the chapters' sources, with .md files opening as notebooks (jupytext); the setting is written into
+# this environment's JupyterLab, not the user's. A chapter run there writes to data/results/interactive/<profile>.
+lab: venv $(VENV)/.lab
+	$(VENV)/bin/jupytext-config --settings-file $(VENV)/share/jupyter/lab/settings/overrides.json \
+		set-default-viewer markdown myst
+	$(VENV)/bin/jupyter lab notebooks $(LAB_ARGS)
+
+$(VENV)/.lab: requirements-lab.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-lab.txt
+	touch $@
 
 test: venv
 	$(PY) -m pytest

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from .data.registry import CANONICAL, DataError, canonical_file
 from .profiles import CHAPTERS, CHOICES, ParameterError, parse_value
-from .reproduce import BOOK_CHAPTERS, RESULTS_ROOT, Summary, build_book, reproduce
+from .book import build_book
+from .reproduce import BOOK_CHAPTERS, RESULTS_ROOT, Summary, reproduce
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--results", type=Path, default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
     book = sub.add_parser("book", help="render the executed chapters with Jupyter Book")
     book.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
+    book.add_argument("--repo-url", help="the repository's web address, for the repository link and the chapters' "
+                                         "launch links (default: $QKOV_REPO_URL; none when unset)")
+    book.add_argument("--branch", default="main", help="the repository branch the links name (default: main)")
     sub.add_parser("chapters", help="list the chapters")
     fetch = sub.add_parser("fetch", help="download a dataset's canonical release into the cache (needs the internet)")
     fetch.add_argument("dataset", choices=sorted(CANONICAL))
@@ -42,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in CANONICAL[args.dataset]:
                 print(f"{args.dataset}/{name}: {canonical_file(args.dataset, name, download=True)}")
         else:
-            print(f"book built: {build_book(strict=not args.no_strict)}")
+            print(f"book built: {build_book(strict=not args.no_strict, repo_url=args.repo_url, branch=args.branch)}")
     except ParameterError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

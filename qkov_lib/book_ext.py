@@ -1,18 +1,48 @@
 """A small Sphinx extension for the book (named in ``_config.yml``): plotly.js (4.8 MB) is linked only from pages
-that hold a figure."""
+that hold a figure, and, when the book names its repository (``repository.url``), each chapter page gets links to
+open its source, ``notebooks/<chapter>.md``, live on Binder (JupyterLab, opened as a notebook through jupytext) and
+to read it in the repository."""
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 PLOTLY_JS = "plotly.min.js"
 FIGURE_MARK = "plotly-graph-div"  # the class of the div each figure's HTML draws into (plots.show)
+CHAPTER_PAGES = "book/chapters/"  # where the executed chapters are; their sources are notebooks/<name>.md
+BINDER = "https://mybinder.org/v2/gh"
 
 
-def _page_scripts(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
-    if FIGURE_MARK in context.get("body", ""):
+def launch_links(repo_url: str, branch: str, chapter: str) -> dict[str, str]:
+    """Where to open a chapter's source: on Binder (GitHub repositories only) and in the repository's web view."""
+    source = f"notebooks/{chapter}.md"
+    links = {}
+    github = re.fullmatch(r"https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?", repo_url)
+    if github:
+        owner, repo = github.groups()
+        links["open on Binder"] = f"{BINDER}/{owner}/{repo}/{branch}?urlpath=lab/tree/{source}"
+    links["source"] = f"{repo_url.rstrip('/')}/blob/{branch}/{source}"
+    return links
+
+
+def _links_html(links: dict[str, str]) -> str:
+    items = " · ".join(f'<a class="reference external" href="{html.escape(url)}">{html.escape(text)}</a>'
+                       for text, url in links.items())
+    return f'<p class="qkov-launch">Run this chapter yourself: {items}</p>'
+
+
+def _page(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
+    body = context.get("body", "")
+    if FIGURE_MARK in body:
         app.builder.add_js_file(PLOTLY_JS, priority=800)  # this page only: Sphinx resets the list per page
+    options = app.config.html_theme_options
+    if pagename.startswith(CHAPTER_PAGES) and options.get("repository_url") and "</h1>" in body:
+        links = launch_links(options["repository_url"], options.get("repository_branch") or "main",
+                             pagename[len(CHAPTER_PAGES):])
+        context["body"] = body.replace("</h1>", "</h1>\n" + _links_html(links), 1)
 
 
 def setup(app: Any) -> dict[str, Any]:
-    app.connect("html-page-context", _page_scripts)
+    app.connect("html-page-context", _page)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -10,8 +10,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -23,7 +21,6 @@ from typing import Any
 from tqdm import tqdm
 
 from . import results
-from .assets import MATHJAX_ENV, copy_mathjax, copy_plotly
 from .data import data_dir
 from .data.registry import DataUnavailable, data_state
 from .device import cpu_workers, pick_device
@@ -419,23 +416,3 @@ def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only
             summary.done.setdefault(status, []).append(c)
         tqdm.write(f"{status:>8}  {c}  ({time.perf_counter() - start:.1f} s)")
     return summary
-
-
-def build_book(root: Path = results.REPO_ROOT, out_dir: Path | None = None, strict: bool = True) -> Path:
-    """Render the book with Jupyter Book 1.x from executed chapters (no execution at build time); returns index.html."""
-    out_dir = out_dir or root / "book" / "chapters"
-    missing = [c for c in CHAPTERS if not (out_dir / f"{c}.ipynb").exists()]
-    if missing:
-        raise ParameterError(f"chapters not yet executed: {', '.join(missing)}; run "
-                             f"'python -m qkov_lib reproduce' first")
-    static = root / "book" / "_static"
-    copy_plotly(static)
-    if not copy_mathjax(static):
-        print(f"no local MathJax (install libjs-mathjax, or set {MATHJAX_ENV}): formulas will load it from a CDN")
-    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--all"]
-    cmd += ["-W", "-n", "--keep-going"] if strict else []
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"jupyter-book build failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}"
-                           f"\n{proc.stderr[-4000:]}")
-    return root / "_build" / "html" / "index.html"

@@ -14,6 +14,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_data import write_all_offline  # noqa: E402
 
 
+TEST_REPOSITORY = "https://github.com/example-owner/qkov-companion"
+
+
 @pytest.fixture(scope="session")
 def fake_data_dir(tmp_path_factory) -> Path:
     """Tiny HateXplain and SVA copies in the offline layout, named by $QKOV_DATA_DIR for the whole session."""
@@ -38,6 +41,7 @@ def smoke_book(tmp_path_factory, fake_data_dir) -> Path:
 
 @pytest.fixture(scope="session")
 def built_book(smoke_book) -> Path:
-    """The smoke book rendered strictly (warnings are errors); returns the HTML folder."""
-    from qkov_lib.reproduce import build_book
-    return build_book(root=smoke_book).parent
+    """The smoke book rendered strictly (warnings are errors), naming a repository (so the pages carry its link and
+    the chapters' launch links); returns the HTML folder."""
+    from qkov_lib.book import build_book
+    return build_book(root=smoke_book, repo_url=TEST_REPOSITORY).parent

@@ -1,12 +1,18 @@
 """Every chapter under the smoke profile: papermill run, nbval re-run, and a strict Jupyter Book build."""
 import os
+import re
 import subprocess
 import sys
+from html import unescape
 
 import nbformat
 import pytest
+from conftest import TEST_REPOSITORY
 
-from qkov_lib.profiles import CHAPTERS
+from qkov_lib.book import _book_config
+from qkov_lib.book_ext import launch_links
+from qkov_lib.profiles import CHAPTERS, ParameterError
+from qkov_lib.results import REPO_ROOT
 
 
 @pytest.mark.parametrize("chapter", list(CHAPTERS))
@@ -42,3 +48,36 @@ def test_book_builds_warning_free_and_offline(built_book):
     assert '"exponentformat":"power"' in html and 'id="qkov-figure-1"' in html
     assert "# Parameters" not in html  # papermill's injected cell is hidden; the header lists the parameters
     assert (built_book / "_static" / "plotly.min.js").exists()
+
+
+def test_chapter_pages_link_the_repository_and_launch_their_own_source(built_book):
+    """Every chapter page links the repository and opens its source on Binder; each link names a file that exists."""
+    pages = sorted((built_book / "book" / "chapters").glob("*.html"))
+    assert len(pages) == len(CHAPTERS)
+    for page in pages:
+        html = page.read_text()
+        links = re.findall(r'href="([^"]+)">(open on Binder|source)</a>', html)
+        assert [text for _, text in links] == ["open on Binder", "source"], page.name
+        binder, source = (unescape(url) for url, _ in links)
+        assert binder == f"https://mybinder.org/v2/gh/example-owner/qkov-companion/main?urlpath=lab/tree/notebooks/{page.stem}.md"
+        assert source == f"{TEST_REPOSITORY}/blob/main/notebooks/{page.stem}.md"
+        assert (REPO_ROOT / source.split("/blob/main/", 1)[1]).is_file()
+        assert f'href="{TEST_REPOSITORY}"' in html  # the theme's repository button
+    assert "open on Binder" not in (built_book / "book" / "intro.html").read_text()
+
+
+def test_launch_links_outside_github_and_a_bad_repository_url(tmp_path):
+    assert launch_links("https://gitlab.example.org/a/b", "dev", "fig2_dtap") == {
+        "source": "https://gitlab.example.org/a/b/blob/dev/notebooks/fig2_dtap.md"}
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    with pytest.raises(ParameterError, match="not an http"):
+        _book_config(tmp_path, "github.com/owner/repo", "main")
+
+
+def test_references_page_links_every_work_and_states_the_data_licences(built_book):
+    html = (built_book / "book" / "references.html").read_text()
+    for link in ("https://doi.org/10.1137/0904010", "https://arxiv.org/abs/2608.06776", "aclanthology.org/Q16-1037"):
+        assert link in html
+    assert "CC BY-NC 4.0" in html and "CC BY-SA 4.0" in html
+    chapter = (built_book / "book" / "chapters" / "hatexplain.html").read_text()
+    assert "references.html#" in chapter

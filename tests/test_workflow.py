@@ -47,3 +47,16 @@ def test_workflow_matches_the_repository(path):
     on = yaml.safe_load(path.read_text()).get(True) or {}  # YAML 1.1 reads the key `on` as True
     for option in on.get("workflow_dispatch", {}).get("inputs", {}).get("profile", {}).get("options", []):
         assert option in CHOICES
+
+
+def test_binder_builds_the_pinned_environment_and_opens_chapters_as_notebooks():
+    """The chapters' launch links open on Binder: its environment is the pinned one plus the library, and .md files
+    open as notebooks (the same setting `make lab` writes into the project's own environment)."""
+    binder = REPO_ROOT / "binder"
+    assert (binder / "requirements.txt").read_text().split() == ["-r", "../requirements.txt"]
+    assert (binder / "runtime.txt").read_text().strip() == "python-3.11"
+    post = binder / "postBuild"
+    assert post.stat().st_mode & 0o111 and "pip install --no-deps -e ." in post.read_text()
+    viewer = "jupytext-config set-default-viewer markdown myst"
+    assert viewer in post.read_text()
+    assert viewer.split(" ", 1)[1] in (REPO_ROOT / "Makefile").read_text().replace("\\\n\t\t", "")

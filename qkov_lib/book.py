@@ -1,0 +1,106 @@
+"""Rendering the book with Jupyter Book 1.x: its configuration (the repository, when one is named) and its JavaScript,
+served from the build so that the book works offline: plotly.js from the plotly package, and MathJax (2.7) from an
+installed copy, Debian's ``libjs-mathjax`` or the folder named by $QKOV_MATHJAX."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from . import results
+from .profiles import CHAPTERS, ParameterError
+
+REPO_URL_ENV = "QKOV_REPO_URL"  # the repository's web address, e.g. https://github.com/OWNER/REPO
+
+MATHJAX_ENV = "QKOV_MATHJAX"
+MATHJAX_SYSTEM = Path("/usr/share/javascript/mathjax")  # apt-get install libjs-mathjax
+# what the TeX-AMS_CHTML configuration loads: TeX input, CommonHTML output, its web fonts, English messages
+MATHJAX_PARTS = ("MathJax.js", "config/TeX-AMS_CHTML.js", "extensions", "jax/input/TeX", "jax/output/CommonHTML",
+                 "jax/element", "fonts/HTML-CSS/TeX/woff", "localization/en")
+# loaded when no copy is installed: the same MathJax from a CDN, so formulas then need the internet
+CDN_SHIM = """// No local MathJax was found when this book was built (see the README: libjs-mathjax or QKOV_MATHJAX);
+// formulas are typeset by MathJax from a CDN, which needs the internet.
+(function () {
+  var s = document.createElement("script");
+  s.src = "https://cdn.jsdelivr.net/npm/mathjax@2.7.9/MathJax.js?config=TeX-AMS_CHTML";
+  document.head.appendChild(s);
+})();
+"""
+
+
+def copy_plotly(static: Path) -> None:
+    import plotly
+    static.mkdir(parents=True, exist_ok=True)
+    shutil.copy(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", static / "plotly.min.js")
+
+
+def mathjax_source() -> Path | None:
+    """An installed MathJax 2 folder: $QKOV_MATHJAX, else Debian's; None when there is neither."""
+    for folder in (os.environ.get(MATHJAX_ENV), MATHJAX_SYSTEM):
+        if folder and (Path(folder) / "MathJax.js").is_file():
+            return Path(folder)
+    return None
+
+
+def copy_mathjax(static: Path) -> bool:
+    """Put MathJax's needed parts under ``static/mathjax`` (links resolved); True when a local copy was found, else
+    a loader for the CDN is written there instead."""
+    target = static / "mathjax"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    source = mathjax_source()
+    if source is None:
+        (target / "MathJax.js").write_text(CDN_SHIM)
+        return False
+    for part in MATHJAX_PARTS:
+        if (source / part).is_dir():
+            shutil.copytree(source / part, target / part)
+        else:
+            (target / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source / part, target / part)
+    return True
+
+
+def _book_config(root: Path, repo_url: str | None, branch: str) -> Path:
+    """The book's configuration: ``_config.yml`` itself, or, given a repository URL, a copy under ``_build`` that
+    adds the repository (its link on every page, and the chapters' launch links, qkov_lib/book_ext.py)."""
+    config = root / "_config.yml"
+    if not repo_url:
+        return config
+    if not re.fullmatch(r"https?://[^\s/]+/[^\s]+", repo_url):
+        raise ParameterError(f"repository URL {repo_url!r} is not an http(s) URL, e.g. https://github.com/OWNER/REPO")
+    settings = yaml.safe_load(config.read_text())
+    settings["repository"] = {"url": repo_url.rstrip("/"), "branch": branch}
+    settings.setdefault("html", {})["use_repository_button"] = True
+    derived = root / "_build" / "_config.repository.yml"
+    derived.parent.mkdir(parents=True, exist_ok=True)
+    derived.write_text(yaml.safe_dump(settings, sort_keys=False))
+    return derived
+
+
+def build_book(root: Path = results.REPO_ROOT, out_dir: Path | None = None, strict: bool = True,
+               repo_url: str | None = None, branch: str = "main") -> Path:
+    """Render the book with Jupyter Book 1.x from executed chapters (no execution at build time); returns index.html.
+    ``repo_url`` (default $QKOV_REPO_URL) adds the repository link and each chapter's launch links."""
+    out_dir = out_dir or root / "book" / "chapters"
+    missing = [c for c in CHAPTERS if not (out_dir / f"{c}.ipynb").exists()]
+    if missing:
+        raise ParameterError(f"chapters not yet executed: {', '.join(missing)}; run "
+                             f"'python -m qkov_lib reproduce' first")
+    static = root / "book" / "_static"
+    copy_plotly(static)
+    if not copy_mathjax(static):
+        print(f"no local MathJax (install libjs-mathjax, or set {MATHJAX_ENV}): formulas will load it from a CDN")
+    config = _book_config(root, repo_url or os.environ.get(REPO_URL_ENV), branch)
+    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--all", "--config", str(config)]
+    cmd += ["-W", "-n", "--keep-going"] if strict else []
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"jupyter-book build failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}"
+                           f"\n{proc.stderr[-4000:]}")
+    return root / "_build" / "html" / "index.html"
