@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+from IPython.display import display
 
 from . import __version__, results
 from .device import describe, pick_device
@@ -43,8 +44,12 @@ def begin(name: str, profile: str = "default", overrides: Mapping[str, Any] | No
     print(f"{chapter_spec(name).title} | profile: {concrete}"
           + (f" (asked: {profile})" if concrete != profile else "")
           + f" | device: {env['device']} ({env['device_name']}) | torch {env['torch']} | qkov_lib {__version__}")
-    width = max((len(k) for k in params), default=0)
-    for key, value in params.items():
-        mark = "  (override)" if overrides and key in overrides else ""
-        print(f"  {key:<{width}} = {value!r}{mark}")
+    display(parameter_table(params, overrides or {}))
     return Chapter(name, concrete, params, env)
+
+
+def parameter_table(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> pd.DataFrame:
+    """The effective parameters, one row each, and where each value came from (the profile or an override)."""
+    return pd.DataFrame({"value": [repr(v) for v in params.values()],
+                         "set by": ["override" if k in overrides else "profile" for k in params]},
+                        index=pd.Index(list(params), name="parameter"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -43,6 +44,7 @@ class ChapterBusy(ChapterFailed):
     """Another process is running the same chapter into the same results folder."""
 
 
+SETUP_OR_FIGURE = re.compile(r"\bbegin\(|\bshow\(")  # code cells the book folds: the chapter's setup, its figures
 UNAVAILABLE = "data unavailable"  # the status of a unit whose chapter stopped for want of its dataset
 
 
@@ -207,8 +209,9 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
 
 def _tidy(executed: Path) -> None:
     """Remove papermill's input/output paths from the notebook metadata (the book offers the .ipynb for download),
-    number the cells instead of papermill's random ids (a rerun writes the same cells), and hide the parameters
-    cells from the book (the chapter's first output lists every effective parameter)."""
+    number the cells instead of papermill's random ids (a rerun writes the same cells), hide the parameters
+    cells from the book (the chapter's first output tabulates every effective parameter), and fold the code of the
+    setup cell and of each figure behind a toggle (the page shows the output; a click shows the code)."""
     import nbformat
     nb = nbformat.read(executed, as_version=4)
     for key in ("input_path", "output_path"):
@@ -218,6 +221,8 @@ def _tidy(executed: Path) -> None:
         tags = cell.metadata.get("tags", [])
         if {"parameters", "injected-parameters"} & set(tags) and "remove-cell" not in tags:
             cell.metadata["tags"] = tags + ["remove-cell"]  # the book shows the effective parameters once
+        elif cell.cell_type == "code" and SETUP_OR_FIGURE.search(cell.source) and "hide-input" not in tags:
+            cell.metadata["tags"] = tags + ["hide-input"]
     nbformat.write(nb, executed)
 
 

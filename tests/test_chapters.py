@@ -47,6 +47,9 @@ def test_book_builds_warning_free_and_offline(built_book):
     assert "cdn.plot.ly" not in html and "_static/mathjax/MathJax.js" in html
     assert '"exponentformat":"power"' in html and 'id="qkov-figure-1"' in html
     assert "# Parameters" not in html  # papermill's injected cell is hidden; the header lists the parameters
+    assert html.count("<th>set by</th>") == 1 and "<th>ratios</th>" in html  # the effective parameters, one table
+    cells = re.findall(r'class="cell( tag_[^" ]+)? docutils container"', html)
+    assert cells.count(" tag_hide-input") == 2 and len(cells) > 4  # setup and figure code folded, the rest shown
     assert (built_book / "_static" / "plotly.min.js").exists()
 
 
