@@ -43,7 +43,7 @@ def begin(name: str, profile: str = "default", overrides: Mapping[str, Any] | No
     env = describe(pick_device())
     print(f"{chapter_spec(name).title} | profile: {concrete}"
           + (f" (asked: {profile})" if concrete != profile else "")
-          + f" | device: {env['device']} ({env['device_name']}) | torch {env['torch']} | qkov_lib {__version__}")
+          + f"\ndevice: {env['device']} ({env['device_name']}) | torch {env['torch']} | qkov_lib {__version__}")
     display(parameter_table(params, overrides or {}))
     return Chapter(name, concrete, params, env)
 
