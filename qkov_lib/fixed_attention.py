@@ -75,8 +75,13 @@ class OVModel:
     def logits(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """[K, B, M] from x~ [K, B, V]."""
         w = params["W_O"] @ params["W_V"] if "W_O" in params else params["W_OV"]
-        out = torch.einsum("kmv,kbv->kbm", w, x)
+        out = torch.bmm(x, w.transpose(1, 2))
         return out + params["b_OV"][:, None, :] if "b_OV" in params else out
+
+
+def _nll_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Summed cross-entropy per model [K] of logits [K, n, M] against labels [K, n]."""
+    return -torch.log_softmax(logits, -1).gather(-1, labels[..., None]).sum((1, 2))
 
 
 def _losses(params: dict[str, torch.Tensor], feats: torch.Tensor, rows: torch.Tensor, labels: torch.Tensor,
@@ -91,9 +96,21 @@ def _losses(params: dict[str, torch.Tensor], feats: torch.Tensor, rows: torch.Te
         both = OVModel.logits(params, part.reshape(k, 2 * n, v)).view(k, n, 2, -1)
         y = labels[rows, start:start + chunk]
         for total, a in zip(totals, alphas):
-            logits = torch.lerp(both[:, :, 1], both[:, :, 0], a.view(-1, 1, 1))
-            total += torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none").sum(1)
+            total += _nll_sum(torch.lerp(both[:, :, 1], both[:, :, 0], a.view(-1, 1, 1)), y)
     return [t / labels.shape[1] for t in totals]
+
+
+def _loss_at(params: dict[str, torch.Tensor], x: torch.Tensor, labels: torch.Tensor, chunk: int = 2048
+             ) -> torch.Tensor:
+    """Mean cross-entropy per model [K] on its own effective inputs x [K, n, V] with labels [K, n]."""
+    total = sum(_nll_sum(OVModel.logits(params, x[:, s:s + chunk]), labels[:, s:s + chunk])
+                for s in range(0, labels.shape[1], chunk))
+    return total / labels.shape[1]
+
+
+def effective_inputs(feats: torch.Tensor, rows: Sequence[int], alpha: torch.Tensor) -> torch.Tensor:
+    """x~ [K, N, V] of model k (on data row ``rows[k]``, at ``alpha[k]``) for every example, made once."""
+    return torch.stack([effective_input(feats[r], a.view(1)) for r, a in zip(rows, alpha)])
 
 
 def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence[int],
@@ -112,8 +129,9 @@ def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence
     seeds_k = [seeds[i] for i in rows_k]
     params = {k: v.detach() for k, v in model.init_params(train_feats.shape[-1], seeds_k, device).items()}
     per_epoch = train_labels.shape[1] // batch_size
-    batches = FixedSetBatches(train_feats, train_labels, seeds_k, batch_size, rows=rows_k)
     rows_t = torch.as_tensor(rows_k, device=device)
+    train_x, train_y = effective_inputs(train_feats, rows_k, alpha), train_labels[rows_t]
+    batches = FixedSetBatches(train_x, train_y, seeds_k, batch_size)
     members = [Member(s, r, RateSchedule(lr=lr), max_steps=epochs * per_epoch) for s, r in zip(seeds_k, rows_k)]
     sc = StackConfig(qk="fixed", ov_factorised=model.factorised, ov_bias=model.bias, batch_size=batch_size,
                      target_nll=0.0, eval_every=per_epoch)
@@ -121,12 +139,12 @@ def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence
     n_check = min(train_labels.shape[1], test_labels.shape[1])  # training loss on as many sequences as held out
 
     def batch(step: int, active: list[int]) -> tuple[torch.Tensor, None, torch.Tensor]:
-        feats, labels = batches(step)
-        return effective_input(feats, alpha), None, labels
+        x, labels = batches(step)
+        return x, None, labels
 
     def monitor(prm: dict[str, torch.Tensor], active: list[int], step: int) -> None:
         with torch.no_grad():
-            tr, = _losses(prm, train_feats[:, :n_check], rows_t, train_labels[:, :n_check], [alpha])
+            tr = _loss_at(prm, train_x[:, :n_check], train_y[:, :n_check])
             te, te_up = _losses(prm, test_feats, rows_t, test_labels, [alpha, alpha + delta])
         for k, (a, i) in enumerate(pairs):
             valid = a + delta <= 1 + 1e-12
@@ -140,14 +158,22 @@ def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence
     return pd.DataFrame(records)
 
 
+STACKS_PER_MODEL = 2  # each OV model's alphas train as this many stacks, so 3 models keep 2 cores evenly busy
+
+
 def run_models(models: Sequence[OVModel], alphas: Sequence[float], seeds: Sequence[int], train_feats: torch.Tensor,
                train_labels: torch.Tensor, test_feats: torch.Tensor, test_labels: torch.Tensor, lr: float,
                batch_size: int, epochs: int, delta: float, progress: bool = True) -> pd.DataFrame:
-    """``run_fixed_attention`` for each model (one stack each, side by side on the CPU's cores), curves joined."""
-    tasks = [(m, alphas, seeds, train_feats, train_labels, test_feats, test_labels, lr, batch_size, epochs, delta,
-              progress) for m in models]
-    return pd.concat(run_independent(run_fixed_attention, tasks, cpu_workers(train_feats.device)),
-                     ignore_index=True)
+    """``run_fixed_attention`` for each model, its alphas split into ``STACKS_PER_MODEL`` stacks (a fixed split, so
+    the numbers do not depend on the core count), side by side on the CPU's cores; curves joined in the order of
+    one stack per model (epoch, then alpha, then seed)."""
+    parts = max(1, min(STACKS_PER_MODEL, len(alphas)))
+    groups = [list(g) for g in np.array_split(np.asarray(alphas, dtype=float), parts)]
+    tasks = [(m, [float(a) for a in g], seeds, train_feats, train_labels, test_feats, test_labels, lr, batch_size,
+              epochs, delta, progress) for m in models for g in groups]
+    curves = run_independent(run_fixed_attention, tasks, cpu_workers(train_feats.device))
+    return pd.concat([pd.concat(curves[i * parts:(i + 1) * parts]).sort_values("epoch", kind="stable")
+                      for i in range(len(models))], ignore_index=True)
 
 
 def fade_epochs(curves: pd.DataFrame, fraction: float = 0.1) -> pd.DataFrame:

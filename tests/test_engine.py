@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from qkov_lib.data.synthetic import SyntheticConfig, make_splits, stack_splits
-from qkov_lib.engine import (FreshBatches, Member, StackConfig, UpdateRatios, count_set, evaluate_counts,
+from qkov_lib.engine import (FreshBatches, forms_product, Member, StackConfig, UpdateRatios, count_set, evaluate_counts,
                              flush_denormals, loss_and_grads, train_stack)
 from qkov_lib.experiments import Panel, figure2_panels, synthetic_data, train_runs
 from qkov_lib.fixed_attention import OVModel
@@ -48,12 +48,14 @@ def test_hand_derived_gradients_equal_autograd(par, self_attend, scale):
     assert np.allclose(ev["attn_distinct"], (attn * SPLIT.distinct).sum(-1).detach().numpy(), atol=1e-6)
 
 
+@pytest.mark.parametrize("batch", [8, 80])  # 80 > d = 58: the factorised circuit is applied as its product
 @pytest.mark.parametrize("factorised, bias", [(True, False), (False, False), (False, True)])
-def test_fixed_attention_gradients_equal_autograd(factorised, bias):
+def test_fixed_attention_gradients_equal_autograd(factorised, bias, batch):
     model = OVModel(factorised, bias, init="balanced", init_scale=0.5)
     params = model.init_params(CFG.vocab, [1, 2])
-    x = torch.softmax(torch.randn(2, 8, CFG.vocab, generator=torch.Generator().manual_seed(0)), -1)
-    labels = torch.randint(0, CFG.vocab, (2, 8), generator=torch.Generator().manual_seed(1))
+    x = torch.softmax(torch.randn(2, batch, CFG.vocab, generator=torch.Generator().manual_seed(0)), -1)
+    labels = torch.randint(0, CFG.vocab, (2, batch), generator=torch.Generator().manual_seed(1))
+    assert forms_product(params, x) == (factorised and batch > CFG.vocab)
     loss = torch.nn.functional.cross_entropy(OVModel.logits(params, x).transpose(1, 2), labels, reduction="none")
     expected = torch.autograd.grad(loss.mean(1).sum(), list(params.values()))
     sc = StackConfig(qk="fixed", ov_factorised=factorised, ov_bias=bias)
