@@ -128,8 +128,23 @@ def scorecard(folder: Path) -> pd.DataFrame:
             note = "(chapter not run under this profile)" if missing else f"(results unusable: {err})"
             part = pd.DataFrame([{"claim": note, "this run": "", "reproduced": None}])
         parts.append(part.assign(chapter=spec.title))
-    table = pd.concat(parts, ignore_index=True)
-    return table[["chapter", "claim", "this run", "reproduced"]]
+    table = pd.concat(parts, ignore_index=True)[["chapter", "claim", "this run", "reproduced"]]
+    table["across the atlas"] = ""
+    fig2 = (table["chapter"] == CHAPTERS["fig2_dtap"].title).to_numpy()
+    share = _atlas_share(folder)
+    if share and fig2.sum() == len(share):
+        table.loc[fig2, "across the atlas"] = list(share.values())
+    return table
+
+
+def _atlas_share(folder: Path) -> dict[str, str]:
+    """Figure 2's claims: in how many of the atlas's settings each holds ({} when the atlas has not run)."""
+    from .atlas import CLAIM_IDS, share_by_claim
+    try:
+        share = share_by_claim(load(folder, "atlas")[0]["verdicts"])
+    except ResultsError:
+        return {}
+    return {cid: share[cid] for cid in CLAIM_IDS}
 
 
 EXACT = 1e-10  # a relative error below this is float64 rounding: the identity holds exactly

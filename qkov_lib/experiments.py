@@ -106,12 +106,13 @@ def _stack_config(panel: Panel, p: dict[str, Any]) -> StackConfig:
 
 def train_runs(runs: Sequence[Run], data_cfg: SyntheticConfig, data: tuple[SyntheticSplit, SyntheticSplit],
                seeds: Sequence[int], p: dict[str, Any], device: torch.device, progress: bool = True,
-               recorder: UpdateRatios | None = None) -> list[PanelResult]:
+               recorder: UpdateRatios | None = None, workers: int | None = None) -> list[PanelResult]:
     """Train every (run, seed) of the synthetic task with the engine, one stack per parameterisation and optimiser
     (runs differ in rates, multipliers, ramps, OV decay, OV initial scale and step caps), then evaluate each on its
     seed's held-out set. ``p`` holds what all runs share (init, init_scale, score_scale, attend_to_query,
     batch_size, target_nll, eval_every, fresh_batches, bins); each run's own ``q`` gives lr, ramp_steps and
-    max_steps. ``recorder`` sees every few updates (rows get ``panel`` and ``seed``). Results keep the runs' order."""
+    max_steps. ``recorder`` sees every few updates (rows get ``panel`` and ``seed``). ``workers`` processes train the
+    stacks (default: ``cpu_workers``; 1 trains them here, as a sweep task does). Results keep the runs' order."""
     seeds = list(seeds)
     queries = torch.as_tensor(data_cfg.token_ids()["query"])  # one slot order for fixed sets and fresh batches
     counted = {data_cfg.seq_len: (data_cfg, *(count_set(s.apply(lambda t: t.to(device)), data_cfg.vocab,
@@ -125,7 +126,7 @@ def train_runs(runs: Sequence[Run], data_cfg: SyntheticConfig, data: tuple[Synth
             counted[length] = (cfg, *(count_set(s.apply(lambda t: t.to(device)), cfg.vocab, p["attend_to_query"],
                                                 queries) for s in splits))
         groups.setdefault((panel.parameterisation, panel.optimizer, length), []).append(i)
-    workers = cpu_workers(device)
+    workers = cpu_workers(device) if workers is None else workers
     cost = lambda index: _cost(runs, index, seeds)  # noqa: E731
     order = sorted(_balance(list(groups.values()), cost, workers), key=lambda index: -cost(index))  # largest first
     tasks = [([runs[i] for i in index], *counted[runs[index[0]][0].seq_len or data_cfg.seq_len], seeds, p, device,

@@ -186,3 +186,24 @@ def line_panels(data: pd.DataFrame, x: str, panels: Sequence[tuple[str, str]], g
             fig.update_yaxes(type="log", **where)
     fig.update_layout(height=380 * rows + 60, template="plotly_white", margin=dict(l=60, r=20, t=60, b=50))
     return fig
+
+
+def verdict_grid(table: pd.DataFrame, claims: Sequence[tuple[str, str]], title: str) -> go.Figure:
+    """The atlas: one panel per claim (id, short title), a cell per setting (rows: initialisation; columns: learning
+    rate and score scaling), green where the claim holds and red where it fails. ``table`` has init, init_scale,
+    lr, scaled_scores, claim_id and holds (one multiplier set)."""
+    t = table.assign(row=table["init"] + " " + table["init_scale"].map("{:g}".format),
+                     col="lr " + table["lr"].map("{:g}".format) + np.where(table["scaled_scores"], ", 1/√d", ", 1"))
+    rows, cols = list(dict.fromkeys(t["row"])), list(dict.fromkeys(t["col"]))
+    fig = make_subplots(rows=1, cols=len(claims), subplot_titles=[name for _, name in claims], shared_yaxes=True,
+                        horizontal_spacing=0.03)
+    for i, (cid, _) in enumerate(claims, start=1):
+        z = t[t["claim_id"] == cid].pivot(index="row", columns="col", values="holds").reindex(index=rows, columns=cols)
+        fig.add_trace(go.Heatmap(z=z.to_numpy(dtype=float), x=cols, y=rows, zmin=0, zmax=1, showscale=False,
+                                 colorscale=[[0, "#d62728"], [1, "#2ca02c"]], xgap=2, ygap=2,
+                                 text=np.where(z.to_numpy(dtype=float) > 0.5, "holds", "fails"),
+                                 texttemplate="%{text}", hovertemplate="%{y}, %{x}: %{text}<extra></extra>"),
+                      row=1, col=i)
+    fig.update_layout(title=title, height=180 + 40 * len(rows), margin=dict(t=90))
+    fig.update_xaxes(tickangle=-40)
+    return fig

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,6 +135,32 @@ def validate_figure2(p: dict[str, Any]) -> None:
         raise ParameterError(str(err).replace("qk_mult", "QK multiplier (mult_e, ramp_f, mult_g, ramp_h)")) from None
     if p["batch_size"] > p["n_train"]:
         raise ParameterError(f"batch_size = {p['batch_size']} exceeds n_train = {p['n_train']}")
+
+
+ATLAS_GRID = ("inits", "lrs", "scaled_scores", "mult_sets")  # the atlas's grid; the rest is Figure 2's setup
+
+
+def validate_atlas(p: dict[str, Any]) -> None:
+    """The atlas: a non-empty grid ([init kind, scale] pairs, rates, score scalings, multiplier sets of four), each
+    setting a valid Figure 2 setup; the scheduler a string ('' for the default, 'serial', or an address)."""
+    for name in ATLAS_GRID:
+        if not isinstance(p[name], list) or not p[name]:
+            raise ParameterError(f"{name} must be a non-empty list (got {p[name]!r})")
+    for pair in p["inits"]:
+        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise ParameterError(f"each of inits must be [kind, scale], e.g. ['balanced', 0.1] (got {pair!r})")
+    if not all(isinstance(s, bool) for s in p["scaled_scores"]):
+        raise ParameterError(f"scaled_scores must hold True/False (got {p['scaled_scores']!r})")
+    for mults in p["mult_sets"]:
+        if not (isinstance(mults, list) and len(mults) == 4):
+            raise ParameterError(f"each of mult_sets must be [mult_e, ramp_f, mult_g, ramp_h] (got {mults!r})")
+    if not isinstance(p["scheduler"], str) or not (isinstance(p["workers"], int) and p["workers"] >= 0):
+        raise ParameterError(f"scheduler must be a string and workers an integer >= 0 (got {p['scheduler']!r}, "
+                             f"{p['workers']!r})")
+    base = {k: v for k, v in p.items() if k not in ATLAS_GRID + ("scheduler", "workers")}
+    for (kind, scale), lr, mults in itertools.product(p["inits"], p["lrs"], p["mult_sets"]):
+        validate_figure2(base | dict(init=kind, init_scale=scale, lr=lr, score_scale=1.0, seq_len_gh=0,
+                                     **dict(zip(("mult_e", "ramp_f", "mult_g", "ramp_h"), mults))))
 
 
 def validate_theorem1(p: dict[str, Any]) -> None:
@@ -356,6 +383,22 @@ CHAPTERS: dict[str, ChapterSpec] = {
     ),
     "errata": ChapterSpec(title="Errata: formulas wrong or incomplete as printed", paper=dict(seed=0),
                           has_claims=False),
+    "atlas": ChapterSpec(
+        title="Where Figure 2's claims hold: a sensitivity atlas",
+        paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400, n_test=6400, d_model=0,
+                   attend_to_query=True, batch_size=32, target_nll=1e-3, max_steps=700_000, eval_every=200,
+                   ramp_steps=200_000, bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
+                   inits=[["identity", 1e-6], ["balanced", 0.01], ["balanced", 0.1], ["balanced", 1.0],
+                          ["pytorch", 1.0]],
+                   lrs=[0.01, 0.1, 1.0], scaled_scores=[False, True],
+                   mult_sets=[[10.0, 20.0, 5.0, 10.0], [20.0, 40.0, 5.0, 10.0]], scheduler="", workers=0),
+        changes={"default": dict(inits=[["identity", 1e-6], ["balanced", 0.1], ["pytorch", 1.0]], lrs=[0.1, 1.0],
+                                 mult_sets=[[10.0, 20.0, 5.0, 10.0]], max_steps=30_000, ramp_steps=10_000),
+                 "smoke": dict(seeds=[0, 1], n_train=320, n_test=320, inits=[["identity", 1e-6], ["balanced", 0.1]],
+                               lrs=[1.0], scaled_scores=[False], mult_sets=[[10.0, 20.0, 5.0, 10.0]],
+                               max_steps=200, eval_every=20, ramp_steps=100, scheduler="serial")},
+        validate=validate_atlas, has_claims=False,
+    ),
     "scorecard": ChapterSpec(title="Scorecard: every claim, side by side", paper={}, reads_results=True),
 }
 

@@ -96,7 +96,8 @@ def _sha(data: bytes) -> str:
 def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root: Path = RESULTS_ROOT
                 ) -> dict[str, str]:
     """What a chapter's output depends on, part by part: its source, its resolved parameters, the library, the
-    files and settings of the datasets it reads and, for the scorecard, the other chapters' claim tables."""
+    files and settings of the datasets it reads and, for the scorecard, the other chapters' claim tables and the
+    atlas's verdicts."""
     spec = chapter_spec(chapter)
     parts = {"source": _sha((NOTEBOOKS_DIR / f"{chapter}.md").read_bytes()),
              "parameters": _sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
@@ -105,7 +106,8 @@ def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root
         state = {name: data_state(name) for name in spec.datasets}
         parts["data"] = _sha(json.dumps(state, sort_keys=True).encode())
     if spec.reads_results:
-        claims = sorted((results_root / profile).glob("*.claims.csv"))
+        folder = results_root / profile
+        claims = sorted([*folder.glob("*.claims.csv"), *folder.glob("*.verdicts.csv")])
         parts["inputs"] = _sha(b"".join(p.name.encode() + p.read_bytes() for p in claims))
     return parts
 

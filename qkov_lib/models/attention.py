@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 PARAMETERISATIONS = ("FAFO", "FACO", "CAFO", "CACO")
-INITS = ("balanced", "identity")
+INITS = ("balanced", "identity", "pytorch")
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,9 @@ class AttentionConfig:
 
     ``init_scale`` sigma: each circuit starts as a balanced factor pair of scale sigma (factorised) or as the
     product of such a pair (collapsed), so all four parameterisations start from the same function for a seed.
-    ``init="balanced"`` draws the pair at random; ``"identity"`` uses sigma * I for every factor (the authors').
+    ``init="balanced"`` draws the pair at random; ``"identity"`` uses sigma * I for every factor (the authors');
+    ``"pytorch"`` draws every matrix, factor or collapsed, as ``nn.Linear`` does by default, U(+-sigma/sqrt(fan_in))
+    (sigma = 1 is PyTorch's own default; the parameterisations then do not start from the same function).
     ``score_scale`` multiplies the attention scores (eq. 1 has none; the authors used 1/sqrt(d)).
     """
 
@@ -86,12 +88,27 @@ def _balanced_ov(m: int, d: int, sigma: float, gen: torch.Generator) -> tuple[to
     return sigma * _orthonormal(m, d, gen) @ a.T, sigma * a @ _orthonormal(d, d, gen)
 
 
+def _pytorch_default(cfg: AttentionConfig, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Every matrix as an ``nn.Linear`` weight [out, in] starts by default: U(-b, b), b = sigma / sqrt(in)."""
+    def linear(rows: int, cols: int) -> torch.Tensor:
+        return (torch.rand(rows, cols, generator=gen) * 2 - 1) * cfg.init_scale / cols**0.5
+    d, m = cfg.d, cfg.outputs
+    p = {"W_K": linear(d, d), "W_Q": linear(d, d)} if cfg.qk_factorised else {"W_QK": linear(d, d)}
+    p |= {"W_O": linear(m, d), "W_V": linear(d, d)} if cfg.ov_factorised else {"W_OV": linear(m, d)}
+    if cfg.d_model is not None:
+        p["E"] = torch.randn(cfg.vocab, cfg.d, generator=gen) / cfg.d**0.5
+    return p
+
+
 def init_params(cfg: AttentionConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
                 ) -> dict[str, torch.Tensor]:
     """Parameters for each seed, stacked on a leading dimension; each seed's draw is independent of the others."""
     per_seed = []
     for seed in seeds:
         gen = torch.Generator().manual_seed(int(seed))
+        if cfg.init == "pytorch":
+            per_seed.append(_pytorch_default(cfg, gen))
+            continue
         if cfg.init == "identity":
             w_k = w_q = w_v = cfg.init_scale * torch.eye(cfg.d)
             w_o = cfg.init_scale * torch.eye(cfg.outputs, cfg.d)

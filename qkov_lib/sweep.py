@@ -1,0 +1,118 @@
+"""Sweeps over a grid on Dask (dask.distributed): one task per grid cell, from a laptop to a cluster.
+
+By default an embedded ``LocalCluster`` (one single-threaded worker process per core); an existing scheduler by its
+address (``scheduler=``, or $QKOV_DASK_SCHEDULER), for instance one started on a batch cluster with dask-jobqueue;
+or ``"serial"``: every cell here, one after another, without Dask. Each finished cell's rows are written at once to
+its own file (atomically, under a name derived from the cell), so an interrupted sweep resumes where it stopped and
+a cell is never counted twice. A worker lost mid-task is Dask's to handle: the scheduler reruns the task on another
+worker; the rows are written here, by the client, once per cell. Every task trains on one torch thread, so a cell's
+numbers do not depend on where it ran.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .progress import bar
+from .results import library_fingerprint, results_root, write_atomic
+
+SCHEDULER_ENV = "QKOV_DASK_SCHEDULER"  # address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786
+SERIAL = "serial"
+CELL = "cell"  # the column naming each row's cell
+
+Cell = Mapping[str, Any]
+CellFn = Callable[[Cell, Mapping[str, Any]], pd.DataFrame]
+
+
+def cell_id(cell: Cell) -> str:
+    """A short stable name for a grid cell: the sha256 of its sorted JSON, 16 hex digits."""
+    return hashlib.sha256(json.dumps(dict(cell), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cell_folder(name: str, common: Mapping[str, Any]) -> Path:
+    """Where a sweep keeps its finished cells: results/sweeps/<name>/<digest of the settings every cell shares and
+    of the library>, so cells are reused only by the same code with the same shared settings."""
+    digest = hashlib.sha256((json.dumps(dict(common), sort_keys=True) + library_fingerprint()).encode()).hexdigest()
+    return results_root() / "sweeps" / name / digest[:16]
+
+
+@dataclass
+class SweepRun:
+    """What a sweep did: its rows (every cell, in the grid's order), and how many cells ran or were reused."""
+
+    rows: pd.DataFrame
+    ran: int
+    reused: int
+
+
+def run_sweep(fn: CellFn, cells: Sequence[Cell], common: Mapping[str, Any], folder: Path,
+              scheduler: str | None = None, workers: int | None = None, progress: bool = True,
+              desc: str = "sweep") -> SweepRun:
+    """``fn(cell, common)`` for every cell not yet in ``folder`` (one CSV per cell), then every cell's rows.
+
+    ``fn`` must be importable by the workers (a module-level function) and return a DataFrame; ``scheduler`` is
+    ``"serial"``, a scheduler address, or None ($QKOV_DASK_SCHEDULER, else a LocalCluster of ``workers`` processes,
+    default one per core)."""
+    ids = [cell_id(c) for c in cells]
+    if len(set(ids)) != len(ids):
+        raise ValueError("the sweep's grid names a cell twice")
+    folder.mkdir(parents=True, exist_ok=True)
+    todo = [(i, c) for i, c in zip(ids, cells) if not (folder / f"{i}.csv").exists()]
+    address = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if todo and address == SERIAL:
+        for i, c in bar(todo, desc, enabled=progress):
+            _write(folder, i, fn(c, common))
+    elif todo:
+        _on_dask(fn, todo, common, folder, address, workers, progress, desc)
+    rows = pd.concat([_read(folder, i) for i in ids], ignore_index=True)
+    return SweepRun(rows, ran=len(todo), reused=len(cells) - len(todo))
+
+
+def _write(folder: Path, name: str, rows: pd.DataFrame) -> None:
+    write_atomic(folder / f"{name}.csv", rows.assign(**{CELL: name}).to_csv(index=False))
+
+
+def _read(folder: Path, name: str) -> pd.DataFrame:
+    path = folder / f"{name}.csv"
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"the sweep's cell file {path.name} cannot be read ({err}); delete it and rerun to recompute "
+                         f"that cell") from None
+
+
+def _on_dask(fn: CellFn, todo: list[tuple[str, Cell]], common: Mapping[str, Any], folder: Path,
+             address: str | None, workers: int | None, progress: bool, desc: str) -> None:
+    from dask.distributed import as_completed
+    with dask_client(address, workers) as client:
+        futures = {client.submit(fn, c, common, key=f"{desc}-{i}", pure=False): i for i, c in todo}
+        try:
+            for future in bar(as_completed(futures), desc, enabled=progress, total=len(futures)):
+                _write(folder, futures[future], future.result())
+        except BaseException:
+            client.cancel(list(futures))
+            raise
+
+
+@contextmanager
+def dask_client(address: str | None = None, workers: int | None = None) -> Iterator[Any]:
+    """A Dask client: connected to ``address``, or to an embedded LocalCluster of ``workers`` single-threaded
+    worker processes (default: one per core), closed on exit."""
+    from dask.distributed import Client, LocalCluster
+    if address:
+        with Client(address) as client:
+            yield client
+        return
+    n = workers or os.cpu_count() or 1
+    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        yield client

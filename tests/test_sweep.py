@@ -1,0 +1,108 @@
+"""The sweep runner on Dask, with the atlas's own task (tiny Figure 2 settings): serial and LocalCluster runs give the
+same rows; a worker killed mid-task loses and duplicates nothing; an interrupted sweep resumes without redoing
+finished cells."""
+import os
+import signal
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from qkov_lib import atlas
+from qkov_lib.profiles import ATLAS_GRID, resolve
+from qkov_lib.sweep import CELL, cell_id, dask_client, run_sweep
+
+TINY = {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 40, "eval_every": 10, "ramp_steps": 20,
+        "inits": [["identity", 1e-6], ["balanced", 0.1], ["pytorch", 1.0]], "lrs": [1.0], "scaled_scores": [False, True]}
+
+
+def setup(**changes):
+    p = resolve("atlas", "smoke", TINY | changes)[1]
+    return atlas.grid(p), {k: v for k, v in p.items() if k not in ATLAS_GRID[:3] + ("scheduler", "workers")}
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory):
+    cells, common = setup()
+    return run_sweep(atlas.run_setting, cells, common, tmp_path_factory.mktemp("serial"), "serial", progress=False)
+
+
+def test_grid_and_rows(serial):
+    cells, _ = setup()
+    assert len(cells) == 6 and serial.ran == 6 and serial.reused == 0
+    per_cell = serial.rows.groupby(CELL).size()
+    assert len(per_cell) == 6 and (per_cell == 8 * 2).all()  # 8 panels x 2 seeds in every setting
+    assert list(serial.rows[CELL].drop_duplicates()) == [cell_id(c) for c in cells]  # the grid's order
+
+
+def test_local_cluster_gives_the_serial_rows(serial, tmp_path):
+    cells, common = setup()
+    dask = run_sweep(atlas.run_setting, cells, common, tmp_path, workers=2, progress=False)
+    pd.testing.assert_frame_equal(dask.rows, serial.rows, check_exact=True)
+
+
+def test_a_worker_killed_mid_task_loses_and_duplicates_nothing(serial, tmp_path):
+    cells, common = setup()
+    killed: dict[str, object] = {}
+    with dask_client(workers=2) as client:
+        pids = client.run(os.getpid)
+
+        def kill_a_busy_worker() -> None:
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                busy = {w: keys for w, keys in client.processing().items() if keys}
+                if busy:
+                    worker, keys = next(iter(busy.items()))
+                    killed.update(worker=worker, keys=list(keys))
+                    os.kill(pids[worker], signal.SIGKILL)
+                    return
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_a_busy_worker)
+        killer.start()
+        out = run_sweep(atlas.run_setting, cells, common, tmp_path, scheduler=client.scheduler.address,
+                        progress=False)
+        killer.join()
+    assert killed.get("keys"), "no worker was busy to be killed"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[killed["worker"]], 0)  # that worker process is gone
+    pd.testing.assert_frame_equal(out.rows, serial.rows, check_exact=True)
+    assert out.ran == 6
+
+
+def test_an_interrupted_sweep_resumes_where_it_stopped(serial, tmp_path):
+    cells, common = setup()
+    started = []
+
+    def interrupted_at_the_third(cell, common):
+        started.append(cell)
+        if len(started) == 3:
+            raise KeyboardInterrupt  # Ctrl-C during the third setting
+        return atlas.run_setting(cell, common)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(interrupted_at_the_third, cells, common, tmp_path, "serial", progress=False)
+    assert len(list(tmp_path.glob("*.csv"))) == 2 and not list(tmp_path.glob(".*"))  # two finished, nothing half
+    resumed = run_sweep(atlas.run_setting, cells, common, tmp_path, "serial", progress=False)
+    assert (resumed.ran, resumed.reused) == (4, 2)
+    pd.testing.assert_frame_equal(resumed.rows, serial.rows, check_exact=True)
+
+
+def test_bad_grid_and_damaged_cell_file(tmp_path):
+    cells, common = setup()
+    with pytest.raises(ValueError, match="names a cell twice"):
+        run_sweep(atlas.run_setting, cells + cells[:1], common, tmp_path, "serial", progress=False)
+    run_sweep(atlas.run_setting, cells[:1], common, tmp_path, "serial", progress=False)
+    (tmp_path / f"{cell_id(cells[0])}.csv").write_bytes(b"\x00\xff not a table")
+    with pytest.raises(ValueError, match="cannot be read .*delete it and rerun"):
+        run_sweep(atlas.run_setting, cells[:1], common, tmp_path, "serial", progress=False)
+
+
+def test_verdicts_are_figure2s_checks_per_setting(serial):
+    table = atlas.verdicts(serial.rows)
+    assert len(table) == 6 * len(atlas.CLAIM_IDS) and set(table["claim_id"]) == set(atlas.CLAIM_IDS)
+    share = atlas.where_claims_hold(table)
+    assert (share["settings"] == 6).all() and share["holds in"].between(0, 6).all()
+    counts = atlas.by_axis(table)
+    assert set(counts.index.get_level_values("axis")) == {"init", "lr", "scores"}
