@@ -44,6 +44,21 @@ def test_balanced_initialisation():
     assert torch.equal(ident["W_K"][0], 1e-3 * torch.eye(20))
 
 
+@pytest.mark.parametrize("par", PARAMETERISATIONS)
+def test_pytorch_default_initialisation(par):
+    """Every matrix, factor or collapsed, as nn.Linear's default weight: U(+-1/sqrt(fan_in)), independent entries."""
+    p = init_params(AttentionConfig(par, vocab=50, n_out=40, init="pytorch", init_scale=1.0), [3])
+    for name, w in p.items():
+        w = w[0].detach()
+        bound = 1 / w.shape[1] ** 0.5
+        assert w.abs().max() <= bound and w.abs().max() > 0.95 * bound, name
+        assert abs(w.mean()) < 0.05 * bound and abs(w.std() - bound / 3 ** 0.5) < 0.05 * bound, name
+    again = init_params(AttentionConfig(par, vocab=50, n_out=40, init="pytorch", init_scale=1.0), [3])
+    assert all(torch.equal(p[k], again[k]) for k in p)  # seeded
+    with pytest.raises(ValueError, match="unknown init 'default'; allowed: balanced, identity, pytorch"):
+        AttentionConfig(par, init="default")
+
+
 def test_every_parameter_in_exactly_one_group():
     names = ["W_Q", "W_K", "W_QK", "W_O", "W_V", "W_OV", "E"]
     groups = circuit_groups(names)
