@@ -393,7 +393,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                    lrs=[0.01, 0.1, 1.0], scaled_scores=[False, True],
                    mult_sets=[[10.0, 20.0, 5.0, 10.0], [20.0, 40.0, 5.0, 10.0]], scheduler="", workers=0),
         changes={"default": dict(inits=[["identity", 1e-6], ["balanced", 0.1], ["pytorch", 1.0]], lrs=[0.1, 1.0],
-                                 mult_sets=[[10.0, 20.0, 5.0, 10.0]], max_steps=30_000, ramp_steps=10_000),
+                                 mult_sets=[[10.0, 20.0, 5.0, 10.0]], max_steps=60_000, ramp_steps=20_000),
                  "smoke": dict(seeds=[0, 1], n_train=320, n_test=320, inits=[["identity", 1e-6], ["balanced", 0.1]],
                                lrs=[1.0], scaled_scores=[False], mult_sets=[[10.0, 20.0, 5.0, 10.0]],
                                max_steps=200, eval_every=20, ramp_steps=100, scheduler="serial")},
