@@ -83,7 +83,7 @@ def where_claims_hold(table: pd.DataFrame) -> pd.DataFrame:
     """Per claim: in how many settings (and multiplier sets) it holds, of how many."""
     g = table.groupby(["claim_id", "claim"], sort=False)["holds"]
     return pd.DataFrame({"holds in": g.sum().astype(int), "settings": g.size(),
-                         "share %": 100 * g.mean()}).reset_index()
+                         "share %": (100 * g.mean()).round(1)}).reset_index()
 
 
 def panel_table(rows: pd.DataFrame, columns: Sequence[str] = ("ACMC", "top_right_cell", "MRTA %")) -> pd.DataFrame:

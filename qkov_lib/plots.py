@@ -195,15 +195,17 @@ def verdict_grid(table: pd.DataFrame, claims: Sequence[tuple[str, str]], title: 
     t = table.assign(row=table["init"] + " " + table["init_scale"].map("{:g}".format),
                      col="lr " + table["lr"].map("{:g}".format) + np.where(table["scaled_scores"], ", 1/√d", ", 1"))
     rows, cols = list(dict.fromkeys(t["row"])), list(dict.fromkeys(t["col"]))
-    fig = make_subplots(rows=1, cols=len(claims), subplot_titles=[name for _, name in claims], shared_yaxes=True,
-                        horizontal_spacing=0.03)
-    for i, (cid, _) in enumerate(claims, start=1):
+    n_cols = 2
+    n_rows = -(-len(claims) // n_cols)
+    fig = make_subplots(rows=n_rows, cols=n_cols, subplot_titles=[name for _, name in claims], shared_yaxes=True,
+                        horizontal_spacing=0.04, vertical_spacing=0.3)
+    for i, (cid, _) in enumerate(claims):
         z = t[t["claim_id"] == cid].pivot(index="row", columns="col", values="holds").reindex(index=rows, columns=cols)
         fig.add_trace(go.Heatmap(z=z.to_numpy(dtype=float), x=cols, y=rows, zmin=0, zmax=1, showscale=False,
                                  colorscale=[[0, "#d62728"], [1, "#2ca02c"]], xgap=2, ygap=2,
                                  text=np.where(z.to_numpy(dtype=float) > 0.5, "holds", "fails"),
                                  texttemplate="%{text}", hovertemplate="%{y}, %{x}: %{text}<extra></extra>"),
-                      row=1, col=i)
-    fig.update_layout(title=title, height=180 + 40 * len(rows), margin=dict(t=90))
+                      row=i // n_cols + 1, col=i % n_cols + 1)
+    fig.update_layout(title=title, height=n_rows * (130 + 40 * len(rows)) + 60, margin=dict(t=90))
     fig.update_xaxes(tickangle=-40)
     return fig
