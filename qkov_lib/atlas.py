@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 
 from . import claims
+from .data.synthetic import synthetic_config
 from .device import pick_device
 from .engine import one_thread
 from .experiments import Panel, figure2_panels, synthetic_data, train_runs
 from .metrics.stats import mean_ci
-from .profiles import synthetic_config
 
 SETTING = ["init", "init_scale", "lr", "scaled_scores"]  # the grid's axes; with mult_set, a verdict's key
 CLAIM_IDS = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "prediction_kept")  # claims.figure2

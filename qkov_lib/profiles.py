@@ -101,7 +101,7 @@ def validate_figure3(p: dict[str, Any]) -> None:
         raise ParameterError(f"batch_size must lie in [n_classes, n_train] and n_test >= 1 (got batch_size "
                              f"{p['batch_size']}, n_train {p['n_train']}, n_test {p['n_test']})")
     try:
-        data = synthetic_config(p)
+        data = _synthetic_config(p)
         AttentionConfig("FAFO", vocab=data.vocab, init=p["init"], init_scale=p["init_scale"])
         RateSchedule(p["lr"])
     except ValueError as err:
@@ -121,7 +121,7 @@ def validate_figure2(p: dict[str, Any]) -> None:
         if p[name] < p["n_classes"]:
             raise ParameterError(f"{name} must be >= n_classes = {p['n_classes']} (got {p[name]})")
     try:
-        data = synthetic_config(p)
+        data = _synthetic_config(p)
         if p["seq_len_gh"] != 0:
             SyntheticConfig(seq_len=p["seq_len_gh"])
         for panel in figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"], p["seq_len_gh"]):
@@ -230,7 +230,7 @@ def validate_corollaries(p: dict[str, Any]) -> None:
         raise ParameterError(f"need ov_mult in (0, 1], qk_mult >= 1, ov_decay >= 0, ov_init_mult > 0 (got "
                              f"{p['ov_mult']}, {p['qk_mult']}, {p['ov_decay']}, {p['ov_init_mult']})")
     try:
-        data = synthetic_config(p)
+        data = _synthetic_config(p)
         AttentionConfig("FAFO", vocab=data.vocab, init=p["init"], init_scale=p["init_scale"])
         _positive_numbers("adam_lrs", p["adam_lrs"])
         TrainConfig(batch_size=p["batch_size"], target_nll=p["target_nll"], max_steps=p["max_steps"],
@@ -283,12 +283,9 @@ REAL = dict(seeds=[0, 1, 2, 3, 4], download=True, max_train=0, max_test=0, data_
 REAL_SMOKE = dict(seeds=[0, 1], max_train=200, max_test=100, epochs=1, d_model=16, d_head=8, d_mlp=32)
 
 
-def synthetic_config(p: dict[str, Any]):
-    """The SyntheticConfig a chapter's parameters describe (vocab_size 0 means 'exactly the tokens needed')."""
-    from .data.synthetic import SyntheticConfig
-    return SyntheticConfig(n_classes=p["n_classes"], n_distinct=p["n_distinct"], n_common=p["n_common"],
-                           seq_len=p["seq_len"], gamma=p["gamma"], vocab_size=p["vocab_size"] or None,
-                           distinct_weights=p["distinct_weights"], layout=p["layout"])
+def _synthetic_config(p: dict[str, Any]):
+    from .data.synthetic import synthetic_config  # torch is imported only when a synthetic chapter is checked
+    return synthetic_config(p)
 
 
 CHAPTERS: dict[str, ChapterSpec] = {

@@ -11,7 +11,8 @@ from qkov_lib.experiments import Panel, figure2_panels, synthetic_data, train_ru
 from qkov_lib.fixed_attention import OVModel
 from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, forward, init_params
 from qkov_lib.optim import RateSchedule
-from qkov_lib.profiles import resolve, synthetic_config
+from qkov_lib.data.synthetic import synthetic_config
+from qkov_lib.profiles import resolve
 
 CFG = SyntheticConfig()
 

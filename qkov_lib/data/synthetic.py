@@ -6,7 +6,9 @@ P(l | n) = gamma / C for l distinct to the class, (1 - gamma) / D for l common, 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -77,6 +79,13 @@ class SyntheticConfig:
             probs[cls, ids["common"]] += (1 - self.gamma) / self.n_common
             probs[cls, ids["distinct"][cls]] += self.gamma * w / w.sum()
         return probs
+
+
+def synthetic_config(p: Mapping[str, Any]) -> SyntheticConfig:
+    """The SyntheticConfig a chapter's parameters describe (vocab_size 0 means 'exactly the tokens needed')."""
+    return SyntheticConfig(n_classes=p["n_classes"], n_distinct=p["n_distinct"], n_common=p["n_common"],
+                           seq_len=p["seq_len"], gamma=p["gamma"], vocab_size=p["vocab_size"] or None,
+                           distinct_weights=p["distinct_weights"], layout=p["layout"])
 
 
 @dataclass
