@@ -22,7 +22,14 @@ from .metrics.stats import mean_ci
 
 SETTING = ["init", "init_scale", "lr", "scaled_scores"]  # the grid's axes; with mult_set, a verdict's key
 CLAIM_IDS = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "prediction_kept")  # claims.figure2
-METRICS = ["ACMC", "top_right_cell", "MRTA", "top_left", "accuracy"]
+METRICS = ["ACMC", "top_right_cell", "top_left", "accuracy"]
+PER_SETTING = ("inits", "lrs", "scaled_scores")  # the parameters a setting takes its values from
+RUN_ONLY = ("scheduler", "workers")  # where the sweep runs, which changes no number
+
+
+def shared(p: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters every setting shares (the sweep's ``common``; they name its folder of finished cells)."""
+    return {k: v for k, v in p.items() if k not in PER_SETTING + RUN_ONLY}
 
 
 def grid(p: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -57,7 +64,7 @@ def run_setting(cell: Mapping[str, Any], common: Mapping[str, Any]) -> pd.DataFr
                                   "parameterisation": panel.parameterisation, "qk_mult": panel.qk_mult,
                                   "qk_schedule": panel.qk_schedule, "seed": s["seed"],
                                   **{m: s[m] for m in METRICS}, "MRTA %": 100 * s["MRTA"], "steps": s["steps"],
-                                  "hit_cap": s["hit_cap"]}).drop(columns="MRTA"))
+                                  "hit_cap": s["hit_cap"]}))
     return pd.concat(rows, ignore_index=True)
 
 
@@ -67,12 +74,11 @@ def verdicts(rows: pd.DataFrame) -> pd.DataFrame:
     base = rows[rows["mult_set"] < 0]
     for key, faster in rows[rows["mult_set"] >= 0].groupby(SETTING + ["mult_set"], sort=False):
         setting, j = dict(zip(SETTING, key[:-1])), key[-1]
-        same = (base[SETTING] == pd.Series(setting)).all(axis=1)
-        means = pd.concat([base[same], faster]).groupby("panel")[["ACMC", "top_left", "accuracy"]].mean()
-        table = claims.figure2(means)
+        panels_here = pd.concat([base[(base[SETTING] == pd.Series(setting)).all(axis=1)], faster])
+        table = claims.figure2(panels_here.groupby("panel")[["ACMC", "top_left", "accuracy"]].mean())
         if len(table) != len(CLAIM_IDS):
             raise RuntimeError("claims.figure2 changed its rows; update atlas.CLAIM_IDS")
-        capped = int(pd.concat([base[same], faster])["hit_cap"].sum())
+        capped = int(panels_here["hit_cap"].sum())
         out += [{**setting, "mult_set": j, "claim_id": cid, "claim": row["claim"],
                  "this run": row["this run"], "holds": bool(row["reproduced"]), "capped models": capped}
                 for cid, (_, row) in zip(CLAIM_IDS, table.iterrows())]
@@ -112,4 +118,5 @@ def by_axis(table: pd.DataFrame) -> pd.DataFrame:
 
 def share_by_claim(table: pd.DataFrame) -> dict[str, str]:
     """'k of n settings' per claim id, for the scorecard."""
-    return {cid: f"{int(g.sum())} of {len(g)} settings" for cid, g in table.groupby("claim_id")["holds"]}
+    share = where_claims_hold(table)
+    return {r.claim_id: f"{r['holds in']} of {r.settings} settings" for _, r in share.iterrows()}

@@ -157,7 +157,7 @@ def validate_atlas(p: dict[str, Any]) -> None:
     if not isinstance(p["scheduler"], str) or not (isinstance(p["workers"], int) and p["workers"] >= 0):
         raise ParameterError(f"scheduler must be a string and workers an integer >= 0 (got {p['scheduler']!r}, "
                              f"{p['workers']!r})")
-    base = {k: v for k, v in p.items() if k not in ATLAS_GRID + ("scheduler", "workers")}
+    base = {k: v for k, v in p.items() if k not in ATLAS_GRID + ("scheduler", "workers")}  # Figure 2's setup
     for (kind, scale), lr, mults in itertools.product(p["inits"], p["lrs"], p["mult_sets"]):
         validate_figure2(base | dict(init=kind, init_scale=scale, lr=lr, score_scale=1.0, seq_len_gh=0,
                                      **dict(zip(("mult_e", "ramp_f", "mult_g", "ramp_h"), mults))))

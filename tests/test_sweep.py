@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from qkov_lib import atlas
-from qkov_lib.profiles import ATLAS_GRID, resolve
+from qkov_lib.profiles import resolve
 from qkov_lib.sweep import CELL, cell_id, dask_client, run_sweep
 
 TINY = {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 40, "eval_every": 10, "ramp_steps": 20,
@@ -19,7 +19,7 @@ TINY = {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 40, "eval_eve
 
 def setup(**changes):
     p = resolve("atlas", "smoke", TINY | changes)[1]
-    return atlas.grid(p), {k: v for k, v in p.items() if k not in ATLAS_GRID[:3] + ("scheduler", "workers")}
+    return atlas.grid(p), atlas.shared(p)
 
 
 @pytest.fixture(scope="module")

@@ -88,6 +88,18 @@ def _balanced_ov(m: int, d: int, sigma: float, gen: torch.Generator) -> tuple[to
     return sigma * _orthonormal(m, d, gen) @ a.T, sigma * a @ _orthonormal(d, d, gen)
 
 
+def _pairs(cfg: AttentionConfig, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Identity or random balanced factor pairs of scale sigma; a collapsed circuit starts as its pair's product."""
+    if cfg.init == "identity":
+        w_k = w_q = w_v = cfg.init_scale * torch.eye(cfg.d)
+        w_o = cfg.init_scale * torch.eye(cfg.outputs, cfg.d)
+    else:
+        w_k, w_q = _balanced_qk(cfg.d, cfg.init_scale, gen)
+        w_o, w_v = _balanced_ov(cfg.outputs, cfg.d, cfg.init_scale, gen)
+    p = {"W_K": w_k, "W_Q": w_q} if cfg.qk_factorised else {"W_QK": w_k @ w_q.T}
+    return p | ({"W_O": w_o, "W_V": w_v} if cfg.ov_factorised else {"W_OV": w_o @ w_v})
+
+
 def _pytorch_default(cfg: AttentionConfig, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """Every matrix as an ``nn.Linear`` weight [out, in] starts by default: U(-b, b), b = sigma / sqrt(in)."""
     def linear(rows: int, cols: int) -> torch.Tensor:
@@ -95,8 +107,6 @@ def _pytorch_default(cfg: AttentionConfig, gen: torch.Generator) -> dict[str, to
     d, m = cfg.d, cfg.outputs
     p = {"W_K": linear(d, d), "W_Q": linear(d, d)} if cfg.qk_factorised else {"W_QK": linear(d, d)}
     p |= {"W_O": linear(m, d), "W_V": linear(d, d)} if cfg.ov_factorised else {"W_OV": linear(m, d)}
-    if cfg.d_model is not None:
-        p["E"] = torch.randn(cfg.vocab, cfg.d, generator=gen) / cfg.d**0.5
     return p
 
 
@@ -106,17 +116,7 @@ def init_params(cfg: AttentionConfig, seeds: Sequence[int], device: torch.device
     per_seed = []
     for seed in seeds:
         gen = torch.Generator().manual_seed(int(seed))
-        if cfg.init == "pytorch":
-            per_seed.append(_pytorch_default(cfg, gen))
-            continue
-        if cfg.init == "identity":
-            w_k = w_q = w_v = cfg.init_scale * torch.eye(cfg.d)
-            w_o = cfg.init_scale * torch.eye(cfg.outputs, cfg.d)
-        else:
-            w_k, w_q = _balanced_qk(cfg.d, cfg.init_scale, gen)
-            w_o, w_v = _balanced_ov(cfg.outputs, cfg.d, cfg.init_scale, gen)
-        p = {"W_K": w_k, "W_Q": w_q} if cfg.qk_factorised else {"W_QK": w_k @ w_q.T}
-        p |= {"W_O": w_o, "W_V": w_v} if cfg.ov_factorised else {"W_OV": w_o @ w_v}
+        p = _pytorch_default(cfg, gen) if cfg.init == "pytorch" else _pairs(cfg, gen)
         if cfg.d_model is not None:
             p["E"] = torch.randn(cfg.vocab, cfg.d, generator=gen) / cfg.d**0.5
         per_seed.append(p)
