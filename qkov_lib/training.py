@@ -124,11 +124,11 @@ def train(params: dict[str, torch.Tensor], loss_fn: LossFn, tc: TrainConfig,
         _check_finite(loss, step, seeds, tc)
         grads = torch.autograd.grad(loss.sum(), list(params.values()))
         with torch.no_grad():
-            mask = active.to(loss.device)
+            mask = None if active.all() else active.to(loss.device)
             for (name, p), g in zip(params.items(), grads):
                 group = group_of[name]
                 _update(p, g, state.get(name), tc, tc.schedule.rate(group, step), decay.get(group, 0.0), step,
-                        mask.view(-1, *[1] * (p.dim() - 1)))
+                        None if mask is None else mask.view(-1, *[1] * (p.dim() - 1)))
         if (step + 1) % tc.eval_every == 0 or step + 1 == tc.max_steps:
             nll = monitor(params)
             hist.steps.append(step + 1)
@@ -143,15 +143,25 @@ def train(params: dict[str, torch.Tensor], loss_fn: LossFn, tc: TrainConfig,
 
 
 def _update(p: torch.Tensor, g: torch.Tensor, state, tc: TrainConfig, lr: float, wd: float, step: int,
-            mask: torch.Tensor) -> None:
-    """One SGD or AdamW step (decoupled weight decay), applied only to the seeds still training."""
+            mask: torch.Tensor | None) -> None:
+    """One SGD or AdamW step (decoupled weight decay), applied only to the seeds still training (``mask`` [S, 1...];
+    None: all). AdamW's moments m, v are bias-corrected: p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+    + lr wd p. With every seed training, PyTorch's fused AdamW kernel does it in one pass (the embedding's update was
+    most of a real-data step); else in place with two temporaries."""
     if tc.optimizer == "sgd":
         delta = g + wd * p
+    elif mask is None and p.device.type in ("cpu", "cuda"):  # the same step in one fused pass, 10x faster
+        (m, v), (b1, b2) = state, tc.betas
+        torch._fused_adamw_([p], [g], [m], [v], [], [torch.tensor(float(step + 1), device=p.device)], lr=lr,
+                            beta1=b1, beta2=b2, weight_decay=wd, eps=tc.eps, amsgrad=False, maximize=False)
+        return
     else:
         m, v = state
         b1, b2 = tc.betas
-        m.mul_(b1).add_(g * mask, alpha=1 - b1)
-        v.mul_(b2).addcmul_(g * mask, g * mask, value=1 - b2)
-        m_hat, v_hat = m / (1 - b1 ** (step + 1)), v / (1 - b2 ** (step + 1))
-        delta = m_hat / (v_hat.sqrt() + tc.eps) + wd * p
-    p.sub_(lr * delta * mask)
+        g = g if mask is None else g * mask
+        m.lerp_(g, 1 - b1)
+        v.mul_(b2).addcmul_(g, g, value=1 - b2)
+        delta = m.div(v.div(1 - b2 ** (step + 1)).sqrt_().add_(tc.eps)).div_(1 - b1 ** (step + 1))
+        if wd:
+            delta.add_(p, alpha=wd)
+    p.sub_(delta if mask is None else delta * mask, alpha=lr)

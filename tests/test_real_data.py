@@ -186,12 +186,47 @@ def test_classifier_masks_padding_and_reads_the_readout_position():
     params = init_classifier(cfg, [0, 1])
     ids = torch.tensor([[5, 6, 2, 0, 0], [7, 8, 9, 2, 0]])
     logits, attns = classify(params, cfg, ids)
-    assert logits.shape == (2, 2, 3) and attns[0].shape == (2, 2, 2, 5, 5)
+    assert logits.shape == (2, 2, 3) and attns[0].shape == (2, 2, 2, 1, 5)  # the last layer: the read-out row
     assert torch.all(attns[0][:, 0, :, :, 3:] == 0)  # padding gets no attention
     longer = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], 1)
     torch.testing.assert_close(classify(params, cfg, longer)[0], logits)  # padding changes nothing
     assert trim(longer)[0].shape[-1] == 4
     assert circuit_groups(params)["qk"] == ["blocks.0.W_Q", "blocks.0.W_K"]
+
+
+def _every_row(params, cfg, ids):
+    """The classifier computed at every position of every layer (no shortcut), read at the read-out position:
+    logits [S, B, C] and full attention maps [S, B, H, T, T]."""
+    x = params["embed"][:, ids] + params["pos"][:, None, :ids.shape[-1]]
+    attns = []
+    for layer in range(cfg.n_layers):
+        w = {n: params[f"blocks.{layer}.{n}"] for n in ("W_Q", "W_K", "W_V", "W_O")}
+        q, k, v = (torch.einsum("sbtd,shde->sbhte", x, w[n]) for n in ("W_Q", "W_K", "W_V"))
+        scores = (q @ k.transpose(-1, -2) / cfg.d_head**0.5).masked_fill((ids == 0)[None, :, None, None], -torch.inf)
+        attns.append(torch.softmax(scores, -1))
+        out = torch.einsum("sbhte,shed->sbtd", attns[-1] @ v, w["W_O"])
+        x = x + out if cfg.residual else out
+        if cfg.mlp:
+            x = x + torch.relu(x @ params[f"blocks.{layer}.mlp_in"][:, None]) @ params[f"blocks.{layer}.mlp_out"][:, None]
+    last = (ids != 0).sum(-1) - 1
+    read = x[:, torch.arange(ids.shape[0]), last]
+    return read @ params["unembed"] + params["unembed_bias"][:, None], attns
+
+
+@pytest.mark.parametrize("layers, residual, mlp", [(1, False, False), (2, True, True), (3, True, False)])
+def test_reading_only_the_readout_row_at_the_last_layer_changes_nothing(layers, residual, mlp):
+    cfg = ClassifierConfig(vocab=20, n_classes=3, max_len=8, d_model=8, n_heads=2, d_head=4, n_layers=layers,
+                           residual=residual, mlp=mlp, init_scale=0.5)
+    params = init_classifier(cfg, [0, 1])
+    ids = torch.tensor([[5, 6, 2, 0, 0], [7, 8, 9, 4, 2]])
+    logits, attns = classify(params, cfg, ids)
+    full_logits, full = _every_row(params, cfg, ids)
+    torch.testing.assert_close(logits, full_logits)
+    for mine, theirs in zip(attns[:-1], full[:-1]):
+        torch.testing.assert_close(mine, theirs)
+    for w in (0.0, 0.5):  # the read-out row of the full rollout
+        want = rollout(full, w)[:, torch.arange(2), (ids != 0).sum(-1) - 1]
+        torch.testing.assert_close(readout_attention(attns, ids, w), want)
 
 
 def test_rollout_erase_and_faithfulness():
@@ -214,7 +249,7 @@ def test_rollout_erase_and_faithfulness():
 
     suff, comp = faithfulness(predict, ids, scores, [34.0])
     assert suff.item() == pytest.approx((2 / 3) - 0.5) and comp.item() == pytest.approx(2 / 3 - 1.0)
-    att = readout_attention([torch.eye(5).expand(1, 1, 1, 5, 5)], ids[0])  # [S=1, B=1, H=1, T, T]
+    att = readout_attention([torch.eye(5)[3].expand(1, 1, 1, 1, 5)], ids[0])  # [S=1, B=1, H=1, 1, T]
     assert att.shape == (1, 1, 5) and att[0, 0, 3] == 1.0
     m = mass_metrics(torch.tensor([[0.6, 0.4]]), torch.tensor([[0.9, 0.9]]))
     assert m["MRTA"].item() == pytest.approx(50.0) and m["AC"].item() == 50.0 and m["ACMC"].item() == 50.0

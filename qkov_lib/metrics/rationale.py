@@ -26,11 +26,19 @@ def rollout(attns: Sequence[torch.Tensor], identity_weight: float = 0.0) -> torc
 
 def readout_attention(attns: Sequence[torch.Tensor], ids: torch.Tensor, identity_weight: float = 0.0
                       ) -> torch.Tensor:
-    """The rollout row of each example's read-out position (its last non-padding token): [S, B, T]."""
-    roll = rollout(attns, identity_weight)  # [S, B, T, T]
-    last = (ids != 0).sum(-1) - 1
-    last = last.expand(roll.shape[0], -1) if last.dim() == 1 else last
-    return torch.gather(roll, 2, last[..., None, None].expand(-1, -1, 1, roll.shape[-1])).squeeze(2)
+    """The rollout row of each example's read-out position (its last non-padding token): [S, B, T]. ``attns`` as
+    the classifier returns them: full maps [S, B, H, T, T] below the last layer, the read-out row [S, B, H, 1, T] at
+    the last, mixed with the identity's read-out row."""
+    if not 0 <= identity_weight < 1:
+        raise ValueError(f"identity_weight must lie in [0, 1) (got {identity_weight!r})")
+    top = attns[-1].mean(-3)  # [S, B, 1, T]
+    last = ((ids != 0).sum(-1) - 1).expand(top.shape[:2])
+    own = torch.nn.functional.one_hot(last, top.shape[-1]).to(top.dtype)[:, :, None]
+    top = identity_weight * own + (1 - identity_weight) * top
+    top = top / top.sum(-1, keepdim=True)
+    if len(attns) > 1:
+        top = top @ rollout(attns[:-1], identity_weight)
+    return top.squeeze(-2)
 
 
 def word_mask(ids: torch.Tensor) -> torch.Tensor:

@@ -63,9 +63,16 @@ def trim(ids: torch.Tensor, *aligned: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (ids[..., :width], *(a[..., :width] for a in aligned))
 
 
+def _at(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """Row ``pos`` [S, B] of x [S, B, T, d], kept as a length-1 position axis: [S, B, 1, d]."""
+    return torch.gather(x, 2, pos[..., None, None].expand(-1, -1, 1, x.shape[-1]))
+
+
 def classify(params: dict[str, torch.Tensor], cfg: ClassifierConfig, ids: torch.Tensor
              ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Logits [S, B, C] at the read-out position and each layer's attention [S, B, H, T, T] (rows: queries).
+    """Logits [S, B, C] at the read-out position and each layer's attention (rows: queries): [S, B, H, T, T] below
+    the last layer; at the last layer only the read-out row, [S, B, H, 1, T], since no other row reaches the logits
+    (the last layer's other queries and MLP rows are not computed).
 
     ``ids`` [S, B, T] or [B, T] (shared by every seed); 0 is padding, the read-out token is the last non-padding
     position of each row. Trim all-padding columns first (``trim``): they cost time and change nothing.
@@ -75,22 +82,22 @@ def classify(params: dict[str, torch.Tensor], cfg: ClassifierConfig, ids: torch.
         ids = ids.expand(S, *ids.shape)
     T = ids.shape[-1]
     pad = ids == 0  # [S, B, T]
+    last = (~pad).sum(-1) - 1  # [S, B]
     x = params["embed"][torch.arange(S, device=ids.device)[:, None, None], ids] + params["pos"][:, None, :T]
     attns = []
     for layer in range(cfg.n_layers):
         p = f"blocks.{layer}."
-        q = torch.einsum("sbtd,shde->sbhte", x, params[p + "W_Q"])
+        queries = _at(x, last) if layer == cfg.n_layers - 1 else x
+        q = torch.einsum("sbtd,shde->sbhte", queries, params[p + "W_Q"])
         k = torch.einsum("sbtd,shde->sbhte", x, params[p + "W_K"])
         v = torch.einsum("sbtd,shde->sbhte", x, params[p + "W_V"])
-        scores = torch.einsum("sbhqe,sbhke->sbhqk", q, k) / cfg.d_head**0.5
+        scores = (q @ k.transpose(-1, -2)) / cfg.d_head**0.5
         scores = scores.masked_fill(pad[:, :, None, None, :], float("-inf"))
         attn = torch.softmax(scores, dim=-1)
         attns.append(attn)
         out = torch.einsum("sbhqe,shed->sbqd", attn @ v, params[p + "W_O"])
-        x = x + out if cfg.residual else out
+        x = queries + out if cfg.residual else out
         if cfg.mlp:
             h = torch.relu(torch.einsum("sbtd,sdm->sbtm", x, params[p + "mlp_in"]))
             x = x + torch.einsum("sbtm,smd->sbtd", h, params[p + "mlp_out"])
-    last = (~pad).sum(-1) - 1  # [S, B]
-    read = torch.gather(x, 2, last[..., None, None].expand(-1, -1, 1, cfg.d_model)).squeeze(2)
-    return torch.einsum("sbd,sdc->sbc", read, params["unembed"]) + params["unembed_bias"][:, None], attns
+    return torch.einsum("sbd,sdc->sbc", x.squeeze(2), params["unembed"]) + params["unembed_bias"][:, None], attns
