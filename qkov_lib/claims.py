@@ -304,3 +304,9 @@ def table1(per_seed: pd.DataFrame) -> pd.DataFrame:
               bool(e.loc[m, "ci_low"] > 0) if up else bool(e.loc[m, "ci_high"] < 0))
              for m, up in (("AC", True), ("ACMC", True), ("sufficiency", False), ("comprehensiveness", True))]
     return pd.DataFrame(rows, columns=["claim", "this run", "reproduced"])
+
+
+def table5(per_seed_by_depth: dict[int, pd.DataFrame]) -> pd.DataFrame:
+    """Appendix D.5 / Table 5: Table 1's claims (``table1``) checked at each depth, the claim named with it."""
+    return pd.concat([table1(per_seed).assign(claim=lambda t, n=n: f"{n} layers: " + t["claim"])
+                      for n, per_seed in per_seed_by_depth.items()], ignore_index=True)

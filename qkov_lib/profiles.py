@@ -274,6 +274,17 @@ def validate_real_data(p: dict[str, Any]) -> None:
         raise ParameterError(str(err)) from None
     if p["max_len"] < 2:
         raise ParameterError(f"max_len must be >= 2 (got {p['max_len']})")
+    if "heldout_fraction" in p and not 0 < p["heldout_fraction"] < 1:
+        raise ParameterError(f"heldout_fraction must lie in (0, 1) (got {p['heldout_fraction']!r})")
+
+
+def validate_layers(p: dict[str, Any]) -> None:
+    """Table 5: the real-data checks at the deepest of ``layer_counts`` (distinct integers >= 1)."""
+    counts = p["layer_counts"]
+    if not (isinstance(counts, list) and counts and len(set(counts)) == len(counts)
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts)):
+        raise ParameterError(f"layer_counts must be a non-empty list of distinct integers >= 1 (got {counts!r})")
+    validate_real_data(dict(p, n_layers=max(counts)))
 
 
 REAL = dict(seeds=[0, 1, 2, 3, 4], download=True, max_train=0, max_test=0, data_seed=0, min_freq=1, d_model=64,
@@ -329,11 +340,19 @@ CHAPTERS: dict[str, ChapterSpec] = {
         changes={"default": dict(max_len=64, lr=1e-3, epochs=3), "smoke": dict(REAL_SMOKE, max_len=32, lr=1e-3)},
         validate=validate_real_data, datasets=("hatexplain",),
     ),
+    "hatexplain_layers": ChapterSpec(
+        title="Table 5: HateXplain with two and four layers",
+        paper=dict(REAL, max_len=128, layer_counts=[2, 4], mlp=True, residual=True, optimizer="adamw", lr=5e-5,
+                   qk_mult=30.0, epochs=30),
+        changes={"default": dict(max_len=64, lr=1e-3, epochs=1),
+                 "smoke": dict(REAL_SMOKE, max_len=32, lr=1e-3, layer_counts=[2])},
+        validate=validate_layers, datasets=("hatexplain",),
+    ),
     "sva": ChapterSpec(
         title="Table 1 and Figure 6: subject-verb agreement",
         paper=dict(REAL, max_len=64, n_layers=1, mlp=False, residual=False, optimizer="adamw", lr=1e-5,
-                   qk_mult=100.0, epochs=15, min_freq=2),
-        changes={"default": dict(lr=1e-3, epochs=5), "smoke": dict(REAL_SMOKE, max_len=32, lr=1e-3),
+                   qk_mult=100.0, epochs=15, min_freq=2, heldout_fraction=0.1),
+        changes={"default": dict(lr=1e-4, epochs=6), "smoke": dict(REAL_SMOKE, max_len=32, lr=1e-3),
                  "official": dict(optimizer="sgd", batch_size=256)},
         validate=validate_real_data, datasets=("sva",),
     ),

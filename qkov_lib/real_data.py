@@ -1,7 +1,9 @@
 """Section 7 on real data: load and encode a dataset, train a baseline and a faster-QK classifier (all seeds at
-once), and measure accuracy, MRTA, AC, ACMC, sufficiency and comprehensiveness per seed (Table 1)."""
+once), and measure accuracy, MRTA, AC, ACMC, sufficiency and comprehensiveness per seed (Table 1), and accuracy by
+group (SVA: by number of attractors)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +21,6 @@ from .models.transformer import ClassifierConfig, classify, init_classifier, tri
 from .optim import RateSchedule
 from .training import FixedSetBatches, TrainConfig, train
 
-DATASETS = ("hatexplain", "sva")
 TABLE_METRICS = ("accuracy", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
 
 
@@ -32,27 +33,45 @@ class Prepared:
     vocab: Vocab
     classes: tuple[str, ...]
     info: dict[str, Any]
+    heldout: Encoded | None = None
+
+
+Loader = Callable[[dict[str, Any]], tuple[dict[str, TextSplit], dict]]
+# each dataset: its loader (the chapter's parameters -> splits and provenance) and its class names
+DATASETS: dict[str, tuple[Loader, tuple[str, ...]]] = {
+    "hatexplain": (lambda p: hatexplain.load(p["rationale_rule"], download=p["download"]), hatexplain.CLASSES),
+    "sva": (lambda p: sva.load(download=p["download"], heldout_fraction=p["heldout_fraction"], seed=p["data_seed"]),
+            sva.CLASSES),
+}
+
+
+def majority_share(labels: np.ndarray) -> float:
+    """The accuracy, in percent, of always predicting the most frequent class."""
+    return 100 * np.bincount(labels).max() / len(labels)
 
 
 def prepare(dataset: str, p: dict[str, Any]) -> Prepared:
     """Load (offline copies or the cache), subsample as the profile says, build the vocabulary on train, encode."""
-    if dataset == "hatexplain":
-        splits, info = hatexplain.load(p["rationale_rule"], download=p["download"])
-        classes = hatexplain.CLASSES
-    elif dataset == "sva":
-        splits, info = sva.load(download=p["download"])
-        classes = sva.CLASSES
-    else:
+    if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; allowed: {', '.join(DATASETS)}")
+    load, classes = DATASETS[dataset]
+    splits, info = load(p)
     tr: TextSplit = splits["train"].subset(p["max_train"] or None, p["data_seed"])
     te: TextSplit = splits["test"].subset(p["max_test"] or None, p["data_seed"])
+    held: TextSplit | None = splits.get("heldout")
+    if held is not None:
+        held = held.subset(p["max_test"] or None, p["data_seed"])
     vocab = Vocab(tr.tokens, p["min_freq"])
+    annotated = int(sum(r is not None and r.any() for r in te.relevant))
     info = dict(info, **{"train examples": len(tr), "test examples": len(te), "vocabulary": len(vocab),
                          "test tokens outside the vocabulary": f"{100 * unknown_rate(te, vocab):.1f}%",
-                         "test accuracy of always predicting the majority class":
-                             f"{100 * np.bincount(te.labels).max() / len(te):.1f}%",
-                         "test examples with relevant tokens": int(sum(r is not None and r.any() for r in te.relevant))})
-    return Prepared(encode(tr, vocab, p["max_len"]), encode(te, vocab, p["max_len"]), vocab, classes, info)
+                         "test accuracy of always predicting the majority class": f"{majority_share(te.labels):.1f}%",
+                         "test examples with relevant tokens": annotated})
+    if held is not None:
+        info |= {"held-out examples": len(held),
+                 "held-out accuracy of always predicting the majority class": f"{majority_share(held.labels):.1f}%"}
+    return Prepared(encode(tr, vocab, p["max_len"]), encode(te, vocab, p["max_len"]), vocab, classes, info,
+                    None if held is None else encode(held, vocab, p["max_len"]))
 
 
 def model_config(data: Prepared, p: dict[str, Any]) -> ClassifierConfig:
@@ -134,6 +153,47 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, p: dict[
     return pd.DataFrame(rows), {"mass": cat["mass"].numpy(), "prob_true": cat["prob"].numpy()}
 
 
+@torch.no_grad()
+def predictions(params: dict[str, torch.Tensor], cfg: ClassifierConfig, split: Encoded, batch: int) -> torch.Tensor:
+    """Each seed's predicted class for every example of ``split``: [S, N] on the CPU."""
+    dev = params["embed"].device
+    return torch.cat([classify(params, cfg, trim(split.ids[i:i + batch].to(dev))[0])[0].argmax(-1).cpu()
+                      for i in range(0, split.ids.shape[0], batch)], dim=1)
+
+
+def accuracy_by_group(params: dict[str, torch.Tensor], data: Prepared, p: dict[str, Any]) -> pd.DataFrame:
+    """Per split with groups (held-out, test), group and seed: accuracy and the group's majority-class share, in
+    percent, and its size (columns split, group, seed, accuracy, majority, examples). Empty without groups."""
+    cfg, rows = model_config(data, p), []
+    for name, split in (("held-out", data.heldout), ("test", data.test)):
+        if split is None or split.groups is None:
+            continue
+        correct = (predictions(params, cfg, split, p["eval_batch"]) == split.labels).numpy()
+        groups, labels = split.groups.numpy(), split.labels.numpy()
+        for group in np.unique(groups):
+            inside = groups == group
+            rows += [{"split": name, "group": int(group), "seed": seed, "accuracy": 100 * correct[i, inside].mean(),
+                      "majority": majority_share(labels[inside]), "examples": int(inside.sum())}
+                     for i, seed in enumerate(p["seeds"])]
+        rows += [{"split": name, "group": "all", "seed": seed, "accuracy": 100 * correct[i].mean(),
+                  "majority": majority_share(labels), "examples": len(labels)} for i, seed in enumerate(p["seeds"])]
+    return pd.DataFrame(rows, columns=["split", "group", "seed", "accuracy", "majority", "examples"])
+
+
+def group_table(by_group: pd.DataFrame, name: Callable[[Any], str] = str) -> pd.DataFrame:
+    """Accuracy by group for reading: per split and group, the majority share, the size, and each condition's mean
+    accuracy ± 95% CI half-width over seeds (percent, 0.1); ``name`` labels a group."""
+    rows = []
+    for (split, group), part in by_group.groupby(["split", "group"], sort=False):
+        row = {"split": split, "group": name(group), "examples": int(part["examples"].iloc[0]),
+               "majority class": f"{part['majority'].iloc[0]:.1f}"}
+        for cond, runs in part.groupby("condition", sort=False):
+            mean, half = mean_ci(runs["accuracy"].to_numpy())
+            row[cond] = f"{mean:.1f} ± {half:.1f}"
+        rows.append(row)
+    return pd.DataFrame(rows).set_index(["split", "group"])
+
+
 def table1(per_seed: pd.DataFrame, by: str = "condition") -> pd.DataFrame:
     """Table 1 rows: per condition and metric, the mean over seeds and its 95% CI half-width."""
     rows = []
@@ -146,7 +206,7 @@ def table1(per_seed: pd.DataFrame, by: str = "condition") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def table1_display(table: pd.DataFrame, by: str = "condition") -> pd.DataFrame:
+def table1_display(table: pd.DataFrame, by: str | list[str] = "condition") -> pd.DataFrame:
     """``table1`` for reading: one "mean ± half-width" column per metric (percentages to 0.1, probability
     differences to 0.001), so a row fits the page."""
     shown = table.set_index(by)
@@ -155,25 +215,67 @@ def table1_display(table: pd.DataFrame, by: str = "condition") -> pd.DataFrame:
                              for v, h in zip(shown[m], shown[f"{m} ±"])] for m in TABLE_METRICS}, index=shown.index)
 
 
+@dataclass
+class RealRun:
+    """Both conditions' results: per-seed metrics, DTAP maps [seeds, y, x] per condition, training curves (columns
+    label, step, epoch, seed, train_nll) and accuracy by group (``accuracy_by_group`` plus a condition column)."""
+
+    per_seed: pd.DataFrame
+    maps: dict[str, np.ndarray]
+    curves: pd.DataFrame
+    by_group: pd.DataFrame
+
+
 def _condition(data: Prepared, p: dict[str, Any], name: str, qk_mult: float, device: torch.device,
-               progress: bool) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame]:
-    """Train and evaluate one condition: per-seed metrics, DTAP maps [seeds, y, x] and the training curve."""
+               progress: bool) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame, pd.DataFrame]:
+    """Train and evaluate one condition: per-seed metrics, DTAP maps [seeds, y, x], the training curve and the
+    accuracy by group."""
     from .metrics import dtap_histogram
     params, curve = train_condition(data, p, qk_mult, device, progress, desc=name)
     rows, raw = evaluate_condition(params, data, p)
     maps = np.stack([dtap_histogram(raw["mass"][i], raw["prob_true"][i], p["bins"], p["bins"])
                      for i in range(len(p["seeds"]))])
-    return rows.assign(condition=name), maps, curve.assign(label=name)
+    by_group = accuracy_by_group(params, data, p).assign(condition=name)
+    return rows.assign(condition=name), maps, curve.assign(label=name), by_group
 
 
-def run_conditions(data: Prepared, p: dict[str, Any], device: torch.device, progress: bool = True
-                   ) -> tuple[pd.DataFrame, dict[str, np.ndarray], pd.DataFrame]:
-    """Baseline (QK x 1) and faster QK (QK x qk_mult), side by side in two processes on the CPU, each on one torch
-    thread (so the numbers do not depend on the machine's core count): per-seed metrics, DTAP maps [seeds, y, x]
-    per condition, and training curves (columns label, step, epoch, seed, train_nll)."""
-    conditions = [("baseline", 1.0), (f"faster QK (x{p['qk_mult']:g})", p["qk_mult"])]
-    tasks = [(data, p, name, mult, device, progress) for name, mult in conditions]
-    done = run_independent(_condition, tasks, cpu_workers(device))
-    per_seed = pd.concat([rows for rows, _, _ in done], ignore_index=True)
-    curves = pd.concat([curve for _, _, curve in done], ignore_index=True)
-    return per_seed, {name: maps for (name, _), (_, maps, _) in zip(conditions, done)}, curves
+def _conditions(p: dict[str, Any]) -> list[tuple[str, float]]:
+    return [("baseline", 1.0), (f"faster QK (x{p['qk_mult']:g})", p["qk_mult"])]
+
+
+def _run_all(data: Prepared, variants: list[dict[str, Any]], device: torch.device, progress: bool) -> list[RealRun]:
+    """Both conditions of every parameter variant, as independent tasks over the CPU's worker processes (each on
+    one torch thread, so the numbers do not depend on the machine's core count): one RealRun per variant."""
+    tasks = [(data, p, name, mult, device, progress) for p in variants for name, mult in _conditions(p)]
+    done = iter(run_independent(_condition, tasks, cpu_workers(device)))
+    runs = []
+    for p in variants:
+        pairs = [(name, next(done)) for name, _ in _conditions(p)]
+        runs.append(RealRun(per_seed=pd.concat([d[0] for _, d in pairs], ignore_index=True),
+                            maps={name: d[1] for name, d in pairs},
+                            curves=pd.concat([d[2] for _, d in pairs], ignore_index=True),
+                            by_group=pd.concat([d[3] for _, d in pairs], ignore_index=True)))
+    return runs
+
+
+def run_conditions(data: Prepared, p: dict[str, Any], device: torch.device, progress: bool = True) -> RealRun:
+    """Baseline (QK x 1) and faster QK (QK x qk_mult), side by side in two processes on the CPU."""
+    return _run_all(data, [p], device, progress)[0]
+
+
+def run_layers(data: Prepared, p: dict[str, Any], device: torch.device, progress: bool = True) -> dict[int, RealRun]:
+    """``run_conditions`` for each depth in ``p["layer_counts"]`` (Appendix D.5, Table 5), all four or more
+    trainings spread over the worker processes at once."""
+    counts = list(p["layer_counts"])
+    return dict(zip(counts, _run_all(data, [dict(p, n_layers=n) for n in counts], device, progress)))
+
+
+def by_depth(runs: dict[int, RealRun], field: str) -> pd.DataFrame:
+    """One of the runs' tables (``per_seed``, ``curves``) at every depth, with a ``layers`` column."""
+    return pd.concat([getattr(run, field).assign(layers=n) for n, run in runs.items()], ignore_index=True)
+
+
+def layers_table(runs: dict[int, RealRun]) -> pd.DataFrame:
+    """Table 5: ``table1`` per depth, with a ``layers`` column first."""
+    table = pd.concat([table1(run.per_seed).assign(layers=n) for n, run in runs.items()], ignore_index=True)
+    return table[["layers", *table.columns.drop("layers")]]

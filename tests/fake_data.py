@@ -113,12 +113,17 @@ def write_sva_offline(root: Path, n_train: int = 200, n_test: int = 60) -> None:
     (folder / "derived").mkdir(parents=True, exist_ok=True)
     lines = [f"{('VBZ', 'VBP')[lab]}\t{' '.join(w[:-1])}" for w, _, lab in sva_sentences(n_train)]
     (folder / "rnn_agr_simple" / "numpred.val").write_text("\n".join(lines) + "\n")
+    for k in range(1, 6):  # the attractor-binned files: a few prefixes each, the first test sentences among them
+        lines = [f"{('VBZ', 'VBP')[lab]}\t{' '.join(w[:-1])}" for w, _, lab in sva_sentences(10 + k, seed=10 + k)]
+        if k == 1:
+            lines += [f"{('VBZ', 'VBP')[lab]}\t{' '.join(w[:-1])}" for w, _, lab in sva_sentences(3, seed=1)]
+        (folder / "rnn_agr_simple" / f"numpred.test.{k}").write_text("\n".join(lines) + "\n")
     with open(folder / "derived" / "linzen_testset_subjects.tsv", "w", newline="") as fh:
         w = csv.writer(fh, delimiter="\t")
         w.writerow(["sent_id", "sentence", "verb_index", "verb", "label", "subj_index", "subj", "n_attractors",
                     "parser_agrees"])
         for i, (words, subj, lab) in enumerate(sva_sentences(n_test, seed=1)):
-            w.writerow([i, " ".join(words), len(words) - 1, words[-1], ("VBZ", "VBP")[lab], subj, words[subj], 0,
+            w.writerow([i, " ".join(words), len(words) - 1, words[-1], ("VBZ", "VBP")[lab], subj, words[subj], i % 3,
                         1 if i % 10 else 0])
     seal(root)
 
@@ -128,9 +133,9 @@ def write_sva_canonical(cache: Path, n: int = 300) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with gzip.open(folder / "agr_50_mostcommon_10K.tsv.gz", "wt", newline="") as fh:
         w = csv.writer(fh, delimiter="\t")
-        w.writerow(["sentence", "verb", "verb_pos", "subj_index", "verb_index"])
-        for words, subj, lab in sva_sentences(n, seed=2):
-            w.writerow([" ".join(words), words[-1], ("VBZ", "VBP")[lab], subj + 1, len(words)])  # 1-based
+        w.writerow(["sentence", "verb", "verb_pos", "subj_index", "verb_index", "n_diff_intervening"])
+        for i, (words, subj, lab) in enumerate(sva_sentences(n, seed=2)):
+            w.writerow([" ".join(words), words[-1], ("VBZ", "VBP")[lab], subj + 1, len(words), i % 3])  # 1-based
     seal(cache)
 
 

@@ -11,14 +11,15 @@ from fake_data import (seal, write_hatexplain_canonical, write_hatexplain_offlin
                        write_sva_offline)
 
 from qkov_lib import claims
-from qkov_lib.data import CACHE_ENV, DATA_ENV, hatexplain, registry, sva
+from qkov_lib.data import CACHE_ENV, DATA_ENV, hatexplain, pos_tags, registry, sva
 from qkov_lib.data.registry import DataError
 from qkov_lib.data.text import TextSplit, Vocab, encode
 from qkov_lib.metrics.rationale import erase, faithfulness, mass_metrics, readout_attention, rollout, top_tokens
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
 from qkov_lib.optim import circuit_groups
 from qkov_lib.profiles import ParameterError, resolve
-from qkov_lib.real_data import TABLE_METRICS, prepare, run_conditions, table1, table1_display
+from qkov_lib.real_data import (TABLE_METRICS, by_depth, group_table, layers_table, prepare, run_conditions, run_layers,
+                                table1, table1_display)
 
 
 @pytest.fixture
@@ -93,17 +94,58 @@ def test_the_download_path_uses_pooch_with_the_pinned_hash(canonical, monkeypatc
 
 def test_sva_offline_and_canonical(offline, monkeypatch, tmp_path):
     write_sva_offline(offline)
-    splits, info = sva.load()
-    assert len(splits["train"]) == 200 and len(splits["test"]) == 54  # rows whose parse disagrees are dropped
-    words, rel = splits["test"].tokens[0], splits["test"].relevant[0]
+    splits, info = sva.load(heldout_fraction=0.2)
+    train, held, test = splits["train"], splits["heldout"], splits["test"]
+    assert len(test) == 54 and set(test.groups) == {0, 1, 2}  # rows whose parse disagrees are dropped
+    words, rel = test.tokens[0], test.relevant[0]
     assert words[int(np.argmax(rel))] in ("dog", "dogs") and len(words) == len(rel)
+    assert [len(b) for b in test.backoff] == [len(t) for t in test.tokens]  # a tag per word
+    test_prefixes = {tuple(t) for t in test.tokens}
+    assert not test_prefixes & {tuple(t) for t in train.tokens + held.tokens}  # no test sentence trains
+    pool = 200 + sum(10 + k for k in range(1, 6)) + 3
+    dropped = int(info["train"].split(", ")[-1].split()[0])
+    assert dropped >= 2 and len(train) + len(held) == pool - dropped  # the two planted test sentences at least
+    for group in (sva.UNBINNED, 1, 2, 3, 4, 5):  # a fifth of each file held out
+        n = int((train.groups == group).sum() + (held.groups == group).sum())
+        assert (held.groups == group).sum() == round(0.2 * n)
+    again, _ = sva.load(heldout_fraction=0.2)
+    assert again["heldout"].tokens == held.tokens  # seeded
     monkeypatch.delenv(DATA_ENV)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
     write_sva_canonical(tmp_path / "c")
     splits, info = sva.load(train_fraction=0.2)
-    assert len(splits["train"]) == 60 and len(splits["test"]) == 240
+    assert len(splits["train"]) == 60 and len(splits["test"]) == 240 and "heldout" not in splits
     w, r = splits["train"].tokens[0], splits["train"].relevant[0]
     assert w[int(np.argmax(r))] in ("dog", "dogs")  # 1-based indices read correctly
+    assert set(splits["test"].groups) == {0, 1, 2}
+
+
+def test_a_replaced_word_matches_any_unseen_word_and_unknown_words_back_off_to_their_tag():
+    pool = TextSplit("p", [["the", "NN", "of", "dogs"], ["the", "NN"], ["a", "cat"]], np.array([0, 1, 0]),
+                     [None] * 3, np.array([1, 1, 1]))
+    test = TextSplit("t", [["the", "zebra", "of", "dogs"], ["the", "cat"]], np.array([0, 0]), [None, None])
+    kept, dropped = sva._without_test(pool, test)  # "zebra" is unseen, so the first prefix may be that sentence
+    assert dropped == 1 and kept.tokens == [["the", "NN"], ["a", "cat"]]
+    vocab = Vocab([["the", "NN", "dog"]])
+    assert vocab.ids(["the", "zebra", "yak"], ["DT", "NN", "XX"]) == [vocab.stoi["the"], vocab.stoi["NN"], 1]
+    split = TextSplit("s", [["the", "zebra"]], np.array([0]), [None], backoff=[["DT", "NN"]])
+    assert encode(split, vocab, 4).ids[0, :2].tolist() == [vocab.stoi["the"], vocab.stoi["NN"]]
+    with pytest.raises(DataError, match="back-off tokens do not align"):
+        TextSplit("s", [["the", "zebra"]], np.array([0]), [None], backoff=[["DT"]])
+
+
+def test_tags_are_the_taggers_and_cached_once(monkeypatch, tmp_path):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    assert pos_tags.tag([["the", "keys", "to", "the", "cabinet"]]) == [["DT", "NNS", "IN", "DT", "NN"]]
+    source = tmp_path / "sentences.txt"
+    source.write_text("a b\nc\n")
+    calls = []
+    monkeypatch.setattr(pos_tags, "tag", lambda s: calls.append(len(s)) or [["X"] * len(t) for t in s])
+    sentences = [["a", "b"], ["c"]]
+    assert pos_tags.cached_tags(source, sentences) == [["X", "X"], ["X"]] == pos_tags.cached_tags(source, sentences)
+    assert calls == [2]  # the second call read the cache
+    next((tmp_path / "tags").iterdir()).write_text("X")  # damaged: tagged again
+    assert pos_tags.cached_tags(source, sentences) == [["X", "X"], ["X"]] and calls == [2, 2]
 
 
 def test_missing_data_is_one_clear_error(canonical):
@@ -152,7 +194,7 @@ def test_empty_split_and_corrupt_sva_are_caught(offline, tmp_path, monkeypatch):
     write_sva_offline(offline)
     (offline / "sva" / "rnn_agr_simple" / "numpred.val").write_text("")
     seal(offline)
-    with pytest.raises(DataError, match="train split is empty"):
+    with pytest.raises(DataError, match="numpred.val holds no prefix"):
         sva.load()
     (offline / "sva" / "rnn_agr_simple" / "numpred.val").write_text("VBX\tthe dog\n")
     seal(offline)
@@ -259,14 +301,16 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     write_hatexplain_offline(offline)
     _, p = resolve("hatexplain", "smoke", {"epochs": 3})
     data = prepare("hatexplain", p)
-    per_seed, maps, curves = run_conditions(data, p, torch.device("cpu"), progress=False)
+    run = run_conditions(data, p, torch.device("cpu"), progress=False)
+    per_seed = run.per_seed
     assert set(per_seed["condition"]) == {"baseline", "faster QK (x30)"} and len(per_seed) == 4
     monkeypatch.setenv("QKOV_WORKERS", "1")  # both conditions in this process, with two torch threads outside
     torch.set_num_threads(2)
     alone = run_conditions(data, p, torch.device("cpu"), progress=False)
-    pd.testing.assert_frame_equal(alone[0], per_seed, check_exact=True)  # same numbers in any process, any threads
-    pd.testing.assert_frame_equal(alone[2], curves, check_exact=True)
-    assert all(m.shape == (2, 5, 5) for m in maps.values()) and not curves.empty
+    pd.testing.assert_frame_equal(alone.per_seed, per_seed, check_exact=True)  # same numbers in any process
+    pd.testing.assert_frame_equal(alone.curves, run.curves, check_exact=True)
+    assert all(m.shape == (2, 5, 5) for m in run.maps.values()) and not run.curves.empty
+    assert run.by_group.empty  # HateXplain has no groups
     t = table1(per_seed)
     assert {"accuracy", "accuracy ±", "comprehensiveness ±"} <= set(t.columns)
     shown = table1_display(t)  # one "mean ± half-width" column per metric
@@ -279,6 +323,44 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     assert claims.table1(forged).set_index("claim").loc["AC rises with faster QK", "reproduced"]
 
 
+def test_sva_accuracy_by_attractors(offline):
+    write_sva_offline(offline)
+    _, p = resolve("sva", "smoke", {"max_train": 0, "max_test": 0})
+    data = prepare("sva", p)
+    run = run_conditions(data, p, torch.device("cpu"), progress=False)
+    g = run.by_group
+    assert set(g["split"]) == {"held-out", "test"} and len(set(g["condition"])) == 2
+    held_all = g[(g["split"] == "held-out") & (g["group"] == "all")]
+    assert len(held_all) == 4 and (held_all["examples"] == data.heldout.ids.shape[0]).all()
+    test_all = g[(g["split"] == "test") & (g["group"] == "all")].set_index(["condition", "seed"])["accuracy"]
+    per_seed = run.per_seed.set_index(["condition", "seed"])["accuracy"]
+    assert np.allclose(test_all.sort_index(), per_seed.sort_index())  # the same predictions as Table 1's accuracy
+    labels = data.test.labels.numpy()
+    assert g[(g["split"] == "test") & (g["group"] == "all")]["majority"].iloc[0] == pytest.approx(
+        100 * max(labels.mean(), 1 - labels.mean()))
+    shown = group_table(g, sva.attractors)
+    assert ("held-out", "not binned (numpred.val)") in shown.index and "majority class" in shown.columns
+
+
+def test_table5_runs_each_depth_with_its_own_rollout_and_names_the_depth_in_its_claims(offline):
+    write_hatexplain_offline(offline)
+    _, p = resolve("hatexplain_layers", "smoke", {"layer_counts": [1, 2]})
+    data = prepare("hatexplain", p)
+    runs = run_layers(data, p, torch.device("cpu"), progress=False)
+    assert list(runs) == [1, 2]
+    one = run_conditions(data, dict(p, n_layers=1), torch.device("cpu"), progress=False)
+    pd.testing.assert_frame_equal(runs[1].per_seed, one.per_seed, check_exact=True)  # depth 1 = Table 1's run
+    assert not runs[2].per_seed[list(TABLE_METRICS)].equals(runs[1].per_seed[list(TABLE_METRICS)])
+    table = layers_table(runs)
+    assert list(table["layers"]) == [1, 1, 2, 2] and list(table.columns[:2]) == ["layers", "condition"]
+    assert list(by_depth(runs, "per_seed")["layers"].unique()) == [1, 2]
+    checked = claims.table5({n: run.per_seed for n, run in runs.items()})
+    assert len(checked) == 10 and checked["claim"].iloc[5] == "2 layers: accuracy comparable with faster QK"
+    for bad in ([], [2, 2], [0], [1.5]):
+        with pytest.raises(ParameterError, match="layer_counts"):
+            resolve("hatexplain_layers", "default", {"layer_counts": bad})
+
+
 def test_real_data_parameters_are_validated():
     with pytest.raises(ParameterError, match="rationale_rule"):
         resolve("hatexplain", "default", {"rationale_rule": "all"})
@@ -286,6 +368,8 @@ def test_real_data_parameters_are_validated():
         resolve("sva", "default", {"k_percents": [0.0]})
     with pytest.raises(ParameterError, match="optimizer"):
         resolve("sva", "default", {"optimizer": "lion"})
+    with pytest.raises(ParameterError, match="heldout_fraction"):
+        resolve("sva", "default", {"heldout_fraction": 1.0})
 
 
 def test_gzip_fixture_is_really_gzip(tmp_path):

@@ -1,11 +1,17 @@
 """Subject-verb agreement (Linzen, Dupoux & Goldberg, 2016): predict the number of a verb (VBZ singular / VBP plural)
 from the sentence prefix before it; the relevant token is the subject (Section 7).
 
-Canonical release: ``agr_50_mostcommon_10K.tsv.gz`` (every sentence with its subject and verb indices), split at
-random into ``train_fraction`` for training and the rest for testing. Offline copies under $QKOV_DATA_DIR/sva: the
-authors' number-prediction prefixes (``rnn_agr_simple/numpred.*``, no subject index) for training, and the
-colorlessgreen Linzen test subset with parser-derived subject indices (``derived/linzen_testset_subjects.tsv``,
-rows whose parse agrees with the verb's number) for testing.
+Canonical release: ``agr_50_mostcommon_10K.tsv.gz`` (every sentence with its subject and verb indices and its
+number of attractors), split at random into ``train_fraction`` for training and the rest for testing.
+
+Offline copies under $QKOV_DATA_DIR/sva: the authors' number-prediction prefixes (``rnn_agr_simple/numpred.val``, the
+1% validation split, and ``numpred.test.1``-``5``, test dependencies with 1-5 attractors; no subject index) and the
+colorlessgreen Linzen test subset with parser-derived subject indices (``derived/linzen_testset_subjects.tsv``, rows
+whose parse agrees with the verb's number). The colorlessgreen sentences come from the same corpus: every prefix that
+matches one of them (reading a replaced word as any word) is dropped from the prefixes, and the rest are split into
+train and a held-out part (``heldout_fraction`` of each file, seeded). The colorlessgreen prefixes are the test set
+with subjects; their words outside the training vocabulary are read as their part-of-speech tags, as the prefixes
+were made (``pos_tags``).
 """
 from __future__ import annotations
 
@@ -17,13 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
+from .pos_tags import cached_tags
 from .registry import DataError, canonical_file, not_found, offline_file, read_text
 from .text import TextSplit
 
 CLASSES = ("VBZ", "VBP")  # singular, plural
-TRAIN_FILES = ("numpred.val",)  # the 1% dev split: disjoint from the test sentences by construction
-SUBJECT_COLUMNS = ("sent_id", "sentence", "verb_index", "label", "subj_index", "parser_agrees")
-CANONICAL_COLUMNS = ("sentence", "verb_pos", "verb_index", "subj_index")
+UNBINNED = -1  # the group of numpred.val, whose attractor counts the release does not give
+NUMPRED = {"numpred.val": UNBINNED, **{f"numpred.test.{k}": k for k in range(1, 6)}}  # file -> attractors
+SUBJECT_COLUMNS = ("sent_id", "sentence", "verb_index", "label", "subj_index", "n_attractors", "parser_agrees")
+CANONICAL_COLUMNS = ("sentence", "verb_pos", "verb_index", "subj_index", "n_diff_intervening")
 
 
 def _label(tag: str, where: str) -> int:
@@ -74,36 +82,88 @@ def _subject_mask(subj: int, verb: int) -> np.ndarray:
 
 
 def _subject_split(path: Path, name: str) -> TextSplit:
-    tokens, labels, rel = [], [], []
-    for line, row in enumerate(_tsv_rows(read_text(path), path, SUBJECT_COLUMNS), 2):
+    """The colorlessgreen prefixes whose parsed subject agrees with the verb: subject masks, attractor counts as
+    groups, part-of-speech tags (of the whole sentence, cut to the prefix) as back-off tokens."""
+    rows = _tsv_rows(read_text(path), path, SUBJECT_COLUMNS)
+    tags = cached_tags(path, [row["sentence"].split(" ") for row in rows])
+    tokens, labels, rel, groups, backoff = [], [], [], [], []
+    for line, (row, row_tags) in enumerate(zip(rows, tags), 2):
         if row["parser_agrees"] != "1":
             continue
         where = f"{path} line {line}"
-        words, verb, subj = row["sentence"].split(), _index(row, "verb_index", where), _index(row, "subj_index", where)
+        words = row["sentence"].split(" ")
+        verb, subj = _index(row, "verb_index", where), _index(row, "subj_index", where)
         if not 0 <= subj < verb <= len(words):
             raise DataError(f"{where}: subject index {subj} and verb index {verb} do not fit its {len(words)} words")
         tokens.append(words[:verb])
+        backoff.append(row_tags[:verb])
         labels.append(_label(row["label"], where))
         rel.append(_subject_mask(subj, verb))
-    return TextSplit(name, tokens, np.asarray(labels), rel)
+        groups.append(_index(row, "n_attractors", where))
+    return TextSplit(name, tokens, np.asarray(labels), rel, np.asarray(groups), backoff)
 
 
-def _offline(train_files: tuple[str, ...]) -> tuple[dict[str, TextSplit], dict] | None:
+def _numpred() -> TextSplit:
+    """Every offline number-prediction prefix, grouped by its file's attractor count (UNBINNED for the val split)."""
+    tokens, labels, groups = [], [], []
+    for fname, attractors in NUMPRED.items():
+        path = offline_file(f"sva/rnn_agr_simple/{fname}")
+        if path is None:
+            raise DataError(f"offline SVA copy incomplete: sva/rnn_agr_simple/{fname} is missing; copy the whole "
+                            f"rnn_agr_simple folder (data/README.md)")
+        t, lab = _prefixes(path)
+        if not t:
+            raise DataError(f"{path} holds no prefix; the copy is truncated, copy it again")
+        tokens += t
+        labels += lab
+        groups += [attractors] * len(t)
+    return TextSplit("prefixes", tokens, np.asarray(labels), [None] * len(tokens), np.asarray(groups))
+
+
+def attractors(group: int | str) -> str:
+    """A group's label in the accuracy-by-attractors table."""
+    return "not binned (numpred.val)" if group == UNBINNED else str(group)
+
+
+def _is_tag(token: str) -> bool:
+    """A part-of-speech tag standing for a replaced word (the release's words are lower case, its tags upper)."""
+    return token.isupper()
+
+
+def _without_test(pool: TextSplit, test: TextSplit) -> tuple[TextSplit, int]:
+    """``pool`` less every prefix that matches a test prefix word for word, a replaced word (a tag) matching any
+    word the pool never shows; returns the rest and how many were dropped."""
+    known = {t for toks in pool.tokens for t in toks if not _is_tag(t)}
+    wild = "\x00"
+    test_keys = {tuple(t if t in known else wild for t in toks) for toks in test.tokens}
+    keep = np.asarray([tuple(wild if _is_tag(t) else t for t in toks) not in test_keys for toks in pool.tokens])
+    return pool.take(np.flatnonzero(keep)), int((~keep).sum())
+
+
+def _stratified(pool: TextSplit, fraction: float, seed: int) -> tuple[TextSplit, TextSplit]:
+    """Train and held-out parts: ``fraction`` of each group, drawn with ``seed``; order kept."""
+    rng = np.random.default_rng(seed)
+    held = np.zeros(len(pool), dtype=bool)
+    for group in np.unique(pool.groups):
+        rows = np.flatnonzero(pool.groups == group)
+        held[rng.choice(rows, int(round(fraction * len(rows))), replace=False)] = True
+    return pool.take(np.flatnonzero(~held), "train"), pool.take(np.flatnonzero(held), "heldout")
+
+
+def _offline(heldout_fraction: float, seed: int) -> tuple[dict[str, TextSplit], dict] | None:
     test_path = offline_file("sva/derived/linzen_testset_subjects.tsv")
     if test_path is None:
         return None
-    tokens, labels = [], []
-    for fname in train_files:
-        path = offline_file(f"sva/rnn_agr_simple/{fname}")
-        if path is None:
-            raise DataError(f"offline SVA copy incomplete: sva/rnn_agr_simple/{fname} is missing")
-        t, lab = _prefixes(path)
-        tokens += t
-        labels += lab
-    train = TextSplit("train", tokens, np.asarray(labels), [None] * len(tokens))
-    info = {"source": "offline copies", "train": f"prefixes of {', '.join(train_files)} (no subject index)",
-            "test": "colorlessgreen Linzen subset, parser-derived subjects (parser_agrees == 1)"}
-    return {"train": train, "test": _subject_split(test_path, "test")}, info
+    test = _subject_split(test_path, "test")
+    pool, dropped = _without_test(_numpred(), test)
+    train, heldout = _stratified(pool, heldout_fraction, seed)
+    info = {"source": "offline copies",
+            "train": f"number-prediction prefixes ({', '.join(NUMPRED)}; no subject index), "
+                     f"{dropped} prefixes matching a test sentence dropped",
+            "held-out": f"{heldout_fraction:.0%} of each file (seed {seed})",
+            "test": "colorlessgreen Linzen subset, parser-derived subjects (parser_agrees == 1), words outside "
+                    "the vocabulary read as their part-of-speech tags"}
+    return {"train": train, "heldout": heldout, "test": test}, info
 
 
 def _canonical(download: bool, train_fraction: float, seed: int) -> tuple[dict[str, TextSplit], dict] | None:
@@ -121,7 +181,7 @@ def _canonical(download: bool, train_fraction: float, seed: int) -> tuple[dict[s
     except UnicodeDecodeError as err:
         raise DataError(f"{path}: byte {err.start} of the uncompressed text is not UTF-8; the file is corrupt, "
                         f"delete it and fetch again") from None
-    tokens, labels, rel = [], [], []
+    tokens, labels, rel, groups = [], [], [], []
     for line, row in enumerate(rows, 2):
         where = f"{path} line {line}"
         words = row["sentence"].split()
@@ -131,24 +191,23 @@ def _canonical(download: bool, train_fraction: float, seed: int) -> tuple[dict[s
         tokens.append(words[:verb])
         labels.append(_label(row["verb_pos"], where))
         rel.append(_subject_mask(subj, verb))
+        groups.append(_index(row, "n_diff_intervening", where))
     order = np.random.default_rng(seed).permutation(len(rows))
     cut = int(round(train_fraction * len(rows)))
 
-    def pick(idx: np.ndarray, name: str) -> TextSplit:
-        idx = np.sort(idx)
-        return TextSplit(name, [tokens[i] for i in idx], np.asarray(labels)[idx], [rel[i] for i in idx])
-
     info = {"source": "canonical release", "split": f"random {train_fraction:.0%} train (seed {seed}), rest test"}
-    return {"train": pick(order[:cut], "train"), "test": pick(order[cut:], "test")}, info
+    every = TextSplit("all", tokens, np.asarray(labels), rel, np.asarray(groups))
+    return {"train": every.take(np.sort(order[:cut]), "train"), "test": every.take(np.sort(order[cut:]), "test")}, info
 
 
-def load(download: bool = False, train_files: tuple[str, ...] = TRAIN_FILES,
-         train_fraction: float = 0.1, seed: int = 0) -> tuple[dict[str, TextSplit], dict]:
-    """Train and test splits and a provenance record: offline copies first, then the canonical release in the
-    cache (downloaded when ``download``); one clear error when neither is there."""
-    if not 0 < train_fraction < 1:
-        raise ValueError(f"train_fraction must lie in (0, 1) (got {train_fraction!r})")
-    found = _offline(tuple(train_files)) or _canonical(download, train_fraction, seed)
+def load(download: bool = False, heldout_fraction: float = 0.1, train_fraction: float = 0.1, seed: int = 0
+         ) -> tuple[dict[str, TextSplit], dict]:
+    """Train and test splits (offline also a held-out split) and a provenance record: offline copies first, then
+    the canonical release in the cache (downloaded when ``download``); one clear error when neither is there."""
+    for name, value in (("heldout_fraction", heldout_fraction), ("train_fraction", train_fraction)):
+        if not 0 < value < 1:
+            raise ValueError(f"{name} must lie in (0, 1) (got {value!r})")
+    found = _offline(heldout_fraction, seed) or _canonical(download, train_fraction, seed)
     if found is None:
         raise not_found("sva")
     return found

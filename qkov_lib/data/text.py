@@ -15,12 +15,16 @@ PAD, UNK, READOUT = "<pad>", "<unk>", "<readout>"
 
 @dataclass
 class TextSplit:
-    """One split: tokens and label per example; ``relevant`` a boolean mask per example (None: no annotation)."""
+    """One split: tokens and label per example; ``relevant`` a boolean mask per example (None: no annotation);
+    ``groups`` an integer per example for accuracy by group (SVA: the number of attractors); ``backoff`` a token per
+    token to read where the vocabulary lacks the word (SVA: its part-of-speech tag)."""
 
     name: str
     tokens: list[list[str]]
     labels: np.ndarray
     relevant: list[np.ndarray | None]
+    groups: np.ndarray | None = None
+    backoff: list[list[str]] | None = None
 
     def __post_init__(self) -> None:
         if not self.tokens:
@@ -29,6 +33,10 @@ class TextSplit:
             if rel is not None and len(rel) != len(toks):
                 raise DataError(f"{self.name} example {i}: relevance mask of length {len(rel)} for "
                                 f"{len(toks)} tokens")
+        if self.groups is not None and len(self.groups) != len(self.tokens):
+            raise DataError(f"{self.name}: {len(self.groups)} groups for {len(self.tokens)} examples")
+        if self.backoff is not None and [len(b) for b in self.backoff] != [len(t) for t in self.tokens]:
+            raise DataError(f"{self.name}: the back-off tokens do not align with the tokens")
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -38,8 +46,13 @@ class TextSplit:
         if n is None or n >= len(self):
             return self
         keep = np.sort(np.random.default_rng(seed).choice(len(self), n, replace=False))
-        return TextSplit(self.name, [self.tokens[i] for i in keep], self.labels[keep],
-                         [self.relevant[i] for i in keep])
+        return self.take(keep)
+
+    def take(self, rows: np.ndarray, name: str | None = None) -> "TextSplit":
+        """The examples at ``rows``, in that order."""
+        return TextSplit(name or self.name, [self.tokens[i] for i in rows], self.labels[rows],
+                         [self.relevant[i] for i in rows], None if self.groups is None else self.groups[rows],
+                         None if self.backoff is None else [self.backoff[i] for i in rows])
 
 
 class Vocab:
@@ -54,19 +67,24 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.itos)
 
-    def ids(self, tokens: list[str]) -> list[int]:
-        return [self.stoi.get(t, 1) for t in tokens]
+    def ids(self, tokens: list[str], backoff: list[str] | None = None) -> list[int]:
+        """Each token's id; an unknown token reads its ``backoff`` token when given and known, else <unk>."""
+        if backoff is None:
+            return [self.stoi.get(t, 1) for t in tokens]
+        return [self.stoi.get(t, self.stoi.get(b, 1)) for t, b in zip(tokens, backoff)]
 
 
 @dataclass
 class Encoded:
     """ids [N, T] (0 = padding, the read-out token after the last kept word), labels [N], relevant [N, T] bool
-    (False where unannotated), has_relevance [N] (examples with at least one relevant kept token)."""
+    (False where unannotated), has_relevance [N] (examples with at least one relevant kept token), groups [N] or
+    None."""
 
     ids: torch.Tensor
     labels: torch.Tensor
     relevant: torch.Tensor
     has_relevance: torch.Tensor
+    groups: torch.Tensor | None = None
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -74,22 +92,24 @@ class Encoded:
 
 
 def encode(split: TextSplit, vocab: Vocab, max_len: int) -> Encoded:
-    """Truncate to ``max_len - 1`` words, append the read-out token, pad; relevance masks truncated alike."""
+    """Truncate to ``max_len - 1`` words, append the read-out token, pad; relevance masks truncated alike. Unknown
+    words read their back-off token where the split has one."""
     if max_len < 2:
         raise ValueError(f"max_len must be >= 2 (one word and the read-out token); got {max_len}")
     n = len(split)
     ids = torch.zeros(n, max_len, dtype=torch.long)
     rel = torch.zeros(n, max_len, dtype=torch.bool)
     for i, toks in enumerate(split.tokens):
-        kept = vocab.ids(toks[: max_len - 1])
+        kept = vocab.ids(toks[: max_len - 1], None if split.backoff is None else split.backoff[i][: max_len - 1])
         ids[i, : len(kept)] = torch.tensor(kept, dtype=torch.long)
         ids[i, len(kept)] = vocab.stoi[READOUT]
         if split.relevant[i] is not None:
             rel[i, : len(kept)] = torch.from_numpy(np.asarray(split.relevant[i][: len(kept)], dtype=bool))
-    return Encoded(ids, torch.as_tensor(split.labels, dtype=torch.long), rel, rel.any(1))
+    groups = None if split.groups is None else torch.as_tensor(split.groups, dtype=torch.long)
+    return Encoded(ids, torch.as_tensor(split.labels, dtype=torch.long), rel, rel.any(1), groups)
 
 
 def unknown_rate(split: TextSplit, vocab: Vocab) -> float:
-    """Share of the split's tokens outside the vocabulary."""
+    """Share of the split's tokens outside the vocabulary (before any back-off)."""
     total = sum(len(t) for t in split.tokens)
     return sum(tok not in vocab.stoi for toks in split.tokens for tok in toks) / max(total, 1)
