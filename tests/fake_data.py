@@ -1,4 +1,4 @@
-"""Tiny HateXplain and SVA datasets, written by the tests in the offline and the canonical layouts.
+"""Tiny HateXplain, SVA and SQuAD datasets, written by the tests in the offline and the canonical layouts.
 
 The data are learnable on purpose: a class is signalled by one trigger word (HateXplain, also its rationale) or by
 the subject's number (SVA), so a smoke run has something to attend to. Each writer ends by sealing its folder: a
@@ -143,3 +143,33 @@ def write_all_offline(root: Path) -> Path:
     write_hatexplain_offline(root)
     write_sva_offline(root)
     return root
+
+
+def squad_file(n_articles: int = 5, per_article: int = 4, seed: int = 0) -> dict:
+    """A small SQuAD v1.1 file: each paragraph names a colour, each question asks for it (answer offsets exact)."""
+    rng = random.Random(seed)
+    data = []
+    for a in range(n_articles):
+        qas, context = [], ""
+        for q in range(per_article):
+            colour = rng.choice(["red", "green", "blue", "amber"])
+            sentence = f"The w{rng.randrange(30)} of item {q} is {colour} . "
+            start = len(context) + sentence.index(colour)
+            context += sentence
+            qas.append({"id": f"a{a}q{q}", "question": f"What colour is item {q} ?",
+                        "answers": [{"answer_start": start, "text": colour}] * 2})
+        data.append({"title": f"Article {a}", "paragraphs": [{"context": context, "qas": qas}]})
+    return {"version": "1.1", "data": data}
+
+
+def write_squad_offline(root: Path) -> None:
+    (root / "squad").mkdir(parents=True, exist_ok=True)
+    (root / "squad" / "dev-v1.1.json").write_text(json.dumps(squad_file()))
+    seal(root)
+
+
+def write_squad_canonical(cache: Path) -> None:
+    (cache / "squad").mkdir(parents=True, exist_ok=True)
+    (cache / "squad" / "train-v1.1.json").write_text(json.dumps(squad_file(6, seed=1)))
+    (cache / "squad" / "dev-v1.1.json").write_text(json.dumps(squad_file(2, seed=2)))
+    seal(cache)

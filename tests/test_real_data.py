@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from fake_data import (seal, write_hatexplain_canonical, write_hatexplain_offline, write_sva_canonical,
-                       write_sva_offline)
+from fake_data import (seal, squad_file, write_hatexplain_canonical, write_hatexplain_offline, write_squad_canonical,
+                       write_squad_offline, write_sva_canonical, write_sva_offline)
 
 from qkov_lib import claims
-from qkov_lib.data import CACHE_ENV, DATA_ENV, hatexplain, pos_tags, registry, sva
+from qkov_lib.data import CACHE_ENV, DATA_ENV, hatexplain, pos_tags, registry, squad, sva
 from qkov_lib.data.registry import DataError
 from qkov_lib.data.text import TextSplit, Vocab, encode
 from qkov_lib.metrics.rationale import erase, faithfulness, mass_metrics, readout_attention, rollout, top_tokens
@@ -75,6 +75,9 @@ def test_the_download_path_uses_pooch_with_the_pinned_hash(canonical, monkeypatc
     assert path.read_text() == "{}"
     assert calls == [(registry.CANONICAL["hatexplain"]["post_id_divisions.json"].url,
                       "sha256:" + registry.CANONICAL["hatexplain"]["post_id_divisions.json"].sha256)]
+    registry.canonical_file("squad", "train-v1.1.json", download=True)  # SQuAD's published hash is pinned too
+    assert calls[-1] == ("https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json",
+                         "sha256:3527663986b8295af4f7fcdff1ba1ff3f72d07d61a20f487cb238a6ef92fd955")
 
     def failing(*args, **kwargs):
         raise ConnectionError("no route to host")
@@ -146,6 +149,40 @@ def test_tags_are_the_taggers_and_cached_once(monkeypatch, tmp_path):
     assert calls == [2]  # the second call read the cache
     next((tmp_path / "tags").iterdir()).write_text("X")  # damaged: tagged again
     assert pos_tags.cached_tags(source, sentences) == [["X", "X"], ["X"]] and calls == [2, 2]
+
+
+def test_squad_offline_splits_by_article_and_canonical_reads_train_and_dev(offline, monkeypatch, tmp_path):
+    write_squad_offline(offline)
+    splits, info = squad.load(test_fraction=0.4)
+    train, test = splits["train"], splits["test"]
+    assert len(train) == 12 and len(test) == 8 and "2 of 5 articles" in info["split"]
+    assert not {q.article for q in train} & {q.article for q in test}  # no paragraph on both sides
+    assert [q.article for q in squad.load(test_fraction=0.4)[0]["test"]] == [q.article for q in test]  # seeded
+    q = test[0]
+    assert q.context[q.starts[0]:q.starts[0] + len(q.answers[0])] == q.answers[0]
+    monkeypatch.delenv(DATA_ENV)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
+    with pytest.raises(DataError, match="squad data not available.*fetch squad"):
+        squad.load()
+    write_squad_canonical(tmp_path / "c")
+    splits, info = squad.load()
+    assert len(splits["train"]) == 24 and len(splits["test"]) == 8 and info["test"] == "dev-v1.1.json"
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: d.update(version="2.0"), "not a SQuAD v1.1 file"),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=1), "is not at offset 1"),
+    (lambda d: d["data"][0]["paragraphs"][0].pop("context"), "lacks a SQuAD field"),
+    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].update(answers=[]), "has no answer"),
+])
+def test_a_damaged_squad_file_is_one_clear_error(offline, damage, message):
+    data = squad_file()
+    damage(data)
+    (offline / "squad").mkdir(parents=True, exist_ok=True)
+    (offline / "squad" / "dev-v1.1.json").write_text(json.dumps(data))
+    seal(offline)
+    with pytest.raises(DataError, match=message):
+        squad.load()
 
 
 def test_missing_data_is_one_clear_error(canonical):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .registry import DataError, canonical_file, not_found, offline_file, read_text
+from .registry import DataError, canonical_file, not_found, offline_file, read_json, read_text
 from .text import TextSplit
 
 CLASSES = ("hatespeech", "normal", "offensive")  # the Hugging Face codes 0, 1, 2
@@ -46,14 +46,6 @@ def relevance(rationales: list[list[int]], n_tokens: int, rule: str, where: str)
                             f"inconsistent, copy or download it again")
         marks[j] = r
     return marks.any(0) if rule == "union" else marks.mean(0) >= 0.5
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(read_text(path))
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}); the file is truncated or "
-                        f"corrupt, copy or download it again") from None
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -140,7 +132,7 @@ def _offline(rule: str) -> tuple[dict[str, TextSplit], dict] | None:
     divisions_path = offline_file("hatexplain/post_id_divisions.json")
     if divisions_path is None:
         return None
-    divisions = _read_json(divisions_path)
+    divisions = read_json(divisions_path)
     splits, info = {}, {"source": "offline copies", "dropped (no majority)": {}}
     for name, fname in (("validation", "hatexplain_validation.json"), ("test", "hatexplain_test.json")):
         path = offline_file(f"hatexplain/{fname}")
@@ -166,7 +158,7 @@ def _canonical(rule: str, download: bool) -> tuple[dict[str, TextSplit], dict] |
     div_path = canonical_file("hatexplain", "post_id_divisions.json", download)
     if data_path is None or div_path is None:
         return None
-    data, divisions = _read_json(data_path), _read_json(div_path)
+    data, divisions = read_json(data_path), read_json(div_path)
     splits, info = {}, {"source": "canonical release", "dropped (no majority)": {}}
     for name, key in (("train", "train"), ("validation", "val"), ("test", "test")):
         posts = []

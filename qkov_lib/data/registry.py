@@ -7,6 +7,7 @@ downloads in the cache's manifest, so a later change to a downloaded file is cau
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,12 @@ CANONICAL: dict[str, dict[str, Remote]] = {
         "agr_50_mostcommon_10K.tsv.gz": Remote("https://www.dropbox.com/s/5axdu3q9jkxzjy8/"
                                                "agr_50_mostcommon_10K.tsv.gz?dl=1", None),
     },
+    "squad": {
+        "train-v1.1.json": Remote("https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json",
+                                  "3527663986b8295af4f7fcdff1ba1ff3f72d07d61a20f487cb238a6ef92fd955"),
+        "dev-v1.1.json": Remote("https://rajpurkar.github.io/SQuAD-explorer/dataset/dev-v1.1.json",
+                                "95aa6a52d5d6a735563366753ca50492a658031da74f301ac5238b03966972c9"),
+    },
 }
 
 # the offline copies each loader reads under $QKOV_DATA_DIR (data/README.md)
@@ -53,6 +60,7 @@ OFFLINE_LAYOUT: dict[str, str] = {
     "hatexplain": "hatexplain/post_id_divisions.json, hatexplain/hatexplain_{validation,test}.json and "
                   "hatexplain/train_partial/",
     "sva": "sva/rnn_agr_simple/numpred.* and sva/derived/linzen_testset_subjects.tsv",
+    "squad": "squad/dev-v1.1.json",
 }
 
 # sha256 of the offline copies (their provenance is in each dataset folder's SOURCE.md)
@@ -70,6 +78,7 @@ OFFLINE: dict[str, str] = {
     "sva/rnn_agr_simple/numpred.test.4": "c43e0511bb14904e41b8bfce8a76c84912aa42e61ef5428d7ab4c28197488411",
     "sva/rnn_agr_simple/numpred.test.5": "f7b9922a0e581c4a9d45612eb249e4d314c7b21d4cf7c33c82c6731d9368d838",
     "sva/derived/linzen_testset_subjects.tsv": "e5d8a2bf6482ae23dd577dc1dbe8b759a5af808df475bc760a4407ea98aadcc9",
+    "squad/dev-v1.1.json": "95aa6a52d5d6a735563366753ca50492a658031da74f301ac5238b03966972c9",
 }
 
 
@@ -126,6 +135,15 @@ def read_text(path: Path) -> str:
         line = data.count(b"\n", 0, err.start) + 1
         raise DataError(f"{path} line {line} (byte {err.start}) is not UTF-8 (0x{data[err.start]:02x}); the file is "
                         f"corrupt or in another encoding, copy or download it again") from None
+
+
+def read_json(path: Path):
+    """A JSON data file, parsed; one error naming the file and the fix when it is not valid JSON."""
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}); the file is truncated or "
+                        f"corrupt, copy or download it again") from None
 
 
 def offline_file(relative: str) -> Path | None:
