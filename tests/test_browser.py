@@ -48,7 +48,8 @@ const queueDone = !window.MathJax || !window.MathJax.Hub || !window.MathJax.Hub.
 const stderr = document.querySelectorAll('.output.stderr').length;
 const plotly = [...document.scripts].some(s => (s.getAttribute('src') || '').includes('plotly.min.js'));
 const overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth;
-return {math, typeset, pending, errors, figures, drawn, queueDone, stderr, plotly, overflow,
+const ready = document.readyState === 'complete';
+return {math, typeset, pending, errors, figures, drawn, queueDone, stderr, plotly, overflow, ready,
         text: document.body.innerText};
 """
 
@@ -85,11 +86,13 @@ def served(built_book):
 
 
 def _settle(driver, timeout: float = 30.0) -> dict:
-    """Counts once every figure is drawn and MathJax's queue is empty (or the timeout passes)."""
+    """Counts once the page has loaded, every figure is drawn and MathJax's queue is empty (or the timeout
+    passes)."""
     end = time.monotonic() + timeout
     while True:
         c = driver.execute_script(COUNT)
-        done = c["drawn"] == c["figures"] and c["queueDone"] and c["pending"] == 0 and c["typeset"] == c["math"]
+        done = (c["ready"] and c["drawn"] == c["figures"] and c["queueDone"] and c["pending"] == 0
+                and c["typeset"] == c["math"])
         if done or time.monotonic() > end:
             return c
         time.sleep(0.25)
