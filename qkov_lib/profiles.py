@@ -29,7 +29,7 @@ class ChapterSpec:
     title: str
     paper: dict[str, Any]
     changes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    validate: Callable[[dict[str, Any]], None] = lambda params: None
+    validate: Callable[[dict[str, Any]], None] = lambda params: None  # raises ParameterError or ValueError
     reads_results: bool = False  # True for a chapter built from other chapters' results (runs last)
     datasets: tuple[str, ...] = ()  # the real datasets it reads (their files are part of its fingerprint)
     has_claims: bool = True  # False for a chapter that writes no claim table (the scorecard skips it)
@@ -53,12 +53,9 @@ def _check_ode(p: dict[str, Any], positive: dict[str, Any]) -> None:
 
 def validate_figure4(p: dict[str, Any]) -> None:
     """Figure 4: sizes and rates of Theorem 1, ratios r > 0, losses inside (0, log M)."""
-    try:
-        _check_ode(p, {"ratios": p["ratios"], "table_losses": p["table_losses"]})
-        for thr in p["table_losses"]:
-            check_loss_threshold(thr, p["M"], "each of table_losses")
-    except ValueError as err:
-        raise ParameterError(str(err)) from None
+    _check_ode(p, {"ratios": p["ratios"], "table_losses": p["table_losses"]})
+    for thr in p["table_losses"]:
+        check_loss_threshold(thr, p["M"], "each of table_losses")
     if min(p["table_losses"]) < p["target_loss"]:
         raise ParameterError(f"table_losses must all be >= target_loss = {p['target_loss']} (the run stops there); "
                              f"got {p['table_losses']}")
@@ -100,12 +97,9 @@ def validate_figure3(p: dict[str, Any]) -> None:
     if not p["n_classes"] <= p["batch_size"] <= p["n_train"] or p["n_test"] < 1:
         raise ParameterError(f"batch_size must lie in [n_classes, n_train] and n_test >= 1 (got batch_size "
                              f"{p['batch_size']}, n_train {p['n_train']}, n_test {p['n_test']})")
-    try:
-        data = _synthetic_config(p)
-        AttentionConfig("FAFO", vocab=data.vocab, init=p["init"], init_scale=p["init_scale"])
-        RateSchedule(p["lr"])
-    except ValueError as err:
-        raise ParameterError(str(err)) from None
+    data = _synthetic_config(p)
+    AttentionConfig("FAFO", vocab=data.vocab, init=p["init"], init_scale=p["init_scale"])
+    RateSchedule(p["lr"])
 
 
 def validate_figure2(p: dict[str, Any]) -> None:
@@ -169,23 +163,17 @@ def validate_theorem1(p: dict[str, Any]) -> None:
     sizes = p["sizes"]
     if not (isinstance(sizes, list) and sizes and all(isinstance(r, list) and len(r) == 5 for r in sizes)):
         raise ParameterError(f"sizes must be a non-empty list of [M, b, m, n, q] lists (got {sizes!r})")
-    try:
-        for M, b, m, n, q in sizes:
-            InstanceConfig(M=M, b=b, m=m, n=n, q=q, seed=p["seed"])
-        _positive_numbers("flow_ratios", p["flow_ratios"])
-        _positive_numbers("flow_t_end", [p["flow_t_end"]])
-    except ValueError as err:
-        raise ParameterError(str(err)) from None
+    for M, b, m, n, q in sizes:
+        InstanceConfig(M=M, b=b, m=m, n=n, q=q, seed=p["seed"])
+    _positive_numbers("flow_ratios", p["flow_ratios"])
+    _positive_numbers("flow_t_end", [p["flow_t_end"]])
     if not (isinstance(p["points"], list) and p["points"] and all(len(x) == 2 for x in p["points"])):
         raise ParameterError(f"points must be a non-empty list of [mu_OV, mu_QK] pairs (got {p['points']!r})")
 
 
 def validate_lemma3(p: dict[str, Any]) -> None:
     """Lemma 3: Theorem 1's sizes, ratios > 0, a target loss in (0, log M), levels in (0, 1)."""
-    try:
-        _check_ode(p, {"ratios": p["ratios"], "t_max": [p["t_max"]]})
-    except ValueError as err:
-        raise ParameterError(str(err)) from None
+    _check_ode(p, {"ratios": p["ratios"], "t_max": [p["t_max"]]})
     if not all(0 < v < 1 for v in p["levels"]):
         raise ParameterError(f"levels must lie in (0, 1) (got {p['levels']!r})")
 
@@ -203,16 +191,13 @@ def validate_factorised_dynamics(p: dict[str, Any]) -> None:
     """The exact instance, the starting scale and kinds, the ODE sizes and the falsifier's losses and horizon."""
     from .theory.instance import InstanceConfig
     from .theory.trajectories import STARTS
-    try:
-        InstanceConfig(M=p["M"], b=p["b"], m=p["m"], n=p["n"], q=p["q"], seed=p["seed"])
-        OrthogonalSetting(m=p["ode_m"], n=p["ode_n"], b=p["ode_b"], M=p["ode_M"], mu0_ov=p["mu0"], mu0_qk=p["mu0"])
-        for name in ("ratios", "falsifier_ratios", "horizon"):
-            _positive_numbers(name, p[name])
-        _positive_numbers("t_end and start_scale", [p["t_end"], p["start_scale"], p["mu0"]])
-        for thr in p["losses"]:
-            check_loss_threshold(thr, p["ode_M"], "each of losses")
-    except ValueError as err:
-        raise ParameterError(str(err)) from None
+    InstanceConfig(M=p["M"], b=p["b"], m=p["m"], n=p["n"], q=p["q"], seed=p["seed"])
+    OrthogonalSetting(m=p["ode_m"], n=p["ode_n"], b=p["ode_b"], M=p["ode_M"], mu0_ov=p["mu0"], mu0_qk=p["mu0"])
+    for name in ("ratios", "falsifier_ratios", "horizon"):
+        _positive_numbers(name, p[name])
+    _positive_numbers("t_end and start_scale", [p["t_end"], p["start_scale"], p["mu0"]])
+    for thr in p["losses"]:
+        check_loss_threshold(thr, p["ode_M"], "each of losses")
     if not set(p["starts"]) <= set(STARTS) or not p["starts"]:
         raise ParameterError(f"starts must be a non-empty subset of {list(STARTS)} (got {p['starts']!r})")
 
@@ -229,16 +214,13 @@ def validate_corollaries(p: dict[str, Any]) -> None:
     if not 0 < p["ov_mult"] <= 1 or p["qk_mult"] < 1 or p["ov_decay"] < 0 or not p["ov_init_mult"] > 0:
         raise ParameterError(f"need ov_mult in (0, 1], qk_mult >= 1, ov_decay >= 0, ov_init_mult > 0 (got "
                              f"{p['ov_mult']}, {p['qk_mult']}, {p['ov_decay']}, {p['ov_init_mult']})")
-    try:
-        data = _synthetic_config(p)
-        AttentionConfig("FAFO", vocab=data.vocab, init=p["init"], init_scale=p["init_scale"])
-        _positive_numbers("adam_lrs", p["adam_lrs"])
-        TrainConfig(batch_size=p["batch_size"], target_nll=p["target_nll"], max_steps=p["max_steps"],
-                    eval_every=p["eval_every"])
-        TrainConfig(max_steps=p["adam_max_steps"])
-        UpdateRatios(p["record_every"])
-    except ValueError as err:
-        raise ParameterError(str(err)) from None
+    data = _synthetic_config(p)
+    AttentionConfig("FAFO", vocab=data.vocab, init=p["init"], init_scale=p["init_scale"])
+    _positive_numbers("adam_lrs", p["adam_lrs"])
+    TrainConfig(batch_size=p["batch_size"], target_nll=p["target_nll"], max_steps=p["max_steps"],
+                eval_every=p["eval_every"])
+    TrainConfig(max_steps=p["adam_max_steps"])
+    UpdateRatios(p["record_every"])
 
 
 def validate_real_data(p: dict[str, Any]) -> None:
@@ -264,14 +246,11 @@ def validate_real_data(p: dict[str, Any]) -> None:
     if not (isinstance(p["epochs"], int) and p["epochs"] >= 1 and p["evals_per_epoch"] >= 1):
         raise ParameterError(f"epochs and evals_per_epoch must be integers >= 1 (got {p['epochs']!r}, "
                              f"{p['evals_per_epoch']!r})")
-    try:
-        ClassifierConfig(vocab=10, n_classes=2, max_len=p["max_len"], d_model=p["d_model"], n_heads=p["n_heads"],
-                         d_head=p["d_head"], n_layers=p["n_layers"], mlp=p["mlp"], d_mlp=p["d_mlp"])
-        RateSchedule(p["lr"], qk_mult=p["qk_mult"])
-        TrainConfig(batch_size=p["batch_size"], optimizer=p["optimizer"], weight_decay=(("qk", p["weight_decay"]),))
-        check_bins(p["bins"])
-    except ValueError as err:
-        raise ParameterError(str(err)) from None
+    ClassifierConfig(vocab=10, n_classes=2, max_len=p["max_len"], d_model=p["d_model"], n_heads=p["n_heads"],
+                     d_head=p["d_head"], n_layers=p["n_layers"], mlp=p["mlp"], d_mlp=p["d_mlp"])
+    RateSchedule(p["lr"], qk_mult=p["qk_mult"])
+    TrainConfig(batch_size=p["batch_size"], optimizer=p["optimizer"], weight_decay=(("qk", p["weight_decay"]),))
+    check_bins(p["bins"])
     if p["max_len"] < 2:
         raise ParameterError(f"max_len must be >= 2 (got {p['max_len']})")
     if "heldout_fraction" in p and not 0 < p["heldout_fraction"] < 1:
@@ -464,7 +443,12 @@ def resolve(chapter: str, profile: str, overrides: Mapping[str, Any] | None = No
         if name not in spec.paper:
             raise ParameterError(f"unknown parameter {name!r} for {chapter}; allowed: {', '.join(spec.paper)}")
         params[name] = _check_type(chapter, name, value, spec.paper[name])
-    spec.validate(params)
+    try:
+        spec.validate(params)
+    except ParameterError:
+        raise
+    except ValueError as err:  # a config object's own check: the same kind of error for every chapter
+        raise ParameterError(str(err)) from None
     return profile, params
 
 
