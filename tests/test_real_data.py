@@ -169,6 +169,22 @@ def test_squad_offline_splits_by_article_and_canonical_reads_train_and_dev(offli
     assert len(splits["train"]) == 24 and len(splits["test"]) == 8 and info["test"] == "dev-v1.1.json"
 
 
+def test_squad_windows_hold_the_answer_at_a_random_place_and_the_trivial_baseline_is_scored():
+    assert squad.tokenize("U.S.-led, 1945") == (["u", ".", "s", ".", "-", "led", ",", "1945"],
+                                                [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 8), (8, 9), (10, 14)])
+    long_answer = squad.Question("t", "a b c d e f", "q ?", ("b c d",), (2,))
+    paragraph = " ".join(f"w{i}" for i in range(30)) + " red ."
+    questions = [squad.Question("t", paragraph, "what ?", ("red",), (paragraph.index("red"),))] * 40
+    ex, skipped = squad.examples(questions + [long_answer], window=8, max_question=1, max_answer=2, seed=0)
+    assert skipped == 1 and len(ex) == 40 and all(len(e.context) == 8 and e.question == ["what"] for e in ex)
+    assert all(e.text(*e.answer) == "red" for e in ex)  # the answer's own characters, from the paragraph
+    assert len({e.answer for e in ex}) > 1  # the answer sits at more than one place in the window
+    again, _ = squad.examples(questions, window=8, max_question=1, max_answer=2, seed=0)
+    assert [e.answer for e in again] == [e.answer for e in ex]  # seeded
+    fixed = [squad.Example(["x", "red", "y"], [(0, 1), (2, 5), (6, 7)], ["q"], (1, 2), "x red y", ("red",))] * 3
+    assert squad.fixed_span_baseline(fixed, fixed, max_answer=2) == {"start": 1, "length": 1, "EM": 100.0, "F1": 100.0}
+
+
 @pytest.mark.parametrize("damage, message", [
     (lambda d: d.update(version="2.0"), "not a SQuAD v1.1 file"),
     (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=1), "is not at offset 1"),

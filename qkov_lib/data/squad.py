@@ -7,6 +7,7 @@ Offline only ``dev-v1.1.json`` is there (``$QKOV_DATA_DIR/squad``): its articles
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,3 +89,73 @@ def load(download: bool = False, test_fraction: float = 0.2, seed: int = 0
         raise not_found("squad")
     info = {"source": "canonical release", "train": "train-v1.1.json", "test": "dev-v1.1.json"}
     return {"train": _flat(_questions(train_path)), "test": _flat(_questions(dev_path))}, info
+
+
+TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def tokenize(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """Lower-cased word and punctuation tokens of ``text`` and each token's character span in it."""
+    found = list(TOKEN.finditer(text))
+    return [m.group().lower() for m in found], [m.span() for m in found]
+
+
+@dataclass(frozen=True)
+class Example:
+    """A question made ready to encode: a window of its paragraph's tokens that holds the first gold answer, their
+    character spans in the paragraph, the question's tokens, the answer's token span [start, end) in the window,
+    and what scoring needs (the paragraph and every gold answer)."""
+
+    context: list[str]
+    spans: list[tuple[int, int]]
+    question: list[str]
+    answer: tuple[int, int]
+    paragraph: str
+    golds: tuple[str, ...]
+
+    def text(self, start: int, end: int) -> str:
+        """The paragraph's text under window tokens [start, end) (empty when the span is empty)."""
+        return self.paragraph[self.spans[start][0]:self.spans[end - 1][1]] if end > start else ""
+
+
+def examples(questions: list[Question], window: int, max_question: int, max_answer: int, seed: int
+             ) -> tuple[list[Example], int]:
+    """Every question whose first answer has at most ``max_answer`` tokens, its paragraph cut to a window of
+    ``window`` tokens placed at random (seeded) among the placements that hold the answer, so that the answer's
+    position in the window says nothing; the question cut to ``max_question`` tokens. Returns the examples and how
+    many questions were left out for a long answer."""
+    rng = np.random.default_rng(seed)
+    out, skipped = [], 0
+    for q in questions:
+        tokens, spans = tokenize(q.context)
+        first, last = q.starts[0], q.starts[0] + len(q.answers[0])
+        inside = [i for i, (s, e) in enumerate(spans) if s < last and e > first]
+        if not inside or len(inside) > max_answer:
+            skipped += 1
+            continue
+        a, b = inside[0], inside[-1] + 1
+        lo, hi = max(0, b - window), max(0, min(a, len(tokens) - window))
+        start = int(rng.integers(lo, hi + 1))
+        question = tokenize(q.question)[0][:max_question]
+        out.append(Example(tokens[start:start + window], spans[start:start + window], question, (a - start, b - start),
+                           q.context, q.answers))
+    return out, skipped
+
+
+def fixed_span_baseline(train: list[Example], test: list[Example], max_answer: int, n_select: int = 2000
+                        ) -> dict[str, float]:
+    """The trivial baseline: the window span of a fixed start and length with the best mean F1 on (an evenly spaced
+    ``n_select`` of) the training examples, applied to the test examples; its start, length, EM and F1 (percent)."""
+    from ..metrics.qa import exact_match, f1_score
+    window = max(len(e.context) for e in train)
+    train = train[::max(1, len(train) // n_select)]
+
+    def mean_f1(data: list[Example], start: int, length: int) -> float:
+        return float(np.mean([f1_score(e.text(start, min(start + length, len(e.context))), e.golds) for e in data]))
+
+    best = max(((s, n) for s in range(window) for n in range(1, max_answer + 1)), key=lambda sn: mean_f1(train, *sn))
+    start, length = best
+    preds = [e.text(start, min(start + length, len(e.context))) for e in test]
+    return {"start": start, "length": length,
+            "EM": 100 * float(np.mean([exact_match(p, e.golds) for p, e in zip(preds, test)])),
+            "F1": 100 * float(np.mean([f1_score(p, e.golds) for p, e in zip(preds, test)]))}
