@@ -1,0 +1,106 @@
+"""A small GPT-style decoder for SQuAD's generated answers (Section 7: "a 6-layer GPT-style model"), many seeds at
+once (a leading seed dimension).
+
+Token and learned position embeddings; ``n_layers`` pre-norm blocks of causal multi-head attention (W_Q, W_K, W_V
+[H, d, d_head], W_O [H, d_head, d]; padding masked) and a ReLU MLP, each added to the residual stream; a final norm
+and an output layer tied to the token embedding. The norms have no parameters, so that every trained weight is in
+the QK group (W_Q, W_K), the OV group (W_V, W_O) or 'other' (``optim.circuit_groups``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch.nn.functional import layer_norm
+
+from ..validation import require_positive_ints
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    vocab: int
+    max_len: int
+    d_model: int = 64
+    n_heads: int = 4
+    d_head: int = 16
+    n_layers: int = 6
+    d_mlp: int = 256
+    init_scale: float = 0.02
+
+    def __post_init__(self) -> None:
+        require_positive_ints(self, ("vocab", "max_len", "d_model", "n_heads", "d_head", "n_layers", "d_mlp"))
+        if not self.init_scale > 0:
+            raise ValueError(f"init_scale must be > 0 (got {self.init_scale!r})")
+
+
+def init_decoder(cfg: DecoderConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
+                 ) -> dict[str, torch.Tensor]:
+    """Normal(0, init_scale) weights, one independent draw per seed, stacked on dimension 0."""
+    shapes = {"embed": (cfg.vocab, cfg.d_model), "pos": (cfg.max_len, cfg.d_model)}
+    for layer in range(cfg.n_layers):
+        p = f"blocks.{layer}."
+        shapes |= {p + "W_Q": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_K": (cfg.n_heads, cfg.d_model, cfg.d_head),
+                   p + "W_V": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_O": (cfg.n_heads, cfg.d_head, cfg.d_model),
+                   p + "mlp_in": (cfg.d_model, cfg.d_mlp), p + "mlp_out": (cfg.d_mlp, cfg.d_model)}
+    per_seed = []
+    for seed in seeds:
+        gen = torch.Generator().manual_seed(int(seed))
+        per_seed.append({k: cfg.init_scale * torch.randn(s, generator=gen) for k, s in shapes.items()})
+    return {k: torch.stack([p[k] for p in per_seed]).to(device).requires_grad_() for k in shapes}
+
+
+def decode(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tensor
+           ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The final hidden states [S, B, T, d] and each layer's attention [S, B, H, T, T] (rows: queries; a query
+    sees itself and the positions before it, never padding). ``ids`` [S, B, T] or [B, T]; 0 is padding, which may
+    only follow the real tokens of a row."""
+    S = params["embed"].shape[0]
+    if ids.dim() == 2:
+        ids = ids.expand(S, *ids.shape)
+    T, d = ids.shape[-1], cfg.d_model
+    blocked = torch.ones(T, T, dtype=torch.bool, device=ids.device).triu(1) | (ids == 0)[:, :, None, None, :]
+    x = params["embed"][torch.arange(S, device=ids.device)[:, None, None], ids] + params["pos"][:, None, :T]
+    attns = []
+    for layer in range(cfg.n_layers):
+        p = f"blocks.{layer}."
+        h = layer_norm(x, (d,))
+        q, k, v = (torch.einsum("sbtd,shde->sbhte", h, params[p + n]) for n in ("W_Q", "W_K", "W_V"))
+        scores = ((q @ k.transpose(-1, -2)) / cfg.d_head**0.5).masked_fill(blocked, float("-inf"))
+        attn = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a padding query sees nothing: its row is all 0
+        attns.append(attn)
+        x = x + torch.einsum("sbhqe,shed->sbqd", attn @ v, params[p + "W_O"])
+        h = torch.relu(torch.einsum("sbtd,sdm->sbtm", layer_norm(x, (d,)), params[p + "mlp_in"]))
+        x = x + torch.einsum("sbtm,smd->sbtd", h, params[p + "mlp_out"])
+    return layer_norm(x, (d,)), attns
+
+
+def next_token_logits(params: dict[str, torch.Tensor], hidden: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """Logits over the vocabulary [S, B, R, V] of the next token after positions ``rows`` [B, R] (the output layer
+    is the token embedding, transposed)."""
+    at = hidden.gather(2, rows[None, :, :, None].expand(hidden.shape[0], -1, -1, hidden.shape[-1]))
+    return torch.einsum("sbrd,svd->sbrv", at, params["embed"])
+
+
+@torch.no_grad()
+def greedy(params: dict[str, torch.Tensor], cfg: DecoderConfig, prompts: torch.Tensor, steps: int, eos: int
+           ) -> torch.Tensor:
+    """Greedy continuations [S, B, steps] of left-aligned ``prompts`` [B, T] (0-padded on the right): each seed
+    appends its most likely next token other than padding, and a row that produced ``eos`` keeps producing it."""
+    S, (B, T) = params["embed"].shape[0], prompts.shape
+    lengths = (prompts != 0).sum(1)
+    ids = torch.zeros(S, B, T + steps, dtype=torch.long, device=prompts.device)
+    ids[:, :, :T] = prompts
+    rows = torch.arange(B, device=prompts.device)
+    done = torch.zeros(S, B, dtype=torch.bool, device=prompts.device)
+    out = []
+    for step in range(steps):
+        width = int(lengths.max()) + step
+        hidden, _ = decode(params, cfg, ids[:, :, :width])
+        logits = next_token_logits(params, hidden, (lengths + step - 1)[:, None])[:, :, 0]
+        token = logits.index_fill(-1, torch.zeros(1, dtype=torch.long, device=logits.device), float("-inf")).argmax(-1)
+        token = torch.where(done, torch.full_like(token, eos), token)
+        done |= token == eos
+        ids[:, rows, lengths + step] = token
+        out.append(token)
+    return torch.stack(out, dim=-1)

@@ -1,0 +1,43 @@
+"""The SQuAD decoder: causal and padding masks, and greedy decoding of a learnt continuation."""
+import torch
+
+from qkov_lib.models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits
+from qkov_lib.optim import circuit_groups
+
+CFG = DecoderConfig(vocab=12, max_len=10, d_model=16, n_heads=2, d_head=8, n_layers=2, d_mlp=32, init_scale=0.3)
+
+
+def test_a_position_sees_only_itself_and_the_real_tokens_before_it():
+    params = init_decoder(CFG, [0, 1])
+    ids = torch.tensor([[3, 4, 5, 6, 0, 0], [7, 8, 0, 0, 0, 0]])
+    hidden, attns = decode(params, CFG, ids)
+    assert hidden.shape == (2, 2, 6, 16) and len(attns) == 2
+    later = ids.clone()
+    later[0, 3] = 9  # a later token changes nothing before it
+    torch.testing.assert_close(decode(params, CFG, later)[0][:, 0, :3], hidden[:, 0, :3])
+    shorter = ids[:, :4]  # padding after the tokens changes nothing
+    torch.testing.assert_close(decode(params, CFG, shorter)[0][:, 1, :2], hidden[:, 1, :2])
+    a = attns[0]
+    assert torch.all(a.triu(1) == 0) and torch.all(a[:, 1, :, :, 2:] == 0)  # no future, no padding
+    torch.testing.assert_close(a[:, 0, :, :4].sum(-1), torch.ones(2, 2, 4))
+    assert next_token_logits(params, hidden, torch.tensor([[3], [1]])).shape == (2, 2, 1, 12)
+    assert circuit_groups(params)["qk"] == ["blocks.0.W_Q", "blocks.0.W_K", "blocks.1.W_Q", "blocks.1.W_K"]
+
+
+def test_greedy_decoding_continues_what_the_model_learnt_and_keeps_eos():
+    torch.manual_seed(0)
+    params = init_decoder(CFG, [0, 1])
+    ids = torch.tensor([[3, 4, 5, 6, 2], [7, 8, 9, 2, 0]])  # prompts "3 4" and "7 8", answers "5 6" and "9", eos 2
+    targets = torch.tensor([[5, 6, 2], [9, 2, 2]])
+    rows = torch.tensor([[1, 2, 3], [1, 2, 2]])
+    opt = torch.optim.Adam(params.values(), lr=0.03)
+    for _ in range(150):
+        logits = next_token_logits(params, decode(params, CFG, ids)[0], rows)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 2), targets.expand(2, -1, -1).flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    out = greedy(params, CFG, torch.tensor([[3, 4], [7, 8]]), steps=4, eos=2)
+    assert out.tolist() == [[[5, 6, 2, 2], [9, 2, 2, 2]]] * 2
+    short = greedy(params, CFG, torch.tensor([[3, 4], [7, 0]]), steps=2, eos=2)
+    assert (short != 0).all()  # never padding, even for an unlearnt prompt
