@@ -69,7 +69,8 @@ def figure4(curves: pd.DataFrame, matched: pd.DataFrame, alpha0: float, time_lab
 
 
 def dtap_grid(maps: Sequence[np.ndarray], titles: Sequence[str], bins: Sequence[float], title: str,
-              cols: int = 4, zmax: float | None = None, x_label: str = "attention on distinct tokens") -> go.Figure:
+              cols: int = 4, zmax: float | None = None, x_label: str = "attention on distinct tokens",
+              y_label: str = "p(correct class)") -> go.Figure:
     """A grid of DTAP heatmaps (percent of test examples per cell), high probability at the top as in the paper."""
     rows = -(-len(maps) // cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles), horizontal_spacing=0.05,
@@ -85,7 +86,7 @@ def dtap_grid(maps: Sequence[np.ndarray], titles: Sequence[str], bins: Sequence[
     fig.update_xaxes(tickfont_size=8)
     fig.update_xaxes(title_text=x_label, title_font_size=10, row=rows)
     fig.update_yaxes(tickfont_size=8)
-    fig.update_yaxes(title_text="p(correct class)", title_font_size=10, col=1)
+    fig.update_yaxes(title_text=y_label, title_font_size=10, col=1)
     fig.update_layout(title=title, height=330 * rows + 60, template="plotly_white",
                       margin=dict(l=50, r=20, t=80, b=40))
     return fig

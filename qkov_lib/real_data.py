@@ -3,7 +3,7 @@ once), and measure accuracy, MRTA, AC, ACMC, sufficiency and comprehensiveness p
 group (SVA: by number of attractors)."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,25 +194,26 @@ def group_table(by_group: pd.DataFrame, name: Callable[[Any], str] = str) -> pd.
     return pd.DataFrame(rows).set_index(["split", "group"])
 
 
-def table1(per_seed: pd.DataFrame, by: str = "condition") -> pd.DataFrame:
+def table1(per_seed: pd.DataFrame, by: str = "condition", metrics: Sequence[str] = TABLE_METRICS) -> pd.DataFrame:
     """Table 1 rows: per condition and metric, the mean over seeds and its 95% CI half-width."""
     rows = []
     for cond, part in per_seed.groupby(by, sort=False):
         row = {by: cond}
-        for metric in TABLE_METRICS:
+        for metric in metrics:
             mean, half = mean_ci(part[metric].to_numpy())
             row[metric], row[f"{metric} ±"] = mean, half
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def table1_display(table: pd.DataFrame, by: str | list[str] = "condition") -> pd.DataFrame:
+def table1_display(table: pd.DataFrame, by: str | list[str] = "condition", metrics: Sequence[str] = TABLE_METRICS
+                   ) -> pd.DataFrame:
     """``table1`` for reading: one "mean ± half-width" column per metric (percentages to 0.1, probability
     differences to 0.001), so a row fits the page."""
     shown = table.set_index(by)
     digits = {"sufficiency": 3, "comprehensiveness": 3}
     return pd.DataFrame({m: [f"{v:.{digits.get(m, 1)}f} ± {h:.{digits.get(m, 1)}f}"
-                             for v, h in zip(shown[m], shown[f"{m} ±"])] for m in TABLE_METRICS}, index=shown.index)
+                             for v, h in zip(shown[m], shown[f"{m} ±"])] for m in metrics}, index=shown.index)
 
 
 @dataclass
@@ -226,27 +227,41 @@ class RealRun:
     by_group: pd.DataFrame
 
 
-def _condition(data: Prepared, p: dict[str, Any], name: str, qk_mult: float, device: torch.device,
+@dataclass(frozen=True)
+class Task:
+    """What a real-data run trains and measures: ``train(data, p, qk_mult, device, progress, desc)`` -> (params,
+    curve); ``evaluate(params, data, p)`` -> (per-seed rows, {"mass", "prob_true"} [S, N]); ``by_group(params,
+    data, p)`` -> accuracy by group, or None."""
+
+    train: Callable
+    evaluate: Callable
+    by_group: Callable | None = None
+
+
+def _condition(task: Task, data: Any, p: dict[str, Any], name: str, qk_mult: float, device: torch.device,
                progress: bool) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame, pd.DataFrame]:
     """Train and evaluate one condition: per-seed metrics, DTAP maps [seeds, y, x], the training curve and the
-    accuracy by group."""
+    accuracy by group (empty without groups)."""
     from .metrics import dtap_histogram
-    params, curve = train_condition(data, p, qk_mult, device, progress, desc=name)
-    rows, raw = evaluate_condition(params, data, p)
+    params, curve = task.train(data, p, qk_mult, device, progress, desc=name)
+    rows, raw = task.evaluate(params, data, p)
     maps = np.stack([dtap_histogram(raw["mass"][i], raw["prob_true"][i], p["bins"], p["bins"])
                      for i in range(len(p["seeds"]))])
-    by_group = accuracy_by_group(params, data, p).assign(condition=name)
-    return rows.assign(condition=name), maps, curve.assign(label=name), by_group
+    by_group = task.by_group(params, data, p) if task.by_group else pd.DataFrame(columns=["split", "group", "seed"])
+    return rows.assign(condition=name), maps, curve.assign(label=name), by_group.assign(condition=name)
 
 
 def _conditions(p: dict[str, Any]) -> list[tuple[str, float]]:
     return [("baseline", 1.0), (f"faster QK (x{p['qk_mult']:g})", p["qk_mult"])]
 
 
-def _run_all(data: Prepared, variants: list[dict[str, Any]], device: torch.device, progress: bool) -> list[RealRun]:
+def run_all(data: Any, variants: list[dict[str, Any]], device: torch.device, progress: bool,
+            task: Task | None = None) -> list[RealRun]:
     """Both conditions of every parameter variant, as independent tasks over the CPU's worker processes (each on
-    one torch thread, so the numbers do not depend on the machine's core count): one RealRun per variant."""
-    tasks = [(data, p, name, mult, device, progress) for p in variants for name, mult in _conditions(p)]
+    one torch thread, so the numbers do not depend on the machine's core count): one RealRun per variant.
+    ``task``: what to train and measure (default: the classifiers of this module)."""
+    task = task or CLASSIFY
+    tasks = [(task, data, p, name, mult, device, progress) for p in variants for name, mult in _conditions(p)]
     done = iter(run_independent(_condition, tasks, cpu_workers(device)))
     runs = []
     for p in variants:
@@ -258,16 +273,19 @@ def _run_all(data: Prepared, variants: list[dict[str, Any]], device: torch.devic
     return runs
 
 
+CLASSIFY = Task(train_condition, evaluate_condition, accuracy_by_group)
+
+
 def run_conditions(data: Prepared, p: dict[str, Any], device: torch.device, progress: bool = True) -> RealRun:
     """Baseline (QK x 1) and faster QK (QK x qk_mult), side by side in two processes on the CPU."""
-    return _run_all(data, [p], device, progress)[0]
+    return run_all(data, [p], device, progress)[0]
 
 
 def run_layers(data: Prepared, p: dict[str, Any], device: torch.device, progress: bool = True) -> dict[int, RealRun]:
     """``run_conditions`` for each depth in ``p["layer_counts"]`` (Appendix D.5, Table 5), all four or more
     trainings spread over the worker processes at once."""
     counts = list(p["layer_counts"])
-    return dict(zip(counts, _run_all(data, [dict(p, n_layers=n) for n in counts], device, progress)))
+    return dict(zip(counts, run_all(data, [dict(p, n_layers=n) for n in counts], device, progress)))
 
 
 def by_depth(runs: dict[int, RealRun], field: str) -> pd.DataFrame:

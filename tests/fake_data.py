@@ -142,6 +142,7 @@ def write_sva_canonical(cache: Path, n: int = 300) -> None:
 def write_all_offline(root: Path) -> Path:
     write_hatexplain_offline(root)
     write_sva_offline(root)
+    write_squad_offline(root)
     return root
 
 
@@ -164,7 +165,7 @@ def squad_file(n_articles: int = 5, per_article: int = 4, seed: int = 0) -> dict
 
 def write_squad_offline(root: Path) -> None:
     (root / "squad").mkdir(parents=True, exist_ok=True)
-    (root / "squad" / "dev-v1.1.json").write_text(json.dumps(squad_file()))
+    (root / "squad" / "dev-v1.1.json").write_text(json.dumps(squad_file(10, 8)))
     seal(root)
 
 

@@ -12,7 +12,7 @@ FLOORS = {  # ARCHITECTURE.md's table: a top-level module or package -> its floo
     **dict.fromkeys(["__init__", "device", "progress", "validation", "optim", "results", "models", "data", "metrics",
                      "theory"], 0),
     **dict.fromkeys(["training", "engine"], 1),
-    **dict.fromkeys(["experiments", "fixed_attention", "real_data", "atlas", "sweep"], 2),
+    **dict.fromkeys(["experiments", "fixed_attention", "real_data", "squad_runs", "atlas", "sweep"], 2),
     **dict.fromkeys(["claims", "plots"], 3),
     **dict.fromkeys(["profiles", "chapter"], 4),
     **dict.fromkeys(["reproduce", "book", "book_ext", "__main__"], 5),

@@ -10,7 +10,7 @@ import torch
 from fake_data import (seal, squad_file, write_hatexplain_canonical, write_hatexplain_offline, write_squad_canonical,
                        write_squad_offline, write_sva_canonical, write_sva_offline)
 
-from qkov_lib import claims
+from qkov_lib import claims, squad_runs
 from qkov_lib.data import CACHE_ENV, DATA_ENV, hatexplain, pos_tags, registry, squad, sva
 from qkov_lib.data.registry import DataError
 from qkov_lib.data.text import TextSplit, Vocab, encode
@@ -155,7 +155,7 @@ def test_squad_offline_splits_by_article_and_canonical_reads_train_and_dev(offli
     write_squad_offline(offline)
     splits, info = squad.load(test_fraction=0.4)
     train, test = splits["train"], splits["test"]
-    assert len(train) == 12 and len(test) == 8 and "2 of 5 articles" in info["split"]
+    assert len(train) == 48 and len(test) == 32 and "4 of 10 articles" in info["split"]
     assert not {q.article for q in train} & {q.article for q in test}  # no paragraph on both sides
     assert [q.article for q in squad.load(test_fraction=0.4)[0]["test"]] == [q.article for q in test]  # seeded
     q = test[0]
@@ -183,6 +183,35 @@ def test_squad_windows_hold_the_answer_at_a_random_place_and_the_trivial_baselin
     assert [e.answer for e in again] == [e.answer for e in ex]  # seeded
     fixed = [squad.Example(["x", "red", "y"], [(0, 1), (2, 5), (6, 7)], ["q"], (1, 2), "x red y", ("red",))] * 3
     assert squad.fixed_span_baseline(fixed, fixed, max_answer=2) == {"start": 1, "length": 1, "EM": 100.0, "F1": 100.0}
+
+
+SQUAD_SMOKE = dict(seeds=[0, 1], download=False, test_fraction=0.2, data_seed=0, window=12, max_question=6,
+                   max_answer=3, max_train=0, max_test=0, min_freq=1, n_layers=2, d_model=16, n_heads=2, d_head=8,
+                   d_mlp=32, optimizer="adamw", lr=1e-2, qk_mult=20.0, batch_size=16, weight_decay=1e-4, epochs=2,
+                   evals_per_epoch=1, eval_batch=8, identity_weight=0.5, k_percents=[10.0, 50.0], erase="remove",
+                   threshold=0.1, confidence=0.1, bins=[0.0, 0.05, 0.1, 0.5, 1.0])
+
+
+def test_squad_runs_score_generated_answers_and_attention_on_the_answer_span(offline):
+    write_squad_offline(offline)
+    data = squad_runs.prepare(SQUAD_SMOKE)
+    enc = data.test
+    a = data.vocab.stoi["<a>"]
+    assert (enc.prompts.gather(1, ((enc.prompts != 0).sum(1) - 1)[:, None]) == a).all()  # prompts end with <a>
+    first = (enc.ids == a).int().argmax(1)
+    assert (enc.ids[torch.arange(len(first)), first + 1] == enc.targets[:, 0]).all()  # the answer follows <a>
+    assert enc.relevant.any(1).all() and not (enc.relevant & (enc.prompts == 0)).any()
+    run = squad_runs.run_conditions(data, SQUAD_SMOKE, torch.device("cpu"), progress=False)
+    assert list(run.per_seed.columns[:-1]) == ["seed", *squad_runs.QA_METRICS] and len(run.per_seed) == 4
+    assert run.per_seed[["F1", "EM"]].apply(lambda c: c.between(0, 100)).all().all()
+    assert all(m.shape == (2, 4, 4) for m in run.maps.values()) and run.by_group.empty
+    table = claims.table1(run.per_seed, performance="F1")
+    assert table["claim"].iloc[0] == "F1 comparable with faster QK"
+    shown = table1_display(table1(run.per_seed, metrics=squad_runs.QA_METRICS), metrics=squad_runs.QA_METRICS)
+    assert list(shown.columns) == list(squad_runs.QA_METRICS)
+    e = data.test_examples[0]
+    golden = data.vocab.ids(e.context[e.answer[0]:e.answer[1]]) + [data.vocab.stoi["<eos>"]]
+    assert squad_runs.answer_text(golden, e, data.vocab) == e.text(*e.answer)  # a window span: the paragraph's text
 
 
 @pytest.mark.parametrize("damage, message", [
@@ -302,7 +331,8 @@ def _every_row(params, cfg, ids):
         out = torch.einsum("sbhte,shed->sbtd", attns[-1] @ v, w["W_O"])
         x = x + out if cfg.residual else out
         if cfg.mlp:
-            x = x + torch.relu(x @ params[f"blocks.{layer}.mlp_in"][:, None]) @ params[f"blocks.{layer}.mlp_out"][:, None]
+            w_in, w_out = params[f"blocks.{layer}.mlp_in"][:, None], params[f"blocks.{layer}.mlp_out"][:, None]
+            x = x + torch.relu(x @ w_in) @ w_out
     last = (ids != 0).sum(-1) - 1
     read = x[:, torch.arange(ids.shape[0]), last]
     return read @ params["unembed"] + params["unembed_bias"][:, None], attns
@@ -336,6 +366,8 @@ def test_rollout_erase_and_faithfulness():
     top = top_tokens(scores, ids, 34.0)  # ceil(0.34 * 3) = 2 words
     assert top.tolist() == [[[False, True, True, False, False]]]
     assert erase(ids, top).tolist() == [[[4, 2, 0, 0, 0]]]
+    only_first = torch.tensor([[[True, False, False, False, False]]])  # the positions that may be erased
+    assert top_tokens(scores, ids, 100.0, only_first).tolist() == only_first.tolist()
     assert erase(ids, top, "mask").tolist() == [[[4, 1, 1, 2, 0]]]
 
     def predict(x):  # probability of class 1 = share of kept words equal to 5

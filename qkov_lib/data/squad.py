@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from .registry import DataError, canonical_file, not_found, offline_file, read_json
+from .text import Vocab
 
 
 @dataclass(frozen=True)
@@ -159,3 +161,48 @@ def fixed_span_baseline(train: list[Example], test: list[Example], max_answer: i
     return {"start": start, "length": length,
             "EM": 100 * float(np.mean([exact_match(p, e.golds) for p, e in zip(preds, test)])),
             "F1": 100 * float(np.mean([f1_score(p, e.golds) for p, e in zip(preds, test)]))}
+
+
+SPECIALS = ("<q>", "<a>", "<eos>")  # before the question, before the answer, after it
+
+
+@dataclass
+class QAEncoded:
+    """Examples as decoder input. ``ids`` [N, L]: window, <q>, question, <a>, answer, <eos>, padding; ``rows`` and
+    ``targets`` [N, A]: the positions whose next token is an answer token or <eos>, and those tokens (``weights``
+    1.0 where real, 0.0 where the answer is shorter); ``prompts`` [N, P]: the input up to <a> (its last token);
+    ``relevant`` [N, P]: the window tokens of the first gold answer."""
+
+    ids: torch.Tensor
+    rows: torch.Tensor
+    targets: torch.Tensor
+    weights: torch.Tensor
+    prompts: torch.Tensor
+    relevant: torch.Tensor
+
+
+def vocabulary(train: list[Example], min_freq: int) -> Vocab:
+    """The words of the training windows, questions and answers seen ``min_freq`` times, after the specials."""
+    texts = [e.context + e.question for e in train]
+    return Vocab(texts, min_freq, extra=SPECIALS)
+
+
+def encode(data: list[Example], vocab: Vocab, max_answer: int) -> QAEncoded:
+    """``QAEncoded`` for ``data``; answers longer than ``max_answer`` tokens are cut (``examples`` leaves them
+    out already)."""
+    q, a, eos = (vocab.stoi[s] for s in SPECIALS)
+    prompts = [vocab.ids(e.context) + [q] + vocab.ids(e.question) + [a] for e in data]
+    answers = [vocab.ids(e.context[e.answer[0]:e.answer[1]])[:max_answer] + [eos] for e in data]
+    P, A = max(map(len, prompts)), max_answer + 1
+    n = len(data)
+    ids, prompt_ids = torch.zeros(n, P + A, dtype=torch.long), torch.zeros(n, P, dtype=torch.long)
+    rows, targets, weights = torch.zeros(n, A, dtype=torch.long), torch.zeros(n, A, dtype=torch.long), torch.zeros(n, A)
+    relevant = torch.zeros(n, P, dtype=torch.bool)
+    for i, (prompt, answer, e) in enumerate(zip(prompts, answers, data)):
+        k, m = len(prompt), len(answer)
+        ids[i, :k + m] = torch.tensor(prompt + answer)
+        prompt_ids[i, :k] = torch.tensor(prompt)
+        rows[i] = torch.arange(k - 1, k - 1 + A).clamp(max=k + m - 2)
+        targets[i, :m], weights[i, :m] = torch.tensor(answer), 1.0
+        relevant[i, e.answer[0]:e.answer[1]] = True
+    return QAEncoded(ids, rows, targets, weights, prompt_ids, relevant)

@@ -56,12 +56,14 @@ class TextSplit:
 
 
 class Vocab:
-    """Words of the training split seen at least ``min_freq`` times (at most ``max_size``), plus specials."""
+    """Words of the training split seen at least ``min_freq`` times (at most ``max_size``), after the specials
+    (<pad> = 0, <unk> = 1, <readout> = 2, then ``extra``)."""
 
-    def __init__(self, splits_tokens: list[list[str]], min_freq: int = 1, max_size: int | None = None) -> None:
+    def __init__(self, splits_tokens: list[list[str]], min_freq: int = 1, max_size: int | None = None,
+                 extra: tuple[str, ...] = ()) -> None:
         counts = Counter(t for toks in splits_tokens for t in toks)
-        words = [w for w, c in counts.most_common(max_size) if c >= min_freq]
-        self.itos = [PAD, UNK, READOUT] + words
+        words = [w for w, c in counts.most_common(max_size) if c >= min_freq and w not in extra]
+        self.itos = [PAD, UNK, READOUT, *extra] + words
         self.stoi = {w: i for i, w in enumerate(self.itos)}
 
     def __len__(self) -> int:

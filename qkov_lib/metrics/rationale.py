@@ -47,10 +47,11 @@ def word_mask(ids: torch.Tensor) -> torch.Tensor:
     return words.scatter(-1, words.sum(-1, keepdim=True) - 1, False)
 
 
-def top_tokens(scores: torch.Tensor, ids: torch.Tensor, k_percent: float) -> torch.Tensor:
-    """Boolean [S, B, T]: the ceil(k% of the real words) highest-scoring words of each example (the read-out token
-    and padding never count)."""
-    words = word_mask(ids)
+def top_tokens(scores: torch.Tensor, ids: torch.Tensor, k_percent: float, words: torch.Tensor | None = None
+               ) -> torch.Tensor:
+    """Boolean [S, B, T]: the ceil(k% of the words) highest-scoring words of each example; ``words`` the positions
+    that count (default: every real word, neither the read-out token nor padding)."""
+    words = word_mask(ids) if words is None else words
     n = words.sum(-1, keepdim=True)
     k = torch.clamp(torch.ceil(n * k_percent / 100.0), min=1).long()
     masked = scores.masked_fill(~words, float("-inf"))
@@ -72,20 +73,21 @@ def erase(ids: torch.Tensor, drop: torch.Tensor, mode: str = "remove", mask_id: 
 
 
 def faithfulness(predict: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, scores: torch.Tensor,
-                 k_percents: Sequence[float], mode: str = "remove", full: torch.Tensor | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+                 k_percents: Sequence[float], mode: str = "remove", full: torch.Tensor | None = None,
+                 words: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """ERASER sufficiency and comprehensiveness per example [S, B], averaged over ``k_percents`` (AOPC):
     p(y^|x) - p(y^|top-k% kept) and p(y^|x) - p(y^|top-k% removed), y^ the prediction on the full input.
-    ``predict`` maps ids [S, B, T] to class probabilities [S, B, C]; ``full`` passes predict(ids) when known."""
+    ``predict`` maps ids [S, B, T] to class probabilities [S, B, C]; ``full`` passes predict(ids) when known;
+    ``words`` [S, B, T] the positions that may be erased (default: every real word; SQuAD: the context only)."""
     full = predict(ids) if full is None else full
-    words = word_mask(ids)
+    words = word_mask(ids).expand_as(scores) if words is None else words
     y_hat = full.argmax(-1, keepdim=True)
     p_full = full.gather(-1, y_hat).squeeze(-1)
     suff, comp = torch.zeros_like(p_full), torch.zeros_like(p_full)
     for k in k_percents:
         if not 0 < k <= 100:
             raise ValueError(f"each k percent must lie in (0, 100] (got {k!r})")
-        top = top_tokens(scores, ids, k)
+        top = top_tokens(scores, ids, k, words)
         kept = predict(erase(ids, words & ~top, mode)).gather(-1, y_hat).squeeze(-1)
         dropped = predict(erase(ids, top, mode)).gather(-1, y_hat).squeeze(-1)
         suff += p_full - kept

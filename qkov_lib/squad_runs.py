@@ -1,0 +1,183 @@
+"""Section 7's SQuAD row (Table 1) and Figure 5: a GPT-style decoder trained from scratch to generate the answer to
+a question about a paragraph window, baseline against faster QK (all seeds at once); per seed, exact match and F1
+of the greedy answers, and MRTA, AC, ACMC, sufficiency and comprehensiveness of the attention rollout from the
+position that starts the answer onto the window, the gold answer span being the relevant tokens."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .data import squad
+from .data.squad import Example, QAEncoded
+from .data.text import Vocab
+from .metrics.qa import exact_match, f1_score
+from .metrics.rationale import faithfulness, mass_metrics, readout_attention
+from .models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits
+from .optim import RateSchedule
+from .real_data import RealRun, Task, run_all
+from .training import FixedSetBatches, TrainConfig, train
+
+QA_METRICS = ("F1", "EM", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
+
+
+@dataclass
+class PreparedQA:
+    """Encoded train and test questions, the test examples (for scoring), the vocabulary, the trivial baseline's
+    scores and a provenance record."""
+
+    train: QAEncoded
+    test: QAEncoded
+    test_examples: list[Example]
+    vocab: Vocab
+    baseline: dict[str, float]
+    info: dict[str, Any]
+
+
+def _subset(data: list[Example], n: int, seed: int) -> list[Example]:
+    if not n or n >= len(data):
+        return data
+    return [data[i] for i in np.sort(np.random.default_rng(seed).choice(len(data), n, replace=False))]
+
+
+def prepare(p: dict[str, Any]) -> PreparedQA:
+    """Load (offline split by article, or the canonical files), cut windows, subsample as the profile says, build
+    the vocabulary on train, encode, and score the trivial fixed-span baseline."""
+    splits, info = squad.load(download=p["download"], test_fraction=p["test_fraction"], seed=p["data_seed"])
+    cut = dict(window=p["window"], max_question=p["max_question"], max_answer=p["max_answer"])
+    train, long_train = squad.examples(splits["train"], **cut, seed=p["data_seed"])
+    test, long_test = squad.examples(splits["test"], **cut, seed=p["data_seed"] + 1)
+    train, test = _subset(train, p["max_train"], p["data_seed"]), _subset(test, p["max_test"], p["data_seed"])
+    vocab = squad.vocabulary(train, p["min_freq"])
+    baseline = squad.fixed_span_baseline(train, test, p["max_answer"])
+    info = dict(info, **{"train questions": len(train), "test questions": len(test),
+                         f"questions left out for an answer over {p['max_answer']} tokens": long_train + long_test,
+                         "vocabulary": len(vocab)})
+    return PreparedQA(squad.encode(train, vocab, p["max_answer"]), squad.encode(test, vocab, p["max_answer"]), test,
+                      vocab, baseline, info)
+
+
+def baseline_table(baseline: dict[str, float]) -> pd.DataFrame:
+    """The trivial baseline's one row: the fixed span (start and length in window tokens), its EM and F1 (%)."""
+    return pd.DataFrame([{"predictor": "fixed span of the window", "start": int(baseline["start"]),
+                          "length": int(baseline["length"]), "EM": round(baseline["EM"], 1),
+                          "F1": round(baseline["F1"], 1)}]).set_index("predictor")
+
+
+def model_config(data: PreparedQA, p: dict[str, Any]) -> DecoderConfig:
+    return DecoderConfig(vocab=len(data.vocab), max_len=data.train.ids.shape[1] + p["max_answer"] + 1,
+                         d_model=p["d_model"], n_heads=p["n_heads"], d_head=p["d_head"], n_layers=p["n_layers"],
+                         d_mlp=p["d_mlp"])
+
+
+def _answer_loss(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tensor, targets: torch.Tensor,
+                 answer_id: int) -> torch.Tensor:
+    """Mean cross-entropy per seed of the answer tokens and <eos>, each predicted from the position before it."""
+    start = (ids == answer_id).int().argmax(-1)  # [S, B], the <a> position
+    rows = start[..., None] + torch.arange(targets.shape[-1], device=ids.device)
+    rows = rows.clamp(max=ids.shape[-1] - 1)
+    hidden, _ = decode(params, cfg, ids)
+    logits = torch.einsum("sbrd,svd->sbrv", hidden.gather(2, rows[..., None].expand(-1, -1, -1, cfg.d_model)),
+                          params["embed"])
+    nll = torch.nn.functional.cross_entropy(logits.flatten(0, 2), targets.flatten(), reduction="none")
+    weights = (targets != 0).float().flatten()
+    return (nll * weights).view_as(targets).sum((1, 2)) / (targets != 0).sum((1, 2)).clamp(min=1)
+
+
+def train_condition(data: PreparedQA, p: dict[str, Any], qk_mult: float, device: torch.device,
+                    progress: bool = True, desc: str = "training") -> tuple[dict[str, torch.Tensor], pd.DataFrame]:
+    """One decoder per seed, ``epochs`` epochs, only W_Q and W_K at ``qk_mult`` x the base rate; returns the
+    parameters and the training answer NLL (on a fixed subset of the training questions)."""
+    cfg, seeds = model_config(data, p), list(p["seeds"])
+    params = init_decoder(cfg, seeds, device)
+    n, answer_id = data.train.ids.shape[0], data.vocab.stoi["<a>"]
+    per_epoch = n // p["batch_size"]
+    tc = TrainConfig(RateSchedule(p["lr"], qk_mult=qk_mult), batch_size=p["batch_size"], optimizer=p["optimizer"],
+                     weight_decay=tuple((g, p["weight_decay"]) for g in ("qk", "ov", "other")), target_nll=0.0,
+                     max_steps=p["epochs"] * per_epoch, eval_every=max(1, per_epoch // p["evals_per_epoch"]))
+    ids, targets = data.train.ids.to(device), data.train.targets.to(device)
+    batches = FixedSetBatches(ids[None], targets[None], seeds, p["batch_size"], rows=[0] * len(seeds))
+    probe = torch.randperm(n, generator=torch.Generator().manual_seed(p["data_seed"]))[:512]
+
+    def loss_fn(prm, x, y):
+        return _answer_loss(prm, cfg, x, y, answer_id)
+
+    @torch.no_grad()
+    def monitor(prm):
+        parts = [loss_fn(prm, ids[part].expand(len(seeds), -1, -1), targets[part].expand(len(seeds), -1, -1))
+                 for part in probe.split(128)]
+        return torch.stack(parts).mean(0).cpu().numpy()
+
+    hist = train(params, loss_fn, tc, batches, monitor, seeds, progress, desc)
+    curve = pd.DataFrame([{"step": s, "epoch": s / per_epoch, "seed": seed, "train_nll": float(v[i])}
+                          for s, v in zip(hist.steps, hist.train_nll) for i, seed in enumerate(seeds)])
+    return params, curve
+
+
+def answer_text(tokens: list[int], example: Example, vocab: Vocab) -> str:
+    """A generated answer as text: the paragraph's own characters where the tokens (up to <eos>) are a span of the
+    window, else the words joined by spaces."""
+    eos = vocab.stoi["<eos>"]
+    words = [vocab.itos[t] for t in (tokens[:tokens.index(eos)] if eos in tokens else tokens)]
+    n = len(words)
+    for start in range(len(example.context) - n + 1):
+        if n and example.context[start:start + n] == words:
+            return example.text(start, start + n)
+    return " ".join(words)
+
+
+@torch.no_grad()
+def evaluate_condition(params: dict[str, torch.Tensor], data: PreparedQA, p: dict[str, Any]
+                       ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """Per seed: EM and F1 of the greedy answers; MRTA, AC, ACMC (attention rollout from <a> onto the window, the
+    gold answer's first token's probability as the true-class probability), sufficiency and comprehensiveness
+    (erasing window tokens only). Also each question's relevant mass and gold probability [S, N] for Figure 5."""
+    cfg, dev, test = model_config(data, p), params["embed"].device, data.test
+    q_id, eos = data.vocab.stoi["<q>"], data.vocab.stoi["<eos>"]
+    answers, parts = [], {k: [] for k in ("mass", "prob", "suff", "comp")}
+    for i in range(0, test.prompts.shape[0], p["eval_batch"]):
+        prompts = test.prompts[i:i + p["eval_batch"]].to(dev)
+        width = max(int((prompts != 0).sum(-1).max()), 1)
+        prompts, rel = prompts[:, :width], test.relevant[i:i + p["eval_batch"], :width].to(dev)
+        answers.append(greedy(params, cfg, prompts, p["max_answer"] + 1, eos).cpu())
+        last = (prompts != 0).sum(-1) - 1
+
+        def predict(ids: torch.Tensor) -> torch.Tensor:
+            ends = (ids != 0).sum(-1) - 1  # the <a> position, wherever erasure moved it
+            hidden = decode(params, cfg, ids)[0]
+            at = hidden.gather(2, ends[..., None, None].expand(-1, -1, 1, cfg.d_model))
+            return torch.softmax(torch.einsum("sbrd,svd->sbrv", at, params["embed"])[:, :, 0], -1)
+
+        hidden, attns = decode(params, cfg, prompts)
+        S = hidden.shape[0]
+        top_row = attns[-1].gather(3, last[None, :, None, None, None].expand(S, -1, cfg.n_heads, 1, width))
+        att = readout_attention(attns[:-1] + [top_row], prompts, p["identity_weight"])
+        probs = torch.softmax(next_token_logits(params, hidden, last[:, None])[:, :, 0], -1)
+        gold = test.targets[i:i + p["eval_batch"], 0].to(dev)
+        parts["mass"].append((att * rel).sum(-1))
+        parts["prob"].append(probs.gather(-1, gold.expand(S, -1)[..., None]).squeeze(-1))
+        window = torch.arange(width, device=dev) < (prompts == q_id).int().argmax(-1, keepdim=True)
+        suff, comp = faithfulness(predict, prompts.expand(S, -1, -1), att, p["k_percents"], p["erase"], full=probs,
+                                  words=window.expand(S, -1, -1))
+        parts["suff"].append(suff)
+        parts["comp"].append(comp)
+    cat = {k: torch.cat(v, dim=1).cpu() for k, v in parts.items()}
+    tokens = torch.cat(answers, dim=1)
+    rows = []
+    for s, seed in enumerate(p["seeds"]):
+        texts = [answer_text(tokens[s, j].tolist(), e, data.vocab) for j, e in enumerate(data.test_examples)]
+        masses = mass_metrics(cat["mass"][s:s + 1], cat["prob"][s:s + 1], p["threshold"], p["confidence"])
+        rows.append({"seed": seed,
+                     "F1": 100 * float(np.mean([f1_score(t, e.golds) for t, e in zip(texts, data.test_examples)])),
+                     "EM": 100 * float(np.mean([exact_match(t, e.golds) for t, e in zip(texts, data.test_examples)])),
+                     **{k: float(v[0]) for k, v in masses.items()},
+                     "sufficiency": float(cat["suff"][s].mean()), "comprehensiveness": float(cat["comp"][s].mean())})
+    return pd.DataFrame(rows), {"mass": cat["mass"].numpy(), "prob_true": cat["prob"].numpy()}
+
+
+def run_conditions(data: PreparedQA, p: dict[str, Any], device: torch.device, progress: bool = True) -> RealRun:
+    """Baseline and faster QK side by side in two processes on the CPU (one torch thread each)."""
+    return run_all(data, [p], device, progress, Task(train_condition, evaluate_condition))[0]
