@@ -163,7 +163,8 @@ def predictions(params: dict[str, torch.Tensor], cfg: ClassifierConfig, split: E
 
 def accuracy_by_group(params: dict[str, torch.Tensor], data: Prepared, p: dict[str, Any]) -> pd.DataFrame:
     """Per split with groups (held-out, test), group and seed: accuracy and the group's majority-class share, in
-    percent, and its size (columns split, group, seed, accuracy, majority, examples). Empty without groups."""
+    percent, and its size (columns split, group, seed, accuracy, majority, examples; group as text, "all" for the
+    whole split, so the table reads back from CSV unchanged). Empty without groups."""
     cfg, rows = model_config(data, p), []
     for name, split in (("held-out", data.heldout), ("test", data.test)):
         if split is None or split.groups is None:
@@ -172,7 +173,7 @@ def accuracy_by_group(params: dict[str, torch.Tensor], data: Prepared, p: dict[s
         groups, labels = split.groups.numpy(), split.labels.numpy()
         for group in np.unique(groups):
             inside = groups == group
-            rows += [{"split": name, "group": int(group), "seed": seed, "accuracy": 100 * correct[i, inside].mean(),
+            rows += [{"split": name, "group": str(group), "seed": seed, "accuracy": 100 * correct[i, inside].mean(),
                       "majority": majority_share(labels[inside]), "examples": int(inside.sum())}
                      for i, seed in enumerate(p["seeds"])]
         rows += [{"split": name, "group": "all", "seed": seed, "accuracy": 100 * correct[i].mean(),

@@ -1,5 +1,6 @@
 """Real-data loaders (both layouts, the download path, bad input), tokenisation, the classifier and the metrics."""
 import gzip
+import io
 import json
 from pathlib import Path
 
@@ -425,6 +426,8 @@ def test_sva_accuracy_by_attractors(offline):
         100 * max(labels.mean(), 1 - labels.mean()))
     shown = group_table(g, sva.attractors)
     assert ("held-out", "not binned (numpred.val)") in shown.index and "majority class" in shown.columns
+    read_back = pd.read_csv(io.StringIO(g.to_csv(index=False)))  # as a later reader of the results sees it
+    pd.testing.assert_frame_equal(group_table(read_back, sva.attractors), shown)
 
 
 def test_table5_runs_each_depth_with_its_own_rollout_and_names_the_depth_in_its_claims(offline):

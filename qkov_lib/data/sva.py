@@ -122,7 +122,7 @@ def _numpred() -> TextSplit:
 
 def attractors(group: int | str) -> str:
     """A group's label in the accuracy-by-attractors table."""
-    return "not binned (numpred.val)" if group == UNBINNED else str(group)
+    return "not binned (numpred.val)" if str(group) == str(UNBINNED) else str(group)
 
 
 def _is_tag(token: str) -> bool:
