@@ -92,6 +92,16 @@ def dtap_grid(maps: Sequence[np.ndarray], titles: Sequence[str], bins: Sequence[
     return fig
 
 
+def dtap_conditions(maps: dict[str, np.ndarray], bins: Sequence[float], title: str, x_label: str,
+                    y_label: str = "p(correct class)") -> go.Figure:
+    """Figures 5-7: each condition's DTAP mean over seeds (top row) and standard deviation (bottom row); ``maps``
+    [seeds, y, x] per condition."""
+    from .metrics import mean_std
+    means, stds = zip(*(mean_std(m) for m in maps.values()))
+    titles = [f"{c}, mean" for c in maps] + [f"{c}, std" for c in maps]
+    return dtap_grid(list(means) + list(stds), titles, bins, title, cols=len(maps), x_label=x_label, y_label=y_label)
+
+
 def learning_curves(curves: pd.DataFrame, y: str = "train_nll", title: str = "training NLL") -> go.Figure:
     """One line per panel (mean over seeds) against steps, log axes; ``curves`` has label, step, seed and ``y``."""
     fig = go.Figure()

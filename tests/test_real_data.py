@@ -18,6 +18,7 @@ from qkov_lib.data.text import TextSplit, Vocab, encode
 from qkov_lib.metrics.rationale import erase, faithfulness, mass_metrics, readout_attention, rollout, top_tokens
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
 from qkov_lib.optim import circuit_groups
+from qkov_lib.plots import dtap_conditions
 from qkov_lib.profiles import ParameterError, resolve
 from qkov_lib.real_data import (TABLE_METRICS, by_depth, group_table, layers_table, prepare, run_conditions, run_layers,
                                 table1, table1_display)
@@ -397,6 +398,12 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     pd.testing.assert_frame_equal(alone.curves, run.curves, check_exact=True)
     assert all(m.shape == (2, 5, 5) for m in run.maps.values()) and not run.curves.empty
     assert run.by_group.empty  # HateXplain has no groups
+    fig = dtap_conditions(run.maps, p["bins"], "DTAP", x_label="attention")  # Figure 7: means on top, stds below
+    names = list(run.maps)
+    assert [a.text for a in fig.layout.annotations][:4] == [f"{names[0]}, mean", f"{names[1]}, mean",
+                                                             f"{names[0]}, std", f"{names[1]}, std"]
+    np.testing.assert_allclose(fig.data[0].z, run.maps[names[0]].mean(0))
+    np.testing.assert_allclose(fig.data[3].z, run.maps[names[1]].std(0, ddof=1))
     t = table1(per_seed)
     assert {"accuracy", "accuracy ±", "comprehensiveness ±"} <= set(t.columns)
     shown = table1_display(t)  # one "mean ± half-width" column per metric
