@@ -80,34 +80,42 @@ def model_config(data: Prepared, p: dict[str, Any]) -> ClassifierConfig:
                             mlp=p["mlp"], d_mlp=p["d_mlp"], residual=p["residual"])
 
 
-def train_condition(data: Prepared, p: dict[str, Any], qk_mult: float, device: torch.device,
-                    progress: bool = True, desc: str = "training") -> tuple[dict[str, torch.Tensor], pd.DataFrame]:
-    """Train one model per seed for ``epochs`` epochs with only W_Q and W_K at ``qk_mult`` x the base rate;
-    returns the parameters and the training NLL curve (on a fixed subset of the training set)."""
-    cfg, seeds = model_config(data, p), list(p["seeds"])
-    params = init_classifier(cfg, seeds, device)
-    n = data.train.ids.shape[0]
+def fit(params: dict[str, torch.Tensor], loss_fn: Callable, inputs: torch.Tensor, labels: torch.Tensor,
+        p: dict[str, Any], qk_mult: float, progress: bool, desc: str, probe: int = 1024, chunk: int = 256
+        ) -> pd.DataFrame:
+    """Train stacked models in place for ``epochs`` epochs over (inputs, labels) [N, ...], every seed reading its
+    own batch order, with only W_Q and W_K at ``qk_mult`` x the base rate; returns the training loss curve, read on
+    a fixed subset of ``probe`` training examples (columns step, epoch, seed, train_nll)."""
+    seeds, n = list(p["seeds"]), inputs.shape[0]
     per_epoch = n // p["batch_size"]
     tc = TrainConfig(RateSchedule(p["lr"], qk_mult=qk_mult), batch_size=p["batch_size"], optimizer=p["optimizer"],
                      weight_decay=tuple((g, p["weight_decay"]) for g in ("qk", "ov", "other")), target_nll=0.0,
                      max_steps=p["epochs"] * per_epoch, eval_every=max(1, per_epoch // p["evals_per_epoch"]))
-    ids, labels = data.train.ids.to(device), data.train.labels.to(device)
-    batches = FixedSetBatches(ids[None], labels[None], seeds, p["batch_size"], rows=[0] * len(seeds))
-    probe = torch.randperm(n, generator=torch.Generator().manual_seed(p["data_seed"]))[:1024]
+    batches = FixedSetBatches(inputs[None], labels[None], seeds, p["batch_size"], rows=[0] * len(seeds))
+    rows = torch.randperm(n, generator=torch.Generator().manual_seed(p["data_seed"]))[:probe]
+
+    @torch.no_grad()
+    def monitor(prm):
+        out = [loss_fn(prm, *(t[part].expand(len(seeds), *t[part].shape) for t in (inputs, labels)))
+               for part in rows.split(chunk)]
+        return torch.stack(out).mean(0).cpu().numpy()
+
+    hist = train(params, loss_fn, tc, batches, monitor, seeds, progress, desc)
+    return pd.DataFrame([{"step": s, "epoch": s / per_epoch, "seed": seed, "train_nll": float(v[i])}
+                         for s, v in zip(hist.steps, hist.train_nll) for i, seed in enumerate(seeds)])
+
+
+def train_condition(data: Prepared, p: dict[str, Any], qk_mult: float, device: torch.device,
+                    progress: bool = True, desc: str = "training") -> tuple[dict[str, torch.Tensor], pd.DataFrame]:
+    """One classifier per seed, trained by ``fit``; returns the parameters and the training NLL curve."""
+    cfg = model_config(data, p)
+    params = init_classifier(cfg, list(p["seeds"]), device)
 
     def loss_fn(prm, x, y):
         logits, _ = classify(prm, cfg, trim(x)[0])
         return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none").mean(1)
 
-    @torch.no_grad()
-    def monitor(prm):
-        out = [loss_fn(prm, ids[part].expand(len(seeds), -1, -1), labels[part].expand(len(seeds), -1))
-               for part in probe.split(256)]
-        return torch.stack(out).mean(0).cpu().numpy()
-
-    hist = train(params, loss_fn, tc, batches, monitor, seeds, progress, desc)
-    curve = pd.DataFrame([{"step": s, "epoch": s / per_epoch, "seed": seed, "train_nll": float(v[i])}
-                          for s, v in zip(hist.steps, hist.train_nll) for i, seed in enumerate(seeds)])
+    curve = fit(params, loss_fn, data.train.ids.to(device), data.train.labels.to(device), p, qk_mult, progress, desc)
     return params, curve
 
 

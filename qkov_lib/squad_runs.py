@@ -13,13 +13,11 @@ import torch
 
 from .data import squad
 from .data.squad import Example, QAEncoded
-from .data.text import Vocab
+from .data.text import Vocab, seeded_rows
 from .metrics.qa import exact_match, f1_score
 from .metrics.rationale import faithfulness, mass_metrics, readout_attention
 from .models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits
-from .optim import RateSchedule
-from .real_data import RealRun, Task, run_all
-from .training import FixedSetBatches, TrainConfig, train
+from .real_data import RealRun, Task, fit, run_all
 
 QA_METRICS = ("F1", "EM", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
 
@@ -38,9 +36,8 @@ class PreparedQA:
 
 
 def _subset(data: list[Example], n: int, seed: int) -> list[Example]:
-    if not n or n >= len(data):
-        return data
-    return [data[i] for i in np.sort(np.random.default_rng(seed).choice(len(data), n, replace=False))]
+    """A seeded random subset of n examples (0: all), order kept."""
+    return [data[i] for i in seeded_rows(len(data), n or None, seed)]
 
 
 def prepare(p: dict[str, Any]) -> PreparedQA:
@@ -77,11 +74,8 @@ def _answer_loss(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch
                  answer_id: int) -> torch.Tensor:
     """Mean cross-entropy per seed of the answer tokens and <eos>, each predicted from the position before it."""
     start = (ids == answer_id).int().argmax(-1)  # [S, B], the <a> position
-    rows = start[..., None] + torch.arange(targets.shape[-1], device=ids.device)
-    rows = rows.clamp(max=ids.shape[-1] - 1)
-    hidden, _ = decode(params, cfg, ids)
-    logits = torch.einsum("sbrd,svd->sbrv", hidden.gather(2, rows[..., None].expand(-1, -1, -1, cfg.d_model)),
-                          params["embed"])
+    rows = (start[..., None] + torch.arange(targets.shape[-1], device=ids.device)).clamp(max=ids.shape[-1] - 1)
+    logits = next_token_logits(params, decode(params, cfg, ids)[0], rows)
     nll = torch.nn.functional.cross_entropy(logits.flatten(0, 2), targets.flatten(), reduction="none")
     weights = (targets != 0).float().flatten()
     return (nll * weights).view_as(targets).sum((1, 2)) / (targets != 0).sum((1, 2)).clamp(min=1)
@@ -89,31 +83,16 @@ def _answer_loss(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch
 
 def train_condition(data: PreparedQA, p: dict[str, Any], qk_mult: float, device: torch.device,
                     progress: bool = True, desc: str = "training") -> tuple[dict[str, torch.Tensor], pd.DataFrame]:
-    """One decoder per seed, ``epochs`` epochs, only W_Q and W_K at ``qk_mult`` x the base rate; returns the
-    parameters and the training answer NLL (on a fixed subset of the training questions)."""
-    cfg, seeds = model_config(data, p), list(p["seeds"])
-    params = init_decoder(cfg, seeds, device)
-    n, answer_id = data.train.ids.shape[0], data.vocab.stoi["<a>"]
-    per_epoch = n // p["batch_size"]
-    tc = TrainConfig(RateSchedule(p["lr"], qk_mult=qk_mult), batch_size=p["batch_size"], optimizer=p["optimizer"],
-                     weight_decay=tuple((g, p["weight_decay"]) for g in ("qk", "ov", "other")), target_nll=0.0,
-                     max_steps=p["epochs"] * per_epoch, eval_every=max(1, per_epoch // p["evals_per_epoch"]))
-    ids, targets = data.train.ids.to(device), data.train.targets.to(device)
-    batches = FixedSetBatches(ids[None], targets[None], seeds, p["batch_size"], rows=[0] * len(seeds))
-    probe = torch.randperm(n, generator=torch.Generator().manual_seed(p["data_seed"]))[:512]
+    """One decoder per seed, trained by ``real_data.fit`` on the answer tokens; returns the parameters and the
+    training answer NLL curve."""
+    cfg, answer_id = model_config(data, p), data.vocab.stoi["<a>"]
+    params = init_decoder(cfg, list(p["seeds"]), device)
 
     def loss_fn(prm, x, y):
         return _answer_loss(prm, cfg, x, y, answer_id)
 
-    @torch.no_grad()
-    def monitor(prm):
-        parts = [loss_fn(prm, ids[part].expand(len(seeds), -1, -1), targets[part].expand(len(seeds), -1, -1))
-                 for part in probe.split(128)]
-        return torch.stack(parts).mean(0).cpu().numpy()
-
-    hist = train(params, loss_fn, tc, batches, monitor, seeds, progress, desc)
-    curve = pd.DataFrame([{"step": s, "epoch": s / per_epoch, "seed": seed, "train_nll": float(v[i])}
-                          for s, v in zip(hist.steps, hist.train_nll) for i, seed in enumerate(seeds)])
+    curve = fit(params, loss_fn, data.train.ids.to(device), data.train.targets.to(device), p, qk_mult, progress,
+                desc, probe=512, chunk=128)
     return params, curve
 
 
@@ -147,9 +126,7 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: PreparedQA, p: dic
 
         def predict(ids: torch.Tensor) -> torch.Tensor:
             ends = (ids != 0).sum(-1) - 1  # the <a> position, wherever erasure moved it
-            hidden = decode(params, cfg, ids)[0]
-            at = hidden.gather(2, ends[..., None, None].expand(-1, -1, 1, cfg.d_model))
-            return torch.softmax(torch.einsum("sbrd,svd->sbrv", at, params["embed"])[:, :, 0], -1)
+            return torch.softmax(next_token_logits(params, decode(params, cfg, ids)[0], ends[..., None])[:, :, 0], -1)
 
         hidden, attns = decode(params, cfg, prompts)
         S = hidden.shape[0]

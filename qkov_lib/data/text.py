@@ -13,6 +13,13 @@ from .registry import DataError
 PAD, UNK, READOUT = "<pad>", "<unk>", "<readout>"
 
 
+def seeded_rows(size: int, n: int | None, seed: int = 0) -> np.ndarray:
+    """The rows of a seeded random subset of n out of ``size``, in order (all rows when n is None or >= size)."""
+    if n is None or n >= size:
+        return np.arange(size)
+    return np.sort(np.random.default_rng(seed).choice(size, n, replace=False))
+
+
 @dataclass
 class TextSplit:
     """One split: tokens and label per example; ``relevant`` a boolean mask per example (None: no annotation);
@@ -43,10 +50,7 @@ class TextSplit:
 
     def subset(self, n: int | None, seed: int = 0) -> "TextSplit":
         """A seeded random subset of n examples (all when n is None or >= the size), order kept."""
-        if n is None or n >= len(self):
-            return self
-        keep = np.sort(np.random.default_rng(seed).choice(len(self), n, replace=False))
-        return self.take(keep)
+        return self if n is None or n >= len(self) else self.take(seeded_rows(len(self), n, seed))
 
     def take(self, rows: np.ndarray, name: str | None = None) -> "TextSplit":
         """The examples at ``rows``, in that order."""

@@ -76,9 +76,10 @@ def decode(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tenso
 
 
 def next_token_logits(params: dict[str, torch.Tensor], hidden: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """Logits over the vocabulary [S, B, R, V] of the next token after positions ``rows`` [B, R] (the output layer
-    is the token embedding, transposed)."""
-    at = hidden.gather(2, rows[None, :, :, None].expand(hidden.shape[0], -1, -1, hidden.shape[-1]))
+    """Logits over the vocabulary [S, B, R, V] of the next token after positions ``rows`` ([B, R] shared by the
+    seeds, or [S, B, R]); the output layer is the token embedding, transposed."""
+    rows = rows.expand(hidden.shape[0], *rows.shape[-2:])
+    at = hidden.gather(2, rows[..., None].expand(-1, -1, -1, hidden.shape[-1]))
     return torch.einsum("sbrd,svd->sbrv", at, params["embed"])
 
 
