@@ -1,7 +1,7 @@
 """Runs on the synthetic task (Section 4): the panels of Figure 2 and the summaries the chapters tabulate."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -35,6 +35,7 @@ class Panel:
     ov_init_mult: float = 1.0
     optimizer: str = "sgd"
     seq_len: int | None = None  # None: the chapter's sequence length
+    pytorch_init: tuple[str, ...] = ()  # matrices drawn as PyTorch's nn.Linear default, not the chapter's init
 
     @property
     def label(self) -> str:
@@ -47,17 +48,22 @@ class Panel:
                                           (self.ov_decay > 0, f"OV decay {self.ov_decay:g}"),
                                           (self.ov_init_mult != 1, f"OV init x{self.ov_init_mult:g}"),
                                           (self.optimizer != "sgd", self.optimizer),
-                                          (self.seq_len is not None, f"length {self.seq_len}")) if cond]
+                                          (self.seq_len is not None, f"length {self.seq_len}"),
+                                          (bool(self.pytorch_init),
+                                           f"PyTorch init {' '.join(self.pytorch_init)}")) if cond]
         return ", ".join(parts)
 
 
-def figure2_panels(mult_e: float, ramp_f: float, mult_g: float, ramp_h: float, seq_len_gh: int = 0) -> list[Panel]:
+def figure2_panels(mult_e: float, ramp_f: float, mult_g: float, ramp_h: float, seq_len_gh: int = 0,
+                   pytorch_init: Mapping[str, Sequence[str]] | None = None) -> list[Panel]:
     """(a-d) the four parameterisations at equal rates; (e) FAFO QK x k; (f) FAFO ramp; (g) CACO x k; (h) ramp.
-    ``seq_len_gh`` > 0 gives panels g and h their own sequence length (the authors' notebook)."""
+    ``seq_len_gh`` > 0 gives panels g and h their own sequence length (the authors' notebook); ``pytorch_init``
+    maps a panel key to the matrices that start from PyTorch's default init (the authors' per-panel choices)."""
     long = seq_len_gh or None
-    return [Panel("a", "FAFO"), Panel("b", "FACO"), Panel("c", "CAFO"), Panel("d", "CACO"),
-            Panel("e", "FAFO", mult_e), Panel("f", "FAFO", ramp_f, "ramp"), Panel("g", "CACO", mult_g, seq_len=long),
-            Panel("h", "CACO", ramp_h, "ramp", seq_len=long)]
+    panels = [Panel("a", "FAFO"), Panel("b", "FACO"), Panel("c", "CAFO"), Panel("d", "CACO"),
+              Panel("e", "FAFO", mult_e), Panel("f", "FAFO", ramp_f, "ramp"),
+              Panel("g", "CACO", mult_g, seq_len=long), Panel("h", "CACO", ramp_h, "ramp", seq_len=long)]
+    return [replace(panel, pytorch_init=tuple((pytorch_init or {}).get(panel.key, ()))) for panel in panels]
 
 
 @dataclass
@@ -88,11 +94,16 @@ def _members(runs: Sequence[Run], seeds: Sequence[int]) -> list[Member]:
 
 def _initial(runs: Sequence[Run], vocab: int, seeds: Sequence[int], p: dict[str, Any], device: torch.device
              ) -> dict[str, torch.Tensor]:
-    """Each run's seeds initialised as the model alone would be, OV factors scaled by ``ov_init_mult``."""
+    """Each run's seeds initialised as the model alone would be: the chapter's init, except the panel's
+    ``pytorch_init`` matrices, which get PyTorch's default (``init="pytorch"``, scale 1); OV factors then scaled
+    by ``ov_init_mult``."""
     stacks = []
     for panel, _ in runs:
         cfg = AttentionConfig(panel.parameterisation, vocab=vocab, init=p["init"], init_scale=p["init_scale"])
         params = {k: v.detach() for k, v in init_params(cfg, seeds, device).items()}
+        if panel.pytorch_init:
+            default = init_params(replace(cfg, init="pytorch", init_scale=1.0), seeds, device)
+            params |= {name: default[name].detach() for name in panel.pytorch_init}
         for name in circuit_groups(params)["ov"]:
             params[name] = params[name] * panel.ov_init_mult
         stacks.append(params)

@@ -118,9 +118,16 @@ def validate_figure2(p: dict[str, Any]) -> None:
         data = _synthetic_config(p)
         if p["seq_len_gh"] != 0:
             SyntheticConfig(seq_len=p["seq_len_gh"])
-        for panel in figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"], p["seq_len_gh"]):
-            AttentionConfig(panel.parameterisation, vocab=data.vocab, d_model=p["d_model"] or None, init=p["init"],
-                            init_scale=p["init_scale"], score_scale=p["score_scale"])
+        _check_pytorch_init(p["pytorch_init"])
+        for panel in figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"], p["seq_len_gh"],
+                                    p["pytorch_init"]):
+            cfg = AttentionConfig(panel.parameterisation, vocab=data.vocab, d_model=p["d_model"] or None,
+                                  init=p["init"], init_scale=p["init_scale"], score_scale=p["score_scale"])
+            names = {"W_K", "W_Q"} if cfg.qk_factorised else {"W_QK"}
+            names |= {"W_O", "W_V"} if cfg.ov_factorised else {"W_OV"}
+            if not set(panel.pytorch_init) <= names:
+                raise ParameterError(f"pytorch_init[{panel.key!r}] names {panel.pytorch_init}, but panel "
+                                     f"{panel.key} ({panel.parameterisation}) has only {sorted(names)}")
             RateSchedule(p["lr"], qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule, ramp_steps=p["ramp_steps"])
         TrainConfig(batch_size=p["batch_size"], target_nll=p["target_nll"], max_steps=p["max_steps"],
                     eval_every=p["eval_every"])
@@ -129,6 +136,13 @@ def validate_figure2(p: dict[str, Any]) -> None:
         raise ParameterError(str(err).replace("qk_mult", "QK multiplier (mult_e, ramp_f, mult_g, ramp_h)")) from None
     if p["batch_size"] > p["n_train"]:
         raise ParameterError(f"batch_size = {p['batch_size']} exceeds n_train = {p['n_train']}")
+
+
+def _check_pytorch_init(value: Any) -> None:
+    if not (isinstance(value, dict) and all(k in "abcdefgh" and len(k) == 1 and isinstance(v, list)
+                                            for k, v in value.items())):
+        raise ParameterError(f"pytorch_init must map panel keys a-h to lists of matrix names, e.g. "
+                             f"{{'a': ['W_K', 'W_Q']}} (got {value!r})")
 
 
 ATLAS_GRID = ("inits", "lrs", "scaled_scores", "mult_sets")  # the atlas's grid; the rest is Figure 2's setup
@@ -154,6 +168,7 @@ def validate_atlas(p: dict[str, Any]) -> None:
     base = {k: v for k, v in p.items() if k not in ATLAS_GRID + ("scheduler", "workers")}  # Figure 2's setup
     for (kind, scale), lr, mults in itertools.product(p["inits"], p["lrs"], p["mult_sets"]):
         validate_figure2(base | dict(init=kind, init_scale=scale, lr=lr, score_scale=1.0, seq_len_gh=0,
+                                     pytorch_init={},
                                      **dict(zip(("mult_e", "ramp_f", "mult_g", "ramp_h"), mults))))
 
 
@@ -284,13 +299,13 @@ CHAPTERS: dict[str, ChapterSpec] = {
         paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400,
                    n_test=6400, d_model=0, init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True,
                    lr=1e-2, batch_size=32, target_nll=1e-3, max_steps=700_000, eval_every=200, ramp_steps=200_000,
-                   mult_e=10.0, ramp_f=20.0, mult_g=5.0, ramp_h=10.0, seq_len_gh=0,
+                   mult_e=10.0, ramp_f=20.0, mult_g=5.0, ramp_h=10.0, seq_len_gh=0, pytorch_init={},
                    bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
         changes={"smoke": dict(seeds=[0, 1], n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20,
                                ramp_steps=200),
                  "official": dict(layout="official", distinct_weights="linear", vocab_size=50, seq_len=63,
                                   seq_len_gh=127, score_scale=50 ** -0.5, fresh_batches=True, mult_e=20.0,
-                                  ramp_f=40.0)},
+                                  ramp_f=40.0, pytorch_init={"a": ["W_K", "W_Q"], "d": ["W_QK", "W_OV"]})},
         validate=validate_figure2,
     ),
     "fig3_incentive": ChapterSpec(

@@ -12,7 +12,7 @@ from qkov_lib.fixed_attention import OVModel
 from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, forward, init_params
 from qkov_lib.optim import RateSchedule
 from qkov_lib.data.synthetic import synthetic_config
-from qkov_lib.profiles import resolve
+from qkov_lib.profiles import ParameterError, resolve
 
 CFG = SyntheticConfig()
 
@@ -168,6 +168,30 @@ def test_official_preset_runs_a_panel_with_fresh_batches():
                         p["seeds"], p, CPU, progress=False)[0]
     assert result.heatmaps.shape == (2, 5, 5) and np.allclose(result.heatmaps.sum((1, 2)), 100)
     assert list(result.summary["steps"]) == [6, 6] and result.summary["hit_cap"].all()
+
+
+def test_official_panels_start_from_the_authors_per_panel_initialisation():
+    """Panels a (W_K, W_Q) and d (W_QK, W_OV) start from PyTorch's default draw; every other matrix as the
+    chapter's identity init gives it (1e-6 I, a collapsed circuit the product)."""
+    from qkov_lib.experiments import _initial
+    _, p = resolve("fig2_dtap", "official")
+    panels = figure2_panels(20, 40, 5, 10, 127, p["pytorch_init"])
+    assert [panel.key for panel in panels if panel.pytorch_init] == ["a", "d"]
+    assert "PyTorch init W_K W_Q" in panels[0].label
+    for panel in panels[:4]:
+        start = _initial([(panel, p)], 50, [0, 1], p, CPU)
+        default, own = (init_params(AttentionConfig(panel.parameterisation, vocab=50, init=kind, init_scale=scale),
+                                    [0, 1]) for kind, scale in (("pytorch", 1.0), ("identity", 1e-6)))
+        for name, value in start.items():
+            expected = (default if name in panel.pytorch_init else own)[name].detach()
+            torch.testing.assert_close(value, expected, rtol=0, atol=0)
+
+
+def test_pytorch_init_must_name_the_panels_own_matrices():
+    with pytest.raises(ParameterError, match=r"pytorch_init\['d'\] names \('W_K',\), but panel d \(CACO\)"):
+        resolve("fig2_dtap", "paper", {"pytorch_init": {"d": ["W_K"]}})
+    with pytest.raises(ParameterError, match="pytorch_init must map panel keys a-h"):
+        resolve("fig2_dtap", "paper", {"pytorch_init": {"z": ["W_K"]}})
 
 
 def test_qk_multiplier_scales_the_first_qk_step_only():
