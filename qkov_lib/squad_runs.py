@@ -70,13 +70,27 @@ def model_config(data: PreparedQA, p: dict[str, Any]) -> DecoderConfig:
                          d_mlp=p["d_mlp"])
 
 
+def allowed_tokens(ids: torch.Tensor, vocab: Vocab, p: dict[str, Any]) -> torch.Tensor | None:
+    """What the answer may be made of: the window's tokens and <eos> (``output = "window"``), or None, the whole
+    vocabulary (``"vocabulary"``)."""
+    if p["output"] == "vocabulary":
+        return None
+    return squad.window_tokens(ids, vocab.stoi["<q>"], vocab.stoi["<eos>"], p["window"])
+
+
 def _answer_loss(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tensor, targets: torch.Tensor,
-                 answer_id: int) -> torch.Tensor:
-    """Mean cross-entropy per seed of the answer tokens and <eos>, each predicted from the position before it."""
+                 answer_id: int, allowed: torch.Tensor | None) -> torch.Tensor:
+    """Mean cross-entropy per seed of the answer tokens and <eos>, each predicted from the position before it,
+    over the vocabulary or over the ``allowed`` tokens [S, B, K]."""
     start = (ids == answer_id).int().argmax(-1)  # [S, B], the <a> position
     rows = (start[..., None] + torch.arange(targets.shape[-1], device=ids.device)).clamp(max=ids.shape[-1] - 1)
-    logits = next_token_logits(params, decode(params, cfg, ids)[0], rows)
-    nll = torch.nn.functional.cross_entropy(logits.flatten(0, 2), targets.flatten(), reduction="none")
+    logits = next_token_logits(params, decode(params, cfg, ids)[0], rows, allowed)
+    if allowed is None:
+        classes = targets
+    else:  # each target's place among the allowed tokens; padding (weight 0) points at <eos>, a finite logit
+        slot = (allowed[..., None, :] == targets[..., None]).int().argmax(-1)
+        classes = torch.where(targets != 0, slot, allowed.shape[-1] - 1)
+    nll = torch.nn.functional.cross_entropy(logits.flatten(0, 2), classes.flatten(), reduction="none")
     weights = (targets != 0).float().flatten()
     return (nll * weights).view_as(targets).sum((1, 2)) / (targets != 0).sum((1, 2)).clamp(min=1)
 
@@ -89,7 +103,7 @@ def train_condition(data: PreparedQA, p: dict[str, Any], qk_mult: float, device:
     params = init_decoder(cfg, list(p["seeds"]), device)
 
     def loss_fn(prm, x, y):
-        return _answer_loss(prm, cfg, x, y, answer_id)
+        return _answer_loss(prm, cfg, x, y, answer_id, allowed_tokens(x, data.vocab, p))
 
     curve = fit(params, loss_fn, data.train.ids.to(device), data.train.targets.to(device), p, qk_mult, progress,
                 desc, probe=512, chunk=128)
@@ -98,9 +112,12 @@ def train_condition(data: PreparedQA, p: dict[str, Any], qk_mult: float, device:
 
 def answer_text(tokens: list[int], example: Example, vocab: Vocab) -> str:
     """A generated answer as text: the paragraph's own characters where the tokens (up to <eos>) are a span of the
-    window, else the words joined by spaces."""
+    window, else the words joined by spaces. A token of the window reads as the window's word at its first
+    position (so an <unk> of the window reads as that word)."""
     eos = vocab.stoi["<eos>"]
-    words = [vocab.itos[t] for t in (tokens[:tokens.index(eos)] if eos in tokens else tokens)]
+    window = vocab.ids(example.context)
+    words = [example.context[window.index(t)] if t in window else vocab.itos[t]
+             for t in (tokens[:tokens.index(eos)] if eos in tokens else tokens)]
     n = len(words)
     for start in range(len(example.context) - n + 1):
         if n and example.context[start:start + n] == words:
@@ -121,19 +138,24 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: PreparedQA, p: dic
         prompts = test.prompts[i:i + p["eval_batch"]].to(dev)
         width = max(int((prompts != 0).sum(-1).max()), 1)
         prompts, rel = prompts[:, :width], test.relevant[i:i + p["eval_batch"], :width].to(dev)
-        answers.append(greedy(params, cfg, prompts, p["max_answer"] + 1, eos).cpu())
+        allowed = allowed_tokens(prompts, data.vocab, p)  # of the full window, also when words are erased
+        answers.append(greedy(params, cfg, prompts, p["max_answer"] + 1, eos, allowed).cpu())
         last = (prompts != 0).sum(-1) - 1
 
         def predict(ids: torch.Tensor) -> torch.Tensor:
             ends = (ids != 0).sum(-1) - 1  # the <a> position, wherever erasure moved it
-            return torch.softmax(next_token_logits(params, decode(params, cfg, ids)[0], ends[..., None])[:, :, 0], -1)
+            hidden = decode(params, cfg, ids)[0]
+            return torch.softmax(next_token_logits(params, hidden, ends[..., None], allowed)[:, :, 0], -1)
 
         hidden, attns = decode(params, cfg, prompts)
         S = hidden.shape[0]
         top_row = attns[-1].gather(3, last[None, :, None, None, None].expand(S, -1, cfg.n_heads, 1, width))
         att = readout_attention(attns[:-1] + [top_row], prompts, p["identity_weight"])
-        probs = torch.softmax(next_token_logits(params, hidden, last[:, None])[:, :, 0], -1)
-        gold = test.targets[i:i + p["eval_batch"], 0].to(dev)
+        probs = torch.softmax(next_token_logits(params, hidden, last[:, None], allowed)[:, :, 0], -1)
+        gold = test.targets[i:i + p["eval_batch"], :1].to(dev)
+        if allowed is not None:  # the gold token's place among the allowed tokens
+            gold = (allowed == gold).int().argmax(-1, keepdim=True)
+        gold = gold[:, 0]
         parts["mass"].append((att * rel).sum(-1))
         parts["prob"].append(probs.gather(-1, gold.expand(S, -1)[..., None]).squeeze(-1))
         window = torch.arange(width, device=dev) < (prompts == q_id).int().argmax(-1, keepdim=True)

@@ -41,3 +41,18 @@ def test_greedy_decoding_continues_what_the_model_learnt_and_keeps_eos():
     assert out.tolist() == [[[5, 6, 2, 2], [9, 2, 2, 2]]] * 2
     short = greedy(params, CFG, torch.tensor([[3, 4], [7, 0]]), steps=2, eos=2)
     assert (short != 0).all()  # never padding, even for an unlearnt prompt
+
+
+def test_logits_over_allowed_tokens_are_the_vocabulary_logits_of_those_tokens():
+    params = init_decoder(CFG, [0, 1])
+    ids = torch.tensor([[3, 4, 5, 6, 0, 0], [7, 8, 0, 0, 0, 0]])
+    hidden, _ = decode(params, CFG, ids)
+    rows = torch.tensor([[3], [1]])
+    allowed = torch.tensor([[3, 5, 0, 2], [8, 0, 7, 2]])
+    full, some = next_token_logits(params, hidden, rows), next_token_logits(params, hidden, rows, allowed)
+    assert some.shape == (2, 2, 1, 4)
+    torch.testing.assert_close(some[:, 0, 0, [0, 1, 3]], full[:, 0, 0, [3, 5, 2]])
+    torch.testing.assert_close(some[:, 1, 0, [0, 2, 3]], full[:, 1, 0, [8, 7, 2]])
+    assert torch.isinf(some[:, 0, 0, 2]).all() and torch.isinf(some[:, 1, 0, 1]).all()
+    out = greedy(params, CFG, ids, 3, eos=2, allowed=allowed)
+    assert all(t in allowed[b].tolist() and t != 0 for s in range(2) for b in range(2) for t in out[s, b].tolist())

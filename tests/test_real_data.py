@@ -1,4 +1,5 @@
 """Real-data loaders (both layouts, the download path, bad input), tokenisation, the classifier and the metrics."""
+import dataclasses
 import gzip
 import io
 import json
@@ -191,19 +192,21 @@ SQUAD_SMOKE = dict(seeds=[0, 1], download=False, test_fraction=0.2, data_seed=0,
                    max_answer=3, max_train=0, max_test=0, min_freq=1, n_layers=2, d_model=16, n_heads=2, d_head=8,
                    d_mlp=32, optimizer="adamw", lr=1e-2, qk_mult=20.0, batch_size=16, weight_decay=1e-4, epochs=2,
                    evals_per_epoch=1, eval_batch=8, identity_weight=0.5, k_percents=[10.0, 50.0], erase="remove",
-                   threshold=0.1, confidence=0.1, bins=[0.0, 0.05, 0.1, 0.5, 1.0])
+                   threshold=0.1, confidence=0.1, bins=[0.0, 0.05, 0.1, 0.5, 1.0], output="vocabulary")
 
 
-def test_squad_runs_score_generated_answers_and_attention_on_the_answer_span(offline):
+@pytest.mark.parametrize("output", ["vocabulary", "window"])
+def test_squad_runs_score_generated_answers_and_attention_on_the_answer_span(offline, output):
     write_squad_offline(offline)
-    data = squad_runs.prepare(SQUAD_SMOKE)
+    p = dict(SQUAD_SMOKE, output=output)
+    data = squad_runs.prepare(p)
     enc = data.test
     a = data.vocab.stoi["<a>"]
     assert (enc.prompts.gather(1, ((enc.prompts != 0).sum(1) - 1)[:, None]) == a).all()  # prompts end with <a>
     first = (enc.ids == a).int().argmax(1)
     assert (enc.ids[torch.arange(len(first)), first + 1] == enc.targets[:, 0]).all()  # the answer follows <a>
     assert enc.relevant.any(1).all() and not (enc.relevant & (enc.prompts == 0)).any()
-    run = squad_runs.run_conditions(data, SQUAD_SMOKE, torch.device("cpu"), progress=False)
+    run = squad_runs.run_conditions(data, p, torch.device("cpu"), progress=False)
     assert list(run.per_seed.columns[:-1]) == ["seed", *squad_runs.QA_METRICS] and len(run.per_seed) == 4
     assert run.per_seed[["F1", "EM"]].apply(lambda c: c.between(0, 100)).all().all()
     assert all(m.shape == (2, 4, 4) for m in run.maps.values()) and run.by_group.empty
@@ -214,6 +217,13 @@ def test_squad_runs_score_generated_answers_and_attention_on_the_answer_span(off
     e = data.test_examples[0]
     golden = data.vocab.ids(e.context[e.answer[0]:e.answer[1]]) + [data.vocab.stoi["<eos>"]]
     assert squad_runs.answer_text(golden, e, data.vocab) == e.text(*e.answer)  # a window span: the paragraph's text
+    unk = dataclasses.replace(e, context=["zyzzyva"] + e.context[1:])  # a window word outside the vocabulary
+    assert squad_runs.answer_text([data.vocab.stoi["<unk>"]], unk, data.vocab) == e.text(0, 1)  # read at its place
+
+
+def test_window_tokens_keep_each_window_token_once_then_eos():
+    ids = torch.tensor([[5, 6, 5, 7, 4, 9, 2, 0], [8, 8, 4, 10, 2, 0, 0, 0]])  # window (up to 4), <q> = 4, ...
+    assert squad.window_tokens(ids, q_id=4, eos=3, window=4).tolist() == [[5, 6, 0, 7, 3], [8, 0, 0, 0, 3]]
 
 
 @pytest.mark.parametrize("damage, message", [

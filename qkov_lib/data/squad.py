@@ -187,6 +187,16 @@ def vocabulary(train: list[Example], min_freq: int) -> Vocab:
     return Vocab(texts, min_freq, extra=SPECIALS)
 
 
+def window_tokens(ids: torch.Tensor, q_id: int, eos: int, window: int) -> torch.Tensor:
+    """The tokens an answer may be made of, [..., window + 1]: each distinct token of the window (the ids before
+    ``<q>``, at their first position; 0 elsewhere), then ``<eos>``. ``ids`` [..., L] encoded as ``encode`` does."""
+    win = ids[..., :window]
+    win = win * (torch.arange(win.shape[-1], device=ids.device) < (ids == q_id).int().argmax(-1, keepdim=True))
+    earlier = torch.ones(win.shape[-1], win.shape[-1], dtype=torch.bool, device=ids.device).tril(-1)
+    win = win.masked_fill(((win[..., :, None] == win[..., None, :]) & earlier).any(-1), 0)
+    return torch.cat([win, torch.full_like(win[..., :1], eos)], dim=-1)
+
+
 def encode(data: list[Example], vocab: Vocab, max_answer: int) -> QAEncoded:
     """``QAEncoded`` for ``data``; answers longer than ``max_answer`` tokens are cut (``examples`` leaves them
     out already)."""

@@ -75,19 +75,27 @@ def decode(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tenso
     return layer_norm(x, (d,)), attns
 
 
-def next_token_logits(params: dict[str, torch.Tensor], hidden: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """Logits over the vocabulary [S, B, R, V] of the next token after positions ``rows`` ([B, R] shared by the
-    seeds, or [S, B, R]); the output layer is the token embedding, transposed."""
+def next_token_logits(params: dict[str, torch.Tensor], hidden: torch.Tensor, rows: torch.Tensor,
+                      allowed: torch.Tensor | None = None) -> torch.Tensor:
+    """Logits of the next token after positions ``rows`` ([B, R] shared by the seeds, or [S, B, R]); the output
+    layer is the token embedding, transposed. Over the whole vocabulary [S, B, R, V], or, given ``allowed``
+    [B, K] or [S, B, K] (token ids; 0 = no token), over those K tokens only [S, B, R, K], -inf where the id is 0."""
     rows = rows.expand(hidden.shape[0], *rows.shape[-2:])
     at = hidden.gather(2, rows[..., None].expand(-1, -1, -1, hidden.shape[-1]))
-    return torch.einsum("sbrd,svd->sbrv", at, params["embed"])
+    if allowed is None:
+        return torch.einsum("sbrd,svd->sbrv", at, params["embed"])
+    S = params["embed"].shape[0]
+    allowed = allowed.expand(S, *allowed.shape[-2:])
+    out = params["embed"][torch.arange(S, device=at.device)[:, None, None], allowed]
+    return torch.einsum("sbrd,sbkd->sbrk", at, out).masked_fill(allowed[:, :, None, :] == 0, float("-inf"))
 
 
 @torch.no_grad()
-def greedy(params: dict[str, torch.Tensor], cfg: DecoderConfig, prompts: torch.Tensor, steps: int, eos: int
-           ) -> torch.Tensor:
+def greedy(params: dict[str, torch.Tensor], cfg: DecoderConfig, prompts: torch.Tensor, steps: int, eos: int,
+           allowed: torch.Tensor | None = None) -> torch.Tensor:
     """Greedy continuations [S, B, steps] of left-aligned ``prompts`` [B, T] (0-padded on the right): each seed
-    appends its most likely next token other than padding, and a row that produced ``eos`` keeps producing it."""
+    appends its most likely next token other than padding (among ``allowed`` [B, K] when given), and a row that
+    produced ``eos`` keeps producing it."""
     S, (B, T) = params["embed"].shape[0], prompts.shape
     lengths = (prompts != 0).sum(1)
     ids = torch.zeros(S, B, T + steps, dtype=torch.long, device=prompts.device)
@@ -98,8 +106,12 @@ def greedy(params: dict[str, torch.Tensor], cfg: DecoderConfig, prompts: torch.T
     for step in range(steps):
         width = int(lengths.max()) + step
         hidden, _ = decode(params, cfg, ids[:, :, :width])
-        logits = next_token_logits(params, hidden, (lengths + step - 1)[:, None])[:, :, 0]
-        token = logits.index_fill(-1, torch.zeros(1, dtype=torch.long, device=logits.device), float("-inf")).argmax(-1)
+        logits = next_token_logits(params, hidden, (lengths + step - 1)[:, None], allowed)[:, :, 0]
+        if allowed is None:
+            token = logits.index_fill(-1, torch.zeros(1, dtype=torch.long, device=logits.device),
+                                      float("-inf")).argmax(-1)
+        else:
+            token = allowed.expand(S, -1, -1).gather(-1, logits.argmax(-1, keepdim=True)).squeeze(-1)
         token = torch.where(done, torch.full_like(token, eos), token)
         done |= token == eos
         ids[:, rows, lengths + step] = token
