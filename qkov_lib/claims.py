@@ -194,20 +194,19 @@ def lemma3(symbolic: pd.DataFrame, tightness: pd.DataFrame) -> pd.DataFrame:
 def appendix_d(props: dict[str, float], conservation: dict[str, float], precond: dict[str, float]) -> pd.DataFrame:
     """Appendix D: Propositions 1-2, Lemmas 1/4 (conservation) and 2/5 (preconditioning), as printed."""
     p, c, q = props, conservation, precond
-    prop1 = max(p["(31)/(3) dL/dW_O = grad L1 W_V^T"], p["(32)/(3) dL/dW_V = W_O^T grad L1"])
-    gd = [v for k, v in c.items() if k.startswith("GD")]
+    prop1 = max(p["eq31"], p["eq32"])
+    gd = [v for k, v in c.items() if k.startswith("gd_")]
     rows = [
         ("Proposition 1: dL/dW_O = grad L1 W_V^T, dL/dW_V = W_O^T grad L1", f"relative error {prop1:.1e}",
          prop1 < EXACT),
         ("Proposition 2, eq. (45): dL/dW_QK = G as printed",
-         f"relative error {p['(45) G as printed, against dL/dW_QK']:.2f} (G^T: "
-         f"{p['(45) G transposed, against dL/dW_QK']:.1e})", p["(45) G as printed, against dL/dW_QK"] < EXACT),
+         f"relative error {p['eq45_printed']:.2f} (G^T: {p['eq45_transposed']:.1e})", p["eq45_printed"] < EXACT),
         ("Lemmas 1 and 4: W_O^T W_O - W_V W_V^T and W_Q^T W_Q - W_K^T W_K are conserved by gradient flow",
          f"relative drift: flow {c['flow']:.1e}; GD over the same time " + ", ".join(f"{v:.1e}" for v in gd)
          + " (first order in the step)", c["flow"] < CONSERVED),
         ("Lemmas 2 and 5: balanced factorised flow = Omega-preconditioned collapsed flow",
-         f"relative error {max(q['Lemma 2, balanced'], q['Lemma 5, balanced']):.1e} (column-stacking vec)",
-         max(q["Lemma 2, balanced"], q["Lemma 5, balanced"]) < EXACT),
+         f"relative error {max(q['lemma2_balanced'], q['lemma5_balanced']):.1e} (column-stacking vec)",
+         max(q["lemma2_balanced"], q["lemma5_balanced"]) < EXACT),
     ]
     return pd.DataFrame(rows, columns=["claim", "this run", "reproduced"])
 

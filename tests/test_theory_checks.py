@@ -105,23 +105,32 @@ def test_compare_reports_alpha_of_the_theorem():
 
 def test_propositions_as_printed_and_corrected():
     p = proposition_checks()
-    assert p["(31)/(3) dL/dW_O = grad L1 W_V^T"] < EXACT and p["(32)/(3) dL/dW_V = W_O^T grad L1"] < EXACT
-    assert p["(45) G transposed, against dL/dW_QK"] < EXACT < 0.1 < p["(45) G as printed, against dL/dW_QK"]
-    assert p["(33) printed flow dW_OV/dt = (y~ - y) x~^T, against -dL/dW_OV"] == pytest.approx(2.0)
-    assert p["(46) dL/dW_Q = G^T W_K with G = dL/dW_QK"] < EXACT
+    assert p["eq31"] < EXACT and p["eq32"] < EXACT
+    assert p["eq45_transposed"] < EXACT < 0.1 < p["eq45_printed"]
+    assert p["eq33_printed"] == pytest.approx(2.0)
+    assert p["eq46_true_G"] < EXACT
 
 
 def test_conservation_is_exact_for_flow_and_first_order_for_gd():
     c = conservation_checks(t_end=2.0, lrs=(0.1, 0.01))
-    assert c["flow"] < 1e-8 and c["flow moved (|W(T) - W(0)| / |W(0)|)"] > 0.05
-    assert 5 < c["GD lr=0.1"] / c["GD lr=0.01"] < 20  # drift proportional to the step
+    assert c["flow"] < 1e-8 and c["flow_moved"] > 0.05
+    assert 5 < c["gd_0.1"] / c["gd_0.01"] < 20  # drift proportional to the step
 
 
 def test_preconditioning_holds_only_when_balanced_and_with_column_vec():
     q = preconditioning_checks()
-    assert q["Lemma 2, balanced"] < EXACT and q["Lemma 5, balanced"] < EXACT
-    assert q["Lemma 2, unbalanced"] > 0.1 and q["Lemma 2, row-stacking vec"] > 0.1
-    assert q["Omega(-2C) = |-2| Omega(C)"] < EXACT < q["Omega(-2C) = -2 Omega(C) (printed a Omega(C), a < 0)"]
+    assert q["lemma2_balanced"] < EXACT and q["lemma5_balanced"] < EXACT
+    assert q["lemma2_unbalanced"] > 0.1 and q["lemma2_row_vec"] > 0.1
+    assert q["omega_neg2C_abs"] < EXACT < q["omega_neg2C_printed"]
+
+
+def test_every_check_has_a_label_and_every_case_an_id():
+    from qkov_lib.theory.factorised import check_table, label
+    from qkov_lib.theory.instance import CASE_LABELS, CASES
+    checks = proposition_checks() | preconditioning_checks() | conservation_checks(t_end=0.5, lrs=(0.1,))
+    assert [label(k) for k in checks] and label("gd_0.1") == "GD lr=0.1"
+    assert list(check_table(checks).index) == [label(k) for k in checks]
+    assert len(CASE_LABELS) == len(CASES) and CASE_LABELS["all"] == "all assumptions, query = class mean"
 
 
 def test_balanced_pair_and_omega():
@@ -159,7 +168,7 @@ def test_claim_tables_can_fail():
                              preconditioning_checks()).set_index("claim")["reproduced"]
     assert good.iloc[0] and not good.iloc[1]  # Proposition 1 holds, eq. (45) as printed does not
     fake = {k: 0.0 for k in proposition_checks()}
-    forged = claims.appendix_d(fake, {"flow": 1.0}, {"Lemma 2, balanced": 1.0, "Lemma 5, balanced": 1.0})
+    forged = claims.appendix_d(fake, {"flow": 1.0}, {"lemma2_balanced": 1.0, "lemma5_balanced": 1.0})
     assert forged["reproduced"].tolist() == [True, True, False, False]
 
 

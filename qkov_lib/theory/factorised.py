@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 import torch
 from scipy.integrate import solve_ivp
 
@@ -146,16 +147,16 @@ def proposition_checks(seed: int = 0, d: int = 5, M: int = 3) -> dict[str, float
     Z = torch.diag(a) - torch.outer(a, a)
     G_printed = torch.outer(xq[0], y_tilde) @ w_ov @ x.T @ Z @ x  # eq. (45) as printed
     return {
-        "(30) dL/dW_OV = (y~ - y) x~^T": rel(torch.outer(y_tilde, x_tilde), g_ov),
-        "(31)/(3) dL/dW_O = grad L1 W_V^T": rel(g_ov @ p["W_V"].T, g["W_O"]),
-        "(32)/(3) dL/dW_V = W_O^T grad L1": rel(p["W_O"].T @ g_ov, g["W_V"]),
-        "(33) printed flow dW_OV/dt = (y~ - y) x~^T, against -dL/dW_OV": rel(torch.outer(y_tilde, x_tilde), -g_ov),
-        "(45) G as printed, against dL/dW_QK": rel(G_printed, g_qk),
-        "(45) G transposed, against dL/dW_QK": rel(G_printed.T, g_qk),
-        "(46) dL/dW_Q = G^T W_K with G as printed": rel(G_printed.T @ p["W_K"], g["W_Q"]),
-        "(47) dL/dW_K = G W_Q with G as printed": rel(G_printed @ p["W_Q"], g["W_K"]),
-        "(46) dL/dW_Q = G^T W_K with G = dL/dW_QK": rel(g_qk.T @ p["W_K"], g["W_Q"]),
-        "(47) dL/dW_K = G W_Q with G = dL/dW_QK": rel(g_qk @ p["W_Q"], g["W_K"]),
+        "eq30": rel(torch.outer(y_tilde, x_tilde), g_ov),
+        "eq31": rel(g_ov @ p["W_V"].T, g["W_O"]),
+        "eq32": rel(p["W_O"].T @ g_ov, g["W_V"]),
+        "eq33_printed": rel(torch.outer(y_tilde, x_tilde), -g_ov),
+        "eq45_printed": rel(G_printed, g_qk),
+        "eq45_transposed": rel(G_printed.T, g_qk),
+        "eq46_printed_G": rel(G_printed.T @ p["W_K"], g["W_Q"]),
+        "eq47_printed_G": rel(G_printed @ p["W_Q"], g["W_K"]),
+        "eq46_true_G": rel(g_qk.T @ p["W_K"], g["W_Q"]),
+        "eq47_true_G": rel(g_qk @ p["W_Q"], g["W_K"]),
     }
 
 
@@ -177,10 +178,9 @@ def conservation_checks(seed: int = 0, d: int = 5, M: int = 3, t_end: float = 5.
     out = {"start": max(imbalance(p0)) / size}
     p_flow = gradient_flow(loss_fn, p0, {}, np.array([0.0, t_end]))[-1]
     out["flow"] = max(imbalance(p_flow)) / size
-    out["flow moved (|W(T) - W(0)| / |W(0)|)"] = float(sum((p_flow[k] - p0[k]).norm() ** 2 for k in p0) ** 0.5
-                                                      / size**0.5)
+    out["flow_moved"] = float(sum((p_flow[k] - p0[k]).norm() ** 2 for k in p0) ** 0.5 / size**0.5)
     for lr in lrs:
-        out[f"GD lr={lr}"] = max(imbalance(gradient_descent(loss_fn, p0, lr, round(t_end / lr)))) / size
+        out[f"gd_{lr}"] = max(imbalance(gradient_descent(loss_fn, p0, lr, round(t_end / lr)))) / size
     return out
 
 
@@ -198,12 +198,45 @@ def preconditioning_checks(seed: int = 0, d: int = 5, M: int = 3) -> dict[str, f
         g_ov, g_qk = grads(loss_fn, {"W_OV": w_ov, "W_QK": w_qk}).values()
         v_ov = -(g["W_O"] @ q["W_V"] + q["W_O"] @ g["W_V"])  # d(W_O W_V)/dt
         v_qk = -(g["W_K"] @ q["W_Q"].T + q["W_K"] @ g["W_Q"].T)  # d(W_K W_Q^T)/dt
-        out[f"Lemma 2, {label}"] = rel(-omega(w_ov) @ vec(g_ov), vec(v_ov))
-        out[f"Lemma 5, {label}"] = rel(-omega(w_qk) @ vec(g_qk), vec(v_qk))
+        out[f"lemma2_{label}"] = rel(-omega(w_ov) @ vec(g_ov), vec(v_ov))
+        out[f"lemma5_{label}"] = rel(-omega(w_qk) @ vec(g_qk), vec(v_qk))
         if label == "balanced":
-            out["Lemma 2, row-stacking vec"] = rel(-omega(w_ov) @ vec_rows(g_ov), vec_rows(v_ov))
-            out["Lemma 5, (56) with G as printed (transposed)"] = rel(-omega(w_qk) @ vec(g_qk.T), vec(v_qk))
-            out["Omega(2C) = 2 Omega(C)"] = rel(omega(2 * w_ov), 2 * omega(w_ov))
-            out["Omega(-2C) = -2 Omega(C) (printed a Omega(C), a < 0)"] = rel(omega(-2 * w_ov), -2 * omega(w_ov))
-            out["Omega(-2C) = |-2| Omega(C)"] = rel(omega(-2 * w_ov), 2 * omega(w_ov))
+            out["lemma2_row_vec"] = rel(-omega(w_ov) @ vec_rows(g_ov), vec_rows(v_ov))
+            out["lemma5_eq56_printed_G"] = rel(-omega(w_qk) @ vec(g_qk.T), vec(v_qk))
+            out["omega_2C"] = rel(omega(2 * w_ov), 2 * omega(w_ov))
+            out["omega_neg2C_printed"] = rel(omega(-2 * w_ov), -2 * omega(w_ov))
+            out["omega_neg2C_abs"] = rel(omega(-2 * w_ov), 2 * omega(w_ov))
     return out
+
+
+LABELS = {  # each check's stable id -> the label the book shows (equation numbers of Appendix D)
+    "eq30": "(30) dL/dW_OV = (y~ - y) x~^T", "eq31": "(31)/(3) dL/dW_O = grad L1 W_V^T",
+    "eq32": "(32)/(3) dL/dW_V = W_O^T grad L1",
+    "eq33_printed": "(33) printed flow dW_OV/dt = (y~ - y) x~^T, against -dL/dW_OV",
+    "eq45_printed": "(45) G as printed, against dL/dW_QK", "eq45_transposed": "(45) G transposed, against dL/dW_QK",
+    "eq46_printed_G": "(46) dL/dW_Q = G^T W_K with G as printed",
+    "eq47_printed_G": "(47) dL/dW_K = G W_Q with G as printed",
+    "eq46_true_G": "(46) dL/dW_Q = G^T W_K with G = dL/dW_QK", "eq47_true_G": "(47) dL/dW_K = G W_Q with G = dL/dW_QK",
+    "start": "start", "flow": "flow", "flow_moved": "flow moved (|W(T) - W(0)| / |W(0)|)",
+    "lemma2_balanced": "Lemma 2, balanced", "lemma5_balanced": "Lemma 5, balanced",
+    "lemma2_unbalanced": "Lemma 2, unbalanced", "lemma5_unbalanced": "Lemma 5, unbalanced",
+    "lemma2_row_vec": "Lemma 2, row-stacking vec", "lemma5_eq56_printed_G": "Lemma 5, (56) with G as printed (transposed)",
+    "omega_2C": "Omega(2C) = 2 Omega(C)", "omega_neg2C_printed": "Omega(-2C) = -2 Omega(C) (printed a Omega(C), a < 0)",
+    "omega_neg2C_abs": "Omega(-2C) = |-2| Omega(C)",
+}
+
+
+def label(check: str) -> str:
+    """The book's label of a check id (``gd_<lr>``: gradient descent at that step size)."""
+    return f"GD lr={check[3:]}" if check.startswith("gd_") else LABELS[check]
+
+
+def check_table(checks: dict[str, float], column: str = "relative error") -> pd.DataFrame:
+    """Checks as the book shows them: one row per label, the value in scientific notation."""
+    return pd.DataFrame({column: {label(k): f"{v:.2e}" for k, v in checks.items()}})
+
+
+def tidy_checks(groups: dict[str, dict[str, float]]) -> pd.DataFrame:
+    """Every group's checks in one long table (check label, value, group), as the chapter stores them."""
+    return pd.concat([pd.DataFrame({"check": [label(k) for k in c], "value": list(c.values()), "group": g})
+                      for g, c in groups.items()])

@@ -247,24 +247,27 @@ def zero_start(inst: OrthogonalInstance) -> Params:
     return {"W_OV": torch.zeros(inst.cfg.M, d, dtype=torch.float64), "W_QK": torch.zeros(d, d, dtype=torch.float64)}
 
 
-# (name, what it tests, config changes, (label, theorem_rates keywords) of a modified theorem that then holds)
-CASES: list[tuple[str, str, dict, tuple[str, dict] | None]] = [
-    ("all assumptions, query = class mean", "-", {}, None),
-    ("query = a class token drawn uniformly", "query token", {"query": "class_token"}, None),
-    ("query = class mean, attends to itself", "query self-attention", {"self_attend": True},
+# (stable id, name shown in the book, what it tests, config changes, (label, theorem_rates keywords) of a modified
+# theorem that then holds)
+CASES: list[tuple[str, str, str, dict, tuple[str, dict] | None]] = [
+    ("all", "all assumptions, query = class mean", "-", {}, None),
+    ("class_token", "query = a class token drawn uniformly", "query token", {"query": "class_token"}, None),
+    ("mean_self", "query = class mean, attends to itself", "query self-attention", {"self_attend": True},
      ("alpha counts the query: m + 1 positions", {"extra_positions": 1})),
-    ("query = class token, attends to itself", "query self-attention", {"query": "class_token", "self_attend": True},
-     None),
-    ("query = fixed vector orthogonal to all tokens", "query token", {"query": "fixed"},
+    ("token_self", "query = class token, attends to itself", "query self-attention",
+     {"query": "class_token", "self_attend": True}, None),
+    ("fixed", "query = fixed vector orthogonal to all tokens", "query token", {"query": "fixed"},
      ("1/b in place of 1/b^2 in d mu_QK/dt", {"qk_power": 1})),
-    ("query = fixed vector, attends to itself", "query self-attention", {"query": "fixed", "self_attend": True}, None),
-    ("Assumption 1 as printed (orthogonal only across classes for each tau)", "Assumption 1",
+    ("fixed_self", "query = fixed vector, attends to itself", "query self-attention",
+     {"query": "fixed", "self_attend": True}, None),
+    ("literal", "Assumption 1 as printed (orthogonal only across classes for each tau)", "Assumption 1",
      {"assumption": "literal"}, None),
-    ("class tokens of norm 1.2", "unit-norm tokens", {"token_norm": 1.2}, None),
-    ("background with non-zero mean", "Assumption 2", {"background": "shifted"}, None),
-    ("background overlapping a class token (0.3)", "Assumption 3", {"overlap": 0.3}, None),
-    ("class prior (0.5, 0.3, 0.2)", "uniform classes", {"class_probs": (0.5, 0.3, 0.2)}, None),
+    ("norm", "class tokens of norm 1.2", "unit-norm tokens", {"token_norm": 1.2}, None),
+    ("shifted", "background with non-zero mean", "Assumption 2", {"background": "shifted"}, None),
+    ("overlap", "background overlapping a class token (0.3)", "Assumption 3", {"overlap": 0.3}, None),
+    ("prior", "class prior (0.5, 0.3, 0.2)", "uniform classes", {"class_probs": (0.5, 0.3, 0.2)}, None),
 ]
+CASE_LABELS = {case_id: name for case_id, name, *_ in CASES}  # stable id -> the row name of ``assumption_cases``
 
 
 def assumption_cases(base: InstanceConfig | None = None, points: list[tuple[float, float]] = CHECK_POINTS):
@@ -275,7 +278,7 @@ def assumption_cases(base: InstanceConfig | None = None, points: list[tuple[floa
 
     base = base or InstanceConfig()
     rows = []
-    for name, tests, changes, variant in CASES:
+    for _, name, tests, changes, variant in CASES:
         inst = OrthogonalInstance(replace(base, **changes))
         row = {"case": name, "tests": tests, "sequences": inst.cfg.n_sequences} | worst_case(inst, points)
         row["modified theorem"], row["modified error"] = "-", float("nan")
