@@ -65,7 +65,7 @@ def validate_figure4(p: dict[str, Any]) -> None:
         raise ParameterError(f"time_axis must be 'normalised' or 'raw' (got {p['time_axis']!r})")
 
 
-TASK = dict(n_classes=4, n_distinct=10, n_common=10, seq_len=64, gamma=11 / 31, vocab_size=0,
+TASK = dict(n_classes=4, n_distinct=10, n_common=10, seq_len=64, gamma=11 / 31, vocab_size=None,
             distinct_weights="uniform", layout="disjoint")  # the synthetic task of Section 4, shared by Figures 2-3
 
 
@@ -121,8 +121,8 @@ def validate_figure2(p: dict[str, Any]) -> None:
         _check_pytorch_init(p["pytorch_init"])
         for panel in figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"], p["seq_len_gh"],
                                     p["pytorch_init"]):
-            cfg = AttentionConfig(panel.parameterisation, vocab=data.vocab, d_model=p["d_model"] or None,
-                                  init=p["init"], init_scale=p["init_scale"], score_scale=p["score_scale"])
+            cfg = AttentionConfig(panel.parameterisation, vocab=data.vocab, init=p["init"], init_scale=p["init_scale"],
+                                  score_scale=p["score_scale"])
             names = {"W_K", "W_Q"} if cfg.qk_factorised else {"W_QK"}
             names |= {"W_O", "W_V"} if cfg.ov_factorised else {"W_OV"}
             if not set(panel.pytorch_init) <= names:
@@ -251,8 +251,8 @@ def validate_real_data(p: dict[str, Any]) -> None:
         raise ParameterError(f"rationale_rule must be one of {RATIONALE_RULES} and erase one of {ERASE_MODES} "
                              f"(got {p['rationale_rule']!r}, {p['erase']!r})")
     for name in ("max_train", "max_test"):
-        if not (isinstance(p[name], int) and p[name] >= 0):
-            raise ParameterError(f"{name} must be an integer >= 0, 0 meaning all (got {p[name]!r})")
+        if not (p[name] is None or p[name] >= 1):
+            raise ParameterError(f"{name} must be an integer >= 1, or None for all (got {p[name]!r})")
     if not (0 <= p["identity_weight"] < 1 and 0 < p["threshold"] < 1 and 0 < p["confidence"] < 1):
         raise ParameterError("identity_weight must lie in [0, 1), threshold and confidence in (0, 1) (got "
                              f"{p['identity_weight']}, {p['threshold']}, {p['confidence']})")
@@ -281,7 +281,7 @@ def validate_layers(p: dict[str, Any]) -> None:
     validate_real_data(dict(p, n_layers=max(counts)))
 
 
-REAL = dict(seeds=[0, 1, 2, 3, 4], download=True, max_train=0, max_test=0, data_seed=0, min_freq=1, d_model=64,
+REAL = dict(seeds=[0, 1, 2, 3, 4], download=True, max_train=None, max_test=None, data_seed=0, min_freq=1, d_model=64,
             n_heads=4, d_head=64, d_mlp=256, batch_size=32, weight_decay=1e-4, evals_per_epoch=2, eval_batch=256,
             identity_weight=0.0, k_percents=[1.0, 5.0, 10.0, 20.0, 50.0], erase="remove", threshold=0.5,
             confidence=0.5, bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0], rationale_rule="union")
@@ -297,7 +297,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
     "fig2_dtap": ChapterSpec(
         title="Figure 2: DTAP heatmaps of the four parameterisations",
         paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400,
-                   n_test=6400, d_model=0, init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True,
+                   n_test=6400, init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True,
                    lr=1e-2, batch_size=32, target_nll=1e-3, max_steps=700_000, eval_every=200, ramp_steps=200_000,
                    mult_e=10.0, ramp_f=20.0, mult_g=5.0, ramp_h=10.0, seq_len_gh=0, pytorch_init={},
                    bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
@@ -381,7 +381,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
     ),
     "corollaries": ChapterSpec(
         title="The untested corollaries: other ways of slowing OV, and AdamW",
-        paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400, n_test=6400, d_model=0,
+        paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400, n_test=6400,
                    init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True, lr=1e-2, batch_size=32,
                    target_nll=1e-3, max_steps=700_000, eval_every=200, ramp_steps=1, qk_mult=10.0, ov_mult=0.1,
                    ov_lr_max_steps=0, ov_decay=1e-4, ov_init_mult=0.01, adam_lrs=[1e-3, 1e-2],
@@ -395,7 +395,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                           has_claims=False),
     "atlas": ChapterSpec(
         title="Where Figure 2's claims hold: a sensitivity atlas",
-        paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400, n_test=6400, d_model=0,
+        paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400, n_test=6400,
                    attend_to_query=True, batch_size=32, target_nll=1e-3, max_steps=700_000, eval_every=200,
                    ramp_steps=200_000, bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
                    inits=[["identity", 1e-6], ["balanced", 0.01], ["balanced", 0.1], ["balanced", 1.0],
@@ -436,7 +436,10 @@ def chapter_spec(chapter: str) -> ChapterSpec:
 
 
 def _check_type(chapter: str, name: str, value: Any, reference: Any) -> Any:
-    """Overrides keep the paper value's type (an int is accepted where a float is expected)."""
+    """Overrides keep the paper value's type (an int is accepted where a float is expected; where the paper value
+    is None, meaning 'as needed', an int or None)."""
+    if reference is None and (value is None or (isinstance(value, int) and not isinstance(value, bool))):
+        return value
     if isinstance(reference, float) and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if isinstance(reference, list) and isinstance(value, (list, tuple)):

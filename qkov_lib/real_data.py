@@ -56,11 +56,11 @@ def prepare(dataset: str, p: dict[str, Any]) -> Prepared:
         raise ValueError(f"unknown dataset {dataset!r}; allowed: {', '.join(DATASETS)}")
     load, classes = DATASETS[dataset]
     splits, info = load(p)
-    tr: TextSplit = splits["train"].subset(p["max_train"] or None, p["data_seed"])
-    te: TextSplit = splits["test"].subset(p["max_test"] or None, p["data_seed"])
+    tr: TextSplit = splits["train"].subset(p["max_train"], p["data_seed"])
+    te: TextSplit = splits["test"].subset(p["max_test"], p["data_seed"])
     held: TextSplit | None = splits.get("heldout")
     if held is not None:
-        held = held.subset(p["max_test"] or None, p["data_seed"])
+        held = held.subset(p["max_test"], p["data_seed"])
     vocab = Vocab(tr.tokens, p["min_freq"])
     annotated = int(sum(r is not None and r.any() for r in te.relevant))
     info = dict(info, **{"train examples": len(tr), "test examples": len(te), "vocabulary": len(vocab),

@@ -35,9 +35,9 @@ class PreparedQA:
     info: dict[str, Any]
 
 
-def _subset(data: list[Example], n: int, seed: int) -> list[Example]:
-    """A seeded random subset of n examples (0: all), order kept."""
-    return [data[i] for i in seeded_rows(len(data), n or None, seed)]
+def _subset(data: list[Example], n: int | None, seed: int) -> list[Example]:
+    """A seeded random subset of n examples (None: all), order kept."""
+    return [data[i] for i in seeded_rows(len(data), n, seed)]
 
 
 def prepare(p: dict[str, Any]) -> PreparedQA:

@@ -189,7 +189,7 @@ def test_squad_windows_hold_the_answer_at_a_random_place_and_the_trivial_baselin
 
 
 SQUAD_SMOKE = dict(seeds=[0, 1], download=False, test_fraction=0.2, data_seed=0, window=12, max_question=6,
-                   max_answer=3, max_train=0, max_test=0, min_freq=1, n_layers=2, d_model=16, n_heads=2, d_head=8,
+                   max_answer=3, max_train=None, max_test=None, min_freq=1, n_layers=2, d_model=16, n_heads=2, d_head=8,
                    d_mlp=32, optimizer="adamw", lr=1e-2, qk_mult=20.0, batch_size=16, weight_decay=1e-4, epochs=2,
                    evals_per_epoch=1, eval_batch=8, identity_weight=0.5, k_percents=[10.0, 50.0], erase="remove",
                    threshold=0.1, confidence=0.1, bins=[0.0, 0.05, 0.1, 0.5, 1.0], output="vocabulary")
@@ -428,7 +428,7 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
 
 def test_sva_accuracy_by_attractors(offline):
     write_sva_offline(offline)
-    _, p = resolve("sva", "smoke", {"max_train": 0, "max_test": 0})
+    _, p = resolve("sva", "smoke", {"max_train": None, "max_test": None})
     data = prepare("sva", p)
     run = run_conditions(data, p, torch.device("cpu"), progress=False)
     g = run.by_group

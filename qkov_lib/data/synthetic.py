@@ -82,9 +82,9 @@ class SyntheticConfig:
 
 
 def synthetic_config(p: Mapping[str, Any]) -> SyntheticConfig:
-    """The SyntheticConfig a chapter's parameters describe (vocab_size 0 means 'exactly the tokens needed')."""
+    """The SyntheticConfig a chapter's parameters describe (vocab_size None means 'exactly the tokens needed')."""
     return SyntheticConfig(n_classes=p["n_classes"], n_distinct=p["n_distinct"], n_common=p["n_common"],
-                           seq_len=p["seq_len"], gamma=p["gamma"], vocab_size=p["vocab_size"] or None,
+                           seq_len=p["seq_len"], gamma=p["gamma"], vocab_size=p["vocab_size"],
                            distinct_weights=p["distinct_weights"], layout=p["layout"])
 
 
