@@ -281,6 +281,19 @@ def validate_layers(p: dict[str, Any]) -> None:
     validate_real_data(dict(p, n_layers=max(counts)))
 
 
+def validate_squad(p: dict[str, Any]) -> None:
+    """SQuAD: the real-data checks, the window and cut sizes, the held-out share of articles."""
+    validate_real_data(dict(p, max_len=p["window"] + p["max_question"] + 2, mlp=True, residual=True,
+                            rationale_rule="union"))
+    for name in ("window", "max_question", "max_answer"):
+        if not (isinstance(p[name], int) and p[name] >= 1):
+            raise ParameterError(f"{name} must be an integer >= 1 (got {p[name]!r})")
+    if not 0 < p["test_fraction"] < 1:
+        raise ParameterError(f"test_fraction must lie in (0, 1) (got {p['test_fraction']!r})")
+    if p["output"] not in ("vocabulary", "window"):
+        raise ParameterError(f"output must be 'vocabulary' or 'window' (got {p['output']!r})")
+
+
 REAL = dict(seeds=[0, 1, 2, 3, 4], download=True, max_train=None, max_test=None, data_seed=0, min_freq=1, d_model=64,
             n_heads=4, d_head=64, d_mlp=256, batch_size=32, weight_decay=1e-4, evals_per_epoch=2, eval_batch=256,
             identity_weight=0.0, k_percents=[1.0, 5.0, 10.0, 20.0, 50.0], erase="remove", threshold=0.5,
@@ -349,6 +362,18 @@ CHAPTERS: dict[str, ChapterSpec] = {
         changes={"default": dict(lr=1e-4, epochs=6), "smoke": dict(REAL_SMOKE, max_len=32, lr=1e-3),
                  "official": dict(optimizer="sgd", batch_size=256)},
         validate=validate_real_data, datasets=("sva",),
+    ),
+    "squad": ChapterSpec(
+        title="Table 1 and Figure 5: SQuAD",
+        paper=dict({k: v for k, v in REAL.items() if k != "rationale_rule"}, test_fraction=0.2, window=48,
+                   max_question=16, max_answer=8, min_freq=2, n_layers=6, d_model=64, n_heads=4, d_head=16,
+                   d_mlp=256, optimizer="adamw", lr=5e-5, qk_mult=20.0, epochs=30, identity_weight=0.5,
+                   threshold=0.1, confidence=0.1, bins=[0.0, 0.05, 0.1, 0.5, 1.0], eval_batch=128,
+                   output="vocabulary"),
+        changes={"default": dict(lr=1e-3, epochs=3, output="window", window=32, max_question=12),
+                 "smoke": dict(REAL_SMOKE, lr=1e-3, window=12, max_question=6, max_answer=3, n_layers=2,
+                               d_head=8, min_freq=1)},
+        validate=validate_squad, datasets=("squad",),
     ),
     "theorem1": ChapterSpec(
         title="Theorem 1, checked: symbolic reduction and exact instances",
