@@ -63,7 +63,7 @@ def run_setting(cell: Mapping[str, Any], common: Mapping[str, Any]) -> pd.DataFr
         rows.append(pd.DataFrame({**{k: cell[k] for k in SETTING}, "mult_set": j, "panel": panel.key,
                                   "parameterisation": panel.parameterisation, "qk_mult": panel.qk_mult,
                                   "qk_schedule": panel.qk_schedule, "seed": s["seed"],
-                                  **{m: s[m] for m in METRICS}, "MRTA %": 100 * s["MRTA"], "steps": s["steps"],
+                                  **{m: s[m] for m in METRICS}, "MRTA": s["MRTA"], "steps": s["steps"],
                                   "hit_cap": s["hit_cap"]}))
     return pd.concat(rows, ignore_index=True)
 
@@ -92,7 +92,7 @@ def where_claims_hold(table: pd.DataFrame) -> pd.DataFrame:
                          "share %": (100 * g.mean()).round(1)}).reset_index()
 
 
-def panel_table(rows: pd.DataFrame, columns: Sequence[str] = ("ACMC", "top_right_cell", "MRTA %")) -> pd.DataFrame:
+def panel_table(rows: pd.DataFrame, columns: Sequence[str] = ("ACMC", "top_right_cell", "MRTA")) -> pd.DataFrame:
     """Seed means with 95% confidence half-widths ('mean ± hw') per setting, multiplier set and panel."""
     def fmt(values: pd.Series) -> str:
         mean, half = mean_ci(values.to_numpy())

@@ -96,7 +96,7 @@ def test_dtap_on_hand_made_inputs():
     assert h.tolist() == [[0.0, 20.0], [40.0, 40.0]]
     assert dtap_histogram(attention, prob).sum() == pytest.approx(100)
     s = attention_summary(attention, prob, np.array([1, 1, 0, 0, 1]))
-    assert s["AC"] == pytest.approx(40) and s["ACMC"] == pytest.approx(20) and s["MRTA"] == pytest.approx(0.59)
+    assert s["AC"] == pytest.approx(40) and s["ACMC"] == pytest.approx(20) and s["MRTA"] == pytest.approx(59.0)
     assert s["top_left"] == pytest.approx(40) and s["top_right_cell"] == pytest.approx(20)
     assert s["accuracy"] == pytest.approx(60)
 

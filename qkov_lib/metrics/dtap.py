@@ -41,11 +41,11 @@ def dtap_histogram(attention: np.ndarray, prob: np.ndarray, x_bins: Sequence[flo
 
 def attention_summary(attention: np.ndarray, prob: np.ndarray, correct: np.ndarray, threshold: float = 0.5,
                       confidence: float = 0.5, top_right: tuple[float, float] = (0.8, 0.8)) -> dict[str, float]:
-    """MRTA (mean attention on relevant tokens), AC (% with attention > threshold), ACMC (% with attention >
+    """MRTA (mean attention on relevant tokens, %), AC (% with attention > threshold), ACMC (% with attention >
     threshold and correct-class probability > confidence), top-left (% with attention <= threshold and probability >
     confidence), top-right cell (% with attention >= top_right[0] and probability >= top_right[1]) and accuracy."""
     a, p = np.asarray(attention, float), np.asarray(prob, float)
-    return {"MRTA": float(a.mean()), "AC": 100 * float(np.mean(a > threshold)),
+    return {"MRTA": 100 * float(a.mean()), "AC": 100 * float(np.mean(a > threshold)),
             "ACMC": 100 * float(np.mean((a > threshold) & (p > confidence))),
             "top_left": 100 * float(np.mean((a <= threshold) & (p > confidence))),
             "top_right_cell": 100 * float(np.mean((a >= top_right[0]) & (p >= top_right[1]))),
