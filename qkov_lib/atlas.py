@@ -76,12 +76,12 @@ def verdicts(rows: pd.DataFrame) -> pd.DataFrame:
         setting, j = dict(zip(SETTING, key[:-1])), key[-1]
         panels_here = pd.concat([base[(base[SETTING] == pd.Series(setting)).all(axis=1)], faster])
         table = claims.figure2(panels_here.groupby("panel")[["ACMC", "top_left", "accuracy"]].mean())
-        if len(table) != len(CLAIM_IDS):
-            raise RuntimeError("claims.figure2 changed its rows; update atlas.CLAIM_IDS")
+        if tuple(table["id"]) != CLAIM_IDS:
+            raise RuntimeError("claims.figure2 changed its claims; update atlas.CLAIM_IDS")
         capped = int(panels_here["hit_cap"].sum())
-        out += [{**setting, "mult_set": j, "claim_id": cid, "claim": row["claim"],
+        out += [{**setting, "mult_set": j, "claim_id": row["id"], "claim": row["claim"],
                  "this run": row["this run"], "holds": bool(row["reproduced"]), "capped models": capped}
-                for cid, (_, row) in zip(CLAIM_IDS, table.iterrows())]
+                for _, row in table.iterrows()]
     return pd.DataFrame(out)
 
 
