@@ -17,7 +17,7 @@ from . import claims
 from .data.synthetic import synthetic_config
 from .device import pick_device
 from .engine import one_thread
-from .experiments import Panel, figure2_panels, synthetic_data, train_runs
+from .experiments import Panel, SyntheticSetup, figure2_panels, synthetic_data, train_runs
 from .metrics.stats import mean_ci
 
 SETTING = ["init", "init_scale", "lr", "scaled_scores"]  # the grid's axes; with mult_set, a verdict's key
@@ -50,13 +50,13 @@ def run_setting(cell: Mapping[str, Any], common: Mapping[str, Any]) -> pd.DataFr
     """One sweep task: every panel and seed of one setting, trained here on one thread; one row per panel and seed
     (the setting, the multiplier set, Figure 2's metrics, steps and whether the step cap stopped it)."""
     p = dict(common) | dict(cell)
-    data_cfg = synthetic_config(p)
-    p["score_scale"] = 1 / np.sqrt(data_cfg.vocab) if cell["scaled_scores"] else 1.0
+    p["score_scale"] = 1 / np.sqrt(synthetic_config(p).vocab) if cell["scaled_scores"] else 1.0
+    setup = SyntheticSetup.of(p)
     runs = panels(p["mult_sets"])
     with one_thread():
-        data = synthetic_data(data_cfg, p["seeds"], p["n_train"], p["n_test"])
-        results = train_runs([(panel, p) for _, panel in runs], data_cfg, data, p["seeds"], p, pick_device(),
-                             progress=False, workers=1)
+        data = synthetic_data(setup.data, setup.seeds, setup.n_train, setup.n_test)
+        results = train_runs([(panel, setup.run) for _, panel in runs], setup, data, pick_device(), progress=False,
+                             workers=1)
     rows = []
     for (j, panel), result in zip(runs, results):
         s = result.summary

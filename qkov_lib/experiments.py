@@ -81,28 +81,84 @@ def synthetic_data(cfg: SyntheticConfig, seeds: Sequence[int], n_train: int, n_t
     return stack_splits([a for a, _ in splits]), stack_splits([b for _, b in splits])
 
 
-Run = tuple[Panel, dict[str, Any]]
+@dataclass(frozen=True)
+class RunSettings:
+    """How one run trains: the base learning rate, the QK ramp's length in steps and the step cap."""
+
+    lr: float
+    ramp_steps: int
+    max_steps: int
 
 
-def _members(runs: Sequence[Run], seeds: Sequence[int]) -> list[Member]:
+@dataclass(frozen=True)
+class SyntheticSetup:
+    """What every run of a synthetic chapter shares, typed and checked (Section 4): the seeds, the task and its data
+    sizes, how models start and score, the training loop, the DTAP bins, and the chapter's run settings."""
+
+    seeds: tuple[int, ...]
+    data: SyntheticConfig
+    n_train: int
+    n_test: int
+    fresh_batches: bool
+    init: str
+    init_scale: float
+    score_scale: float
+    attend_to_query: bool
+    batch_size: int
+    target_nll: float
+    eval_every: int
+    bins: tuple[float, ...]
+    run: RunSettings
+
+    @classmethod
+    def of(cls, p: Mapping[str, Any]) -> "SyntheticSetup":
+        """From a chapter's resolved parameters; a ValueError names the first bad one."""
+        from .data.synthetic import synthetic_config
+        from .metrics import check_bins
+        from .training import TrainConfig
+        setup = cls(tuple(p["seeds"]), synthetic_config(p), p["n_train"], p["n_test"], p["fresh_batches"], p["init"],
+                    p["init_scale"], p["score_scale"], p["attend_to_query"], p["batch_size"], p["target_nll"],
+                    p["eval_every"], tuple(p["bins"]), RunSettings(p["lr"], p["ramp_steps"], p["max_steps"]))
+        for name in ("n_train", "n_test"):
+            if getattr(setup, name) < setup.data.n_classes:
+                raise ValueError(f"{name} must be >= n_classes = {setup.data.n_classes} (got {getattr(setup, name)})")
+        if setup.batch_size > setup.n_train:
+            raise ValueError(f"batch_size = {setup.batch_size} exceeds n_train = {setup.n_train}")
+        TrainConfig(batch_size=setup.batch_size, target_nll=setup.target_nll, max_steps=setup.run.max_steps,
+                    eval_every=setup.eval_every)
+        check_bins(list(setup.bins))
+        return setup
+
+    def model(self, panel: "Panel") -> AttentionConfig:
+        """The panel's model config (checks init, scale and score scaling)."""
+        return AttentionConfig(panel.parameterisation, vocab=self.data.vocab, init=self.init,
+                               init_scale=self.init_scale, score_scale=self.score_scale)
+
+    def schedule(self, panel: "Panel", run: RunSettings) -> RateSchedule:
+        """The panel's learning rates under ``run`` (checks the rate, multiplier and ramp)."""
+        return RateSchedule(lr=run.lr, qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule,
+                            ramp_steps=run.ramp_steps, ov_mult=panel.ov_mult)
+
+
+Run = tuple[Panel, RunSettings]
+
+
+def _members(runs: Sequence[Run], setup: SyntheticSetup) -> list[Member]:
     """One member per (run, seed); model (run i, seed j) reads data row j."""
-    return [Member(seed, j, RateSchedule(lr=q["lr"], qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule,
-                                         ramp_steps=q["ramp_steps"], ov_mult=panel.ov_mult),
-                   ov_decay=panel.ov_decay, max_steps=q["max_steps"])
-            for panel, q in runs for j, seed in enumerate(seeds)]
+    return [Member(seed, j, setup.schedule(panel, run), ov_decay=panel.ov_decay, max_steps=run.max_steps)
+            for panel, run in runs for j, seed in enumerate(setup.seeds)]
 
 
-def _initial(runs: Sequence[Run], vocab: int, seeds: Sequence[int], p: dict[str, Any], device: torch.device
-             ) -> dict[str, torch.Tensor]:
+def _initial(runs: Sequence[Run], setup: SyntheticSetup, device: torch.device) -> dict[str, torch.Tensor]:
     """Each run's seeds initialised as the model alone would be: the chapter's init, except the panel's
     ``pytorch_init`` matrices, which get PyTorch's default (``init="pytorch"``, scale 1); OV factors then scaled
     by ``ov_init_mult``."""
     stacks = []
     for panel, _ in runs:
-        cfg = AttentionConfig(panel.parameterisation, vocab=vocab, init=p["init"], init_scale=p["init_scale"])
-        params = {k: v.detach() for k, v in init_params(cfg, seeds, device).items()}
+        cfg = setup.model(panel)
+        params = {k: v.detach() for k, v in init_params(cfg, setup.seeds, device).items()}
         if panel.pytorch_init:
-            default = init_params(replace(cfg, init="pytorch", init_scale=1.0), seeds, device)
+            default = init_params(replace(cfg, init="pytorch", init_scale=1.0), setup.seeds, device)
             params |= {name: default[name].detach() for name in panel.pytorch_init}
         for name in circuit_groups(params)["ov"]:
             params[name] = params[name] * panel.ov_init_mult
@@ -110,38 +166,40 @@ def _initial(runs: Sequence[Run], vocab: int, seeds: Sequence[int], p: dict[str,
     return {k: torch.cat([s[k] for s in stacks]) for k in stacks[0]}
 
 
-def _stack_config(panel: Panel, p: dict[str, Any]) -> StackConfig:
-    return StackConfig.of(panel.parameterisation, score_scale=p["score_scale"], optimizer=panel.optimizer,
-                          batch_size=p["batch_size"], target_nll=p["target_nll"], eval_every=p["eval_every"])
+def _stack_config(panel: Panel, setup: SyntheticSetup) -> StackConfig:
+    return StackConfig.of(panel.parameterisation, score_scale=setup.score_scale, optimizer=panel.optimizer,
+                          batch_size=setup.batch_size, target_nll=setup.target_nll, eval_every=setup.eval_every)
 
 
-def train_runs(runs: Sequence[Run], data_cfg: SyntheticConfig, data: tuple[SyntheticSplit, SyntheticSplit],
-               seeds: Sequence[int], p: dict[str, Any], device: torch.device, progress: bool = True,
-               recorder: UpdateRatios | None = None, workers: int | None = None) -> list[PanelResult]:
+def train_runs(runs: Sequence[Run], setup: SyntheticSetup, data: tuple[SyntheticSplit, SyntheticSplit],
+               device: torch.device, progress: bool = True, recorder: UpdateRatios | None = None,
+               workers: int | None = None) -> list[PanelResult]:
     """Train every (run, seed) of the synthetic task with the engine, one stack per parameterisation and optimiser
     (runs differ in rates, multipliers, ramps, OV decay, OV initial scale and step caps), then evaluate each on its
-    seed's held-out set. ``p`` holds what all runs share (init, init_scale, score_scale, attend_to_query,
-    batch_size, target_nll, eval_every, fresh_batches, bins); each run's own ``q`` gives lr, ramp_steps and
-    max_steps. ``recorder`` sees every few updates (rows get ``panel`` and ``seed``). ``workers`` processes train the
-    stacks (default: ``cpu_workers``; 1 trains them here, as a sweep task does). Results keep the runs' order."""
-    seeds = list(seeds)
+    seed's held-out set. ``setup`` holds what all runs share; each run's ``RunSettings`` its rate, ramp and cap.
+    ``recorder`` sees every few updates (rows get ``panel`` and ``seed``). ``workers`` processes train the stacks
+    (default: ``cpu_workers``; 1 trains them here, as a sweep task does). Results keep the runs' order."""
+    data_cfg, seeds = setup.data, list(setup.seeds)
     queries = torch.as_tensor(data_cfg.token_ids()["query"])  # one slot order for fixed sets and fresh batches
     counted = {data_cfg.seq_len: (data_cfg, *(count_set(s.apply(lambda t: t.to(device)), data_cfg.vocab,
-                                                          p["attend_to_query"], queries) for s in data))}
+                                                          setup.attend_to_query, queries) for s in data))}
     groups: dict[tuple[str, str, int], list[int]] = {}
     for i, (panel, _) in enumerate(runs):
         length = panel.seq_len or data_cfg.seq_len
         if length not in counted:  # a panel with its own sequence length: its own data, from the same seeds
             cfg = replace(data_cfg, seq_len=length)
-            splits = synthetic_data(cfg, seeds, p["n_train"], p["n_test"])
-            counted[length] = (cfg, *(count_set(s.apply(lambda t: t.to(device)), cfg.vocab, p["attend_to_query"],
+            splits = synthetic_data(cfg, seeds, setup.n_train, setup.n_test)
+            counted[length] = (cfg, *(count_set(s.apply(lambda t: t.to(device)), cfg.vocab, setup.attend_to_query,
                                                 queries) for s in splits))
         groups.setdefault((panel.parameterisation, panel.optimizer, length), []).append(i)
     workers = cpu_workers(device) if workers is None else workers
     cost = lambda index: _cost(runs, index, seeds)  # noqa: E731
     order = sorted(_balance(list(groups.values()), cost, workers), key=lambda index: -cost(index))  # largest first
-    tasks = [([runs[i] for i in index], *counted[runs[index[0]][0].seq_len or data_cfg.seq_len], seeds, p, device,
-              progress, UpdateRatios(recorder.every) if recorder else None) for index in order]
+    tasks = []
+    for index in order:
+        cfg, train_set, test_set = counted[runs[index[0]][0].seq_len or data_cfg.seq_len]
+        tasks.append(([runs[i] for i in index], replace(setup, data=cfg), train_set, test_set, device, progress,
+                      UpdateRatios(recorder.every) if recorder else None))
     results: dict[int, PanelResult] = {}
     for index, (stacked, rows) in zip(order, run_independent(_train_stack, tasks, workers)):
         results.update(zip(index, stacked))
@@ -165,19 +223,20 @@ def _balance(stacks: list[list[int]], cost, workers: int) -> list[list[int]]:
 
 def _cost(runs: Sequence[Run], index: Sequence[int], seeds: Sequence[int]) -> float:
     """A stack's relative cost: models x step cap x matmuls per step (factorised OV needs twice as many)."""
-    return sum(runs[i][1]["max_steps"] * (2 if runs[i][0].parameterisation.endswith("FO") else 1)
+    return sum(runs[i][1].max_steps * (2 if runs[i][0].parameterisation.endswith("FO") else 1)
                for i in index) * len(seeds)
 
 
-def _train_stack(runs: Sequence[Run], data_cfg: SyntheticConfig, train_set: CountSet, test_set: CountSet,
-                 seeds: list[int], p: dict[str, Any], device: torch.device, progress: bool,
-                 recorder: UpdateRatios | None) -> tuple[list[PanelResult], list[dict]]:
+def _train_stack(runs: Sequence[Run], setup: SyntheticSetup, train_set: CountSet, test_set: CountSet,
+                 device: torch.device, progress: bool, recorder: UpdateRatios | None
+                 ) -> tuple[list[PanelResult], list[dict]]:
     """One stack of runs (one parameterisation and optimiser) trained and evaluated; with the recorder's rows."""
-    members = _members(runs, seeds)
-    sc = _stack_config(runs[0][0], p)
+    seeds = list(setup.seeds)
+    members = _members(runs, setup)
+    sc = _stack_config(runs[0][0], setup)
     rows = torch.as_tensor([m.row for m in members], device=device)
-    if p["fresh_batches"]:
-        source = FreshBatches(data_cfg, members, sc.batch_size, sc.eval_every, p["attend_to_query"], device)
+    if setup.fresh_batches:
+        source = FreshBatches(setup.data, members, sc.batch_size, sc.eval_every, setup.attend_to_query, device)
         batch = source.take
     else:
         fixed = FixedSetBatches(train_set.log_counts, train_set.labels, [m.seed for m in members], sc.batch_size,
@@ -192,16 +251,17 @@ def _train_stack(runs: Sequence[Run], data_cfg: SyntheticConfig, train_set: Coun
 
     desc = ", ".join(panel.label for panel, _ in runs) if len(runs) < 4 else f"{len(runs)} runs of {sc.qk} QK"
     with flush_denormals(device.type == "cpu"):
-        out = train_stack(_initial(runs, data_cfg.vocab, seeds, p, device), members, sc, batch,
+        out = train_stack(_initial(runs, setup, device), members, sc, batch,
                           train_set.query_ids, full_nll=full_nll, recorder=record if recorder else None,
                           record_every=recorder.every if recorder else 0, progress=progress, desc=desc)
     final = {k: out.stacked(k) for k in out.params[0]}
     ev = evaluate_counts(final, sc, test_set, rows)
     train_nll = evaluate_counts(final, sc, train_set, rows)["nll"].mean(1)
     results = []
-    for r, (panel, q) in enumerate(runs):
+    bins = list(setup.bins)
+    for r, (panel, _) in enumerate(runs):
         ks = range(r * len(seeds), (r + 1) * len(seeds))
-        maps = np.stack([dtap_histogram(ev["attn_distinct"][k], ev["prob_true"][k], p["bins"], p["bins"]) for k in ks])
+        maps = np.stack([dtap_histogram(ev["attn_distinct"][k], ev["prob_true"][k], bins, bins) for k in ks])
         summary = pd.DataFrame([
             {"panel": panel.key, "label": panel.label, "seed": seeds[j], "steps": int(out.steps_run[k]),
              "hit_cap": bool(out.hit_cap[k]), "final_train_nll": float(train_nll[k]),
@@ -235,38 +295,38 @@ def curve_table(results: Sequence[PanelResult]) -> pd.DataFrame:
     return pd.concat([r.curves for r in results], ignore_index=True)
 
 
-def corollary_runs(p: dict[str, Any]) -> list[tuple[Panel, dict[str, Any]]]:
+def corollary_runs(p: Mapping[str, Any], setup: SyntheticSetup) -> list[Run]:
     """Section 8's untested corollaries on the Figure 2 task, each with the parameters it runs under.
 
     FAFO baseline; QK x k (the paper's intervention, for reference); OV learning rate x ov_mult at the base QK rate
     (its step cap ``ov_lr_max_steps``, or when 0 the cap divided by ov_mult: the same ratio on a slower clock);
     decoupled weight decay on W_O, W_V only; OV factors initialised x ov_init_mult; and AdamW at each of
     ``adam_lrs`` with multipliers 1 and k."""
-    k = p["qk_mult"]
-    slow_cap = p["ov_lr_max_steps"] or round(p["max_steps"] / p["ov_mult"])
-    runs = [(Panel("base", "FAFO"), p), (Panel("QK", "FAFO", qk_mult=k), p),
-            (Panel("OV lr", "FAFO", ov_mult=p["ov_mult"]), p | {"max_steps": slow_cap}),
-            (Panel("OV decay", "FAFO", ov_decay=p["ov_decay"]), p),
-            (Panel("OV init", "FAFO", ov_init_mult=p["ov_init_mult"]), p)]
+    k, run = p["qk_mult"], setup.run
+    slow = replace(run, max_steps=p["ov_lr_max_steps"] or round(run.max_steps / p["ov_mult"]))
+    runs = [(Panel("base", "FAFO"), run), (Panel("QK", "FAFO", qk_mult=k), run),
+            (Panel("OV lr", "FAFO", ov_mult=p["ov_mult"]), slow),
+            (Panel("OV decay", "FAFO", ov_decay=p["ov_decay"]), run),
+            (Panel("OV init", "FAFO", ov_init_mult=p["ov_init_mult"]), run)]
     for lr in p["adam_lrs"]:
-        q = p | {"lr": lr, "max_steps": p["adam_max_steps"]}
-        runs += [(Panel(f"AdamW {lr:g}", "FAFO", optimizer="adamw"), q),
-                 (Panel(f"AdamW {lr:g} QK", "FAFO", qk_mult=k, optimizer="adamw"), q)]
+        adam = replace(run, lr=lr, max_steps=p["adam_max_steps"])
+        runs += [(Panel(f"AdamW {lr:g}", "FAFO", optimizer="adamw"), adam),
+                 (Panel(f"AdamW {lr:g} QK", "FAFO", qk_mult=k, optimizer="adamw"), adam)]
     return runs
 
 
-def effective_ratios(ratios: pd.DataFrame, runs: Sequence[tuple[Panel, dict[str, Any]]]) -> pd.DataFrame:
+def effective_ratios(ratios: pd.DataFrame, runs: Sequence[Run]) -> pd.DataFrame:
     """Per run: the nominal QK/OV rate ratio, and over seeds the mean (with 95% CI) of each seed's median
     effective ratio over its recorded steps (``UpdateRatios`` rows with a ``panel`` column), split into the first
     and second half of its training."""
     from .metrics import mean_ci
     rows = []
-    for panel, q in runs:
+    for panel, run in runs:
         part = ratios[ratios["panel"] == panel.key]
         if part.empty:
             continue
         half = part.groupby("seed")["step"].transform("max") / 2
-        row = {"panel": panel.key, "optimizer": panel.optimizer, "lr": q["lr"],
+        row = {"panel": panel.key, "optimizer": panel.optimizer, "lr": run.lr,
                "nominal ratio": panel.qk_mult / panel.ov_mult}
         for name, sel in (("whole run", part), ("first half", part[part["step"] <= half]),
                           ("second half", part[part["step"] > half])):

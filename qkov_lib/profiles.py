@@ -103,39 +103,27 @@ def validate_figure3(p: dict[str, Any]) -> None:
 
 
 def validate_figure2(p: dict[str, Any]) -> None:
-    """Figure 2: task sizes, model and training settings, multipliers > 0, bins inside [0, 1] and increasing."""
+    """Figure 2: the shared synthetic setup (task, model, training, bins; ``experiments.SyntheticSetup``), panels
+    g-h's sequence length, and each panel's model, rates and PyTorch-initialised matrices."""
     from .data.synthetic import SyntheticConfig
-    from .experiments import figure2_panels
-    from .metrics import check_bins
-    from .models import AttentionConfig
-    from .optim import RateSchedule
-    from .training import TrainConfig
+    from .experiments import SyntheticSetup, figure2_panels
     _check_seeds(p["seeds"])
-    for name in ("n_train", "n_test"):
-        if p[name] < p["n_classes"]:
-            raise ParameterError(f"{name} must be >= n_classes = {p['n_classes']} (got {p[name]})")
     try:
-        data = _synthetic_config(p)
+        setup = SyntheticSetup.of(p)
         if p["seq_len_gh"] != 0:
             SyntheticConfig(seq_len=p["seq_len_gh"])
         _check_pytorch_init(p["pytorch_init"])
         for panel in figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"], p["seq_len_gh"],
                                     p["pytorch_init"]):
-            cfg = AttentionConfig(panel.parameterisation, vocab=data.vocab, init=p["init"], init_scale=p["init_scale"],
-                                  score_scale=p["score_scale"])
+            cfg = setup.model(panel)
+            setup.schedule(panel, setup.run)
             names = {"W_K", "W_Q"} if cfg.qk_factorised else {"W_QK"}
             names |= {"W_O", "W_V"} if cfg.ov_factorised else {"W_OV"}
             if not set(panel.pytorch_init) <= names:
                 raise ParameterError(f"pytorch_init[{panel.key!r}] names {panel.pytorch_init}, but panel "
                                      f"{panel.key} ({panel.parameterisation}) has only {sorted(names)}")
-            RateSchedule(p["lr"], qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule, ramp_steps=p["ramp_steps"])
-        TrainConfig(batch_size=p["batch_size"], target_nll=p["target_nll"], max_steps=p["max_steps"],
-                    eval_every=p["eval_every"])
-        check_bins(p["bins"])
     except ValueError as err:
         raise ParameterError(str(err).replace("qk_mult", "QK multiplier (mult_e, ramp_f, mult_g, ramp_h)")) from None
-    if p["batch_size"] > p["n_train"]:
-        raise ParameterError(f"batch_size = {p['batch_size']} exceeds n_train = {p['n_train']}")
 
 
 def _check_pytorch_init(value: Any) -> None:
@@ -219,8 +207,8 @@ def validate_factorised_dynamics(p: dict[str, Any]) -> None:
 
 def validate_corollaries(p: dict[str, Any]) -> None:
     """The Figure 2 task and training, the corollary settings, the AdamW runs and the recorder."""
-    from .models import AttentionConfig
     from .engine import UpdateRatios
+    from .experiments import Panel, SyntheticSetup
     from .training import TrainConfig
     _check_seeds(p["seeds"])
     if p["ov_lr_max_steps"] < 0:
@@ -229,11 +217,9 @@ def validate_corollaries(p: dict[str, Any]) -> None:
     if not 0 < p["ov_mult"] <= 1 or p["qk_mult"] < 1 or p["ov_decay"] < 0 or not p["ov_init_mult"] > 0:
         raise ParameterError(f"need ov_mult in (0, 1], qk_mult >= 1, ov_decay >= 0, ov_init_mult > 0 (got "
                              f"{p['ov_mult']}, {p['qk_mult']}, {p['ov_decay']}, {p['ov_init_mult']})")
-    data = _synthetic_config(p)
-    AttentionConfig("FAFO", vocab=data.vocab, init=p["init"], init_scale=p["init_scale"])
+    setup = SyntheticSetup.of(p)
+    setup.model(Panel("base", "FAFO"))
     _positive_numbers("adam_lrs", p["adam_lrs"])
-    TrainConfig(batch_size=p["batch_size"], target_nll=p["target_nll"], max_steps=p["max_steps"],
-                eval_every=p["eval_every"])
     TrainConfig(max_steps=p["adam_max_steps"])
     UpdateRatios(p["record_every"])
 

@@ -1,5 +1,7 @@
 """The synthetic engine: hand-derived gradients against autograd, a model alone against the same model in a full stack,
 flushed against unflushed subnormals, the stop rule, fresh batches and clear errors."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -7,7 +9,7 @@ import torch
 from qkov_lib.data.synthetic import SyntheticConfig, make_splits, stack_splits
 from qkov_lib.engine import (FreshBatches, forms_product, Member, StackConfig, UpdateRatios, count_set, evaluate_counts,
                              flush_denormals, loss_and_grads, train_stack)
-from qkov_lib.experiments import Panel, figure2_panels, synthetic_data, train_runs
+from qkov_lib.experiments import Panel, RunSettings, SyntheticSetup, figure2_panels, synthetic_data, train_runs
 from qkov_lib.fixed_attention import OVModel
 from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, forward, init_params
 from qkov_lib.optim import RateSchedule
@@ -65,16 +67,18 @@ def test_fixed_attention_gradients_equal_autograd(factorised, bias, batch):
         torch.testing.assert_close(grads[name], g, rtol=1e-4, atol=1e-7)
 
 
-P = dict(init="identity", init_scale=0.01, score_scale=1.0, attend_to_query=True, batch_size=16, target_nll=1e-3,
-         eval_every=4, fresh_batches=False, bins=[0.0, 0.5, 1.0], lr=0.5, ramp_steps=6, max_steps=12)
-RUNS = [(Panel("a", "FAFO"), P), (Panel("e", "FAFO", 3.0), P), (Panel("f", "FAFO", 4.0, "ramp"), P),
-        (Panel("d", "FAFO", ov_decay=0.01), P), (Panel("i", "FAFO", ov_init_mult=0.5), P | {"max_steps": 8}),
-        (Panel("c", "CACO", 2.0, "ramp"), P), (Panel("adam", "FAFO", 2.0, optimizer="adamw"), P | {"lr": 0.01})]
+R = RunSettings(lr=0.5, ramp_steps=6, max_steps=12)
+SETUP = SyntheticSetup(seeds=(), data=CFG, n_train=64, n_test=32, fresh_batches=False, init="identity",
+                       init_scale=0.01, score_scale=1.0, attend_to_query=True, batch_size=16, target_nll=1e-3,
+                       eval_every=4, bins=(0.0, 0.5, 1.0), run=R)
+RUNS = [(Panel("a", "FAFO"), R), (Panel("e", "FAFO", 3.0), R), (Panel("f", "FAFO", 4.0, "ramp"), R),
+        (Panel("d", "FAFO", ov_decay=0.01), R), (Panel("i", "FAFO", ov_init_mult=0.5), replace(R, max_steps=8)),
+        (Panel("c", "CACO", 2.0, "ramp"), R), (Panel("adam", "FAFO", 2.0, optimizer="adamw"), replace(R, lr=0.01))]
 
 
-def _run(runs, seeds, recorder=None, p=P):
+def _run(runs, seeds, recorder=None, setup=SETUP):
     data = synthetic_data(CFG, seeds, 64, 32)
-    return train_runs(runs, CFG, data, seeds, p, CPU, progress=False, recorder=recorder)
+    return train_runs(runs, replace(setup, seeds=tuple(seeds)), data, CPU, progress=False, recorder=recorder)
 
 
 def test_a_model_alone_equals_the_same_model_in_a_full_stack():
@@ -141,9 +145,8 @@ def test_flushing_subnormals_changes_no_result():
 
 def test_stop_rule_reads_the_full_training_nll_and_freezes_the_model():
     seeds = [0]
-    loose = P | {"target_nll": 100.0}
-    stopped = _run([(Panel("a", "FAFO"), loose)], seeds, p=loose)[0]
-    capped = _run([(Panel("a", "FAFO"), P | {"max_steps": 4})], seeds, p=P | {"max_steps": 4})[0]
+    stopped = _run([(Panel("a", "FAFO"), R)], seeds, setup=replace(SETUP, target_nll=100.0))[0]
+    capped = _run([(Panel("a", "FAFO"), replace(R, max_steps=4))], seeds)[0]
     assert stopped.summary["steps"].tolist() == [4] and not stopped.summary["hit_cap"].any()
     assert stopped.summary["MRTA"].iloc[0] == pytest.approx(capped.summary["MRTA"].iloc[0], rel=1e-6)
     assert capped.summary["hit_cap"].all()
@@ -164,8 +167,9 @@ def test_official_preset_runs_a_panel_with_fresh_batches():
                                               "eval_every": 3})
     cfg = synthetic_config(p)
     assert cfg.vocab == 50 and p["fresh_batches"] and p["score_scale"] == pytest.approx(50 ** -0.5)
-    result = train_runs([(figure2_panels(20, 40, 5, 10)[0], p)], cfg, synthetic_data(cfg, p["seeds"], 64, 64),
-                        p["seeds"], p, CPU, progress=False)[0]
+    setup = SyntheticSetup.of(p)
+    result = train_runs([(figure2_panels(20, 40, 5, 10)[0], setup.run)], setup, synthetic_data(cfg, p["seeds"], 64, 64),
+                        CPU, progress=False)[0]
     assert result.heatmaps.shape == (2, 5, 5) and np.allclose(result.heatmaps.sum((1, 2)), 100)
     assert list(result.summary["steps"]) == [6, 6] and result.summary["hit_cap"].all()
 
@@ -179,7 +183,7 @@ def test_official_panels_start_from_the_authors_per_panel_initialisation():
     assert [panel.key for panel in panels if panel.pytorch_init] == ["a", "d"]
     assert "PyTorch init W_K W_Q" in panels[0].label
     for panel in panels[:4]:
-        start = _initial([(panel, p)], 50, [0, 1], p, CPU)
+        start = _initial([(panel, None)], replace(SyntheticSetup.of(p), seeds=(0, 1)), CPU)
         default, own = (init_params(AttentionConfig(panel.parameterisation, vocab=50, init=kind, init_scale=scale),
                                     [0, 1]) for kind, scale in (("pytorch", 1.0), ("identity", 1e-6)))
         for name, value in start.items():
@@ -208,7 +212,7 @@ def test_qk_multiplier_scales_the_first_qk_step_only():
 
 
 def test_adamw_first_step_is_the_learning_rate_per_group():
-    result = _run([(Panel("adam", "FAFO", 3.0, optimizer="adamw"), P | {"lr": 1e-3, "max_steps": 1})], [0])
+    result = _run([(Panel("adam", "FAFO", 3.0, optimizer="adamw"), replace(R, lr=1e-3, max_steps=1))], [0])
     assert result[0].summary["steps"].tolist() == [1]
     cfg = AttentionConfig("FAFO", vocab=CFG.vocab, init_scale=0.3)
     data = count_set(SPLIT, CFG.vocab)
@@ -223,7 +227,7 @@ def test_adamw_first_step_is_the_learning_rate_per_group():
 def test_nan_loss_is_one_clear_error():
     with pytest.raises(FloatingPointError, match=r"loss became (nan|inf) by step \d+ \(checked every 4 steps\) for "
                                                  r"the model with seed 0 \(lr = 1e\+300"):
-        _run([(Panel("d", "CACO"), P | {"lr": 1e300})], [0], p=P | {"lr": 1e300})
+        _run([(Panel("d", "CACO"), replace(R, lr=1e300))], [0])
 
 
 def test_update_ratios_is_relative_update_of_qk_over_ov():

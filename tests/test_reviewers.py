@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from qkov_lib import claims
-from qkov_lib.experiments import Panel, corollary_runs, effective_ratios
+from qkov_lib.experiments import Panel, RunSettings, SyntheticSetup, corollary_runs, effective_ratios
 from qkov_lib.metrics import mean_ci, paired_effects
 from qkov_lib.profiles import ParameterError, resolve
 from qkov_lib.theory import OrthogonalSetting, rhs
@@ -61,7 +61,8 @@ def test_falsifier_and_its_claims():
 
 
 def test_effective_ratio_summary():
-    runs = [(Panel("a", "FAFO"), {"lr": 0.1}), (Panel("b", "FAFO", qk_mult=10.0), {"lr": 0.1})]
+    run = RunSettings(lr=0.1, ramp_steps=1, max_steps=1)
+    runs = [(Panel("a", "FAFO"), run), (Panel("b", "FAFO", qk_mult=10.0), run)]
     rows = [{"panel": p, "seed": m, "step": s, "effective_ratio": r * (1 + m)}
             for p, r in (("a", 1.0), ("b", 5.0)) for m in range(3) for s in range(4)]
     table = effective_ratios(pd.DataFrame(rows), runs).set_index("panel")
@@ -71,8 +72,8 @@ def test_effective_ratio_summary():
 
 def test_corollary_runs_scale_the_cap_of_the_slow_ov_run():
     _, p = resolve("corollaries", "smoke", {})
-    runs = dict((panel.key, (panel, q)) for panel, q in corollary_runs(p))
-    assert runs["OV lr"][1]["max_steps"] == round(p["max_steps"] / p["ov_mult"])
+    runs = dict((panel.key, (panel, run)) for panel, run in corollary_runs(p, SyntheticSetup.of(p)))
+    assert runs["OV lr"][1].max_steps == round(p["max_steps"] / p["ov_mult"])
     assert runs["OV lr"][0].label.endswith("OV lr x0.1") and runs["OV decay"][0].ov_decay == p["ov_decay"]
     assert {panel.optimizer for panel, _ in runs.values()} == {"sgd", "adamw"}
 
