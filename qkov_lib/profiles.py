@@ -356,7 +356,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                    d_mlp=256, optimizer="adamw", lr=5e-5, qk_mult=20.0, epochs=30, identity_weight=0.5,
                    threshold=0.1, confidence=0.1, bins=[0.0, 0.05, 0.1, 0.5, 1.0], eval_batch=128,
                    output="vocabulary"),
-        changes={"default": dict(lr=1e-3, epochs=3, output="window", window=32, max_question=12),
+        changes={"default": dict(lr=1e-3, epochs=3, output="window", window=32, max_question=12, max_test=1200),
                  "smoke": dict(REAL_SMOKE, lr=1e-3, window=12, max_question=6, max_answer=3, n_layers=2,
                                d_head=8, min_freq=1)},
         validate=validate_squad, datasets=("squad",),
