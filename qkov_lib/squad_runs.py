@@ -88,8 +88,7 @@ def _answer_loss(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch
     if allowed is None:
         classes = targets
     else:  # each target's place among the allowed tokens; padding (weight 0) points at <eos>, a finite logit
-        slot = (allowed[..., None, :] == targets[..., None]).int().argmax(-1)
-        classes = torch.where(targets != 0, slot, allowed.shape[-1] - 1)
+        classes = torch.where(targets != 0, squad.token_slots(allowed, targets), allowed.shape[-1] - 1)
     nll = torch.nn.functional.cross_entropy(logits.flatten(0, 2), classes.flatten(), reduction="none")
     weights = (targets != 0).float().flatten()
     return (nll * weights).view_as(targets).sum((1, 2)) / (targets != 0).sum((1, 2)).clamp(min=1)
@@ -153,9 +152,7 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: PreparedQA, p: dic
         att = readout_attention(attns[:-1] + [top_row], prompts, p["identity_weight"])
         probs = torch.softmax(next_token_logits(params, hidden, last[:, None], allowed)[:, :, 0], -1)
         gold = test.targets[i:i + p["eval_batch"], :1].to(dev)
-        if allowed is not None:  # the gold token's place among the allowed tokens
-            gold = (allowed == gold).int().argmax(-1, keepdim=True)
-        gold = gold[:, 0]
+        gold = (gold if allowed is None else squad.token_slots(allowed, gold))[:, 0]
         parts["mass"].append((att * rel).sum(-1))
         parts["prob"].append(probs.gather(-1, gold.expand(S, -1)[..., None]).squeeze(-1))
         window = torch.arange(width, device=dev) < (prompts == q_id).int().argmax(-1, keepdim=True)

@@ -197,6 +197,12 @@ def window_tokens(ids: torch.Tensor, q_id: int, eos: int, window: int) -> torch.
     return torch.cat([win, torch.full_like(win[..., :1], eos)], dim=-1)
 
 
+def token_slots(allowed: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Each token's place among the ``allowed`` tokens [..., K] (the first match; 0 where it is not allowed), for
+    tokens [..., A]."""
+    return (allowed[..., None, :] == tokens[..., None]).int().argmax(-1)
+
+
 def encode(data: list[Example], vocab: Vocab, max_answer: int) -> QAEncoded:
     """``QAEncoded`` for ``data``; answers longer than ``max_answer`` tokens are cut (``examples`` leaves them
     out already)."""
