@@ -54,15 +54,16 @@ class Panel:
         return ", ".join(parts)
 
 
-def figure2_panels(mult_e: float, ramp_f: float, mult_g: float, ramp_h: float, seq_len_gh: int = 0,
+def figure2_panels(mult_e: float, ramp_f: float, mult_g: float, ramp_h: float, seq_len_gh: int | None = None,
                    pytorch_init: Mapping[str, Sequence[str]] | None = None) -> list[Panel]:
     """(a-d) the four parameterisations at equal rates; (e) FAFO QK x k; (f) FAFO ramp; (g) CACO x k; (h) ramp.
-    ``seq_len_gh`` > 0 gives panels g and h their own sequence length (the authors' notebook); ``pytorch_init``
-    maps a panel key to the matrices that start from PyTorch's default init (the authors' per-panel choices)."""
-    long = seq_len_gh or None
+    ``seq_len_gh`` (None: the chapter's) gives panels g and h their own sequence length (the authors' notebook);
+    ``pytorch_init`` maps a panel key to the matrices that start from PyTorch's default init (the authors'
+    per-panel choices)."""
     panels = [Panel("a", "FAFO"), Panel("b", "FACO"), Panel("c", "CAFO"), Panel("d", "CACO"),
               Panel("e", "FAFO", mult_e), Panel("f", "FAFO", ramp_f, "ramp"),
-              Panel("g", "CACO", mult_g, seq_len=long), Panel("h", "CACO", ramp_h, "ramp", seq_len=long)]
+              Panel("g", "CACO", mult_g, seq_len=seq_len_gh),
+              Panel("h", "CACO", ramp_h, "ramp", seq_len=seq_len_gh)]
     return [replace(panel, pytorch_init=tuple((pytorch_init or {}).get(panel.key, ()))) for panel in panels]
 
 
@@ -299,11 +300,12 @@ def corollary_runs(p: Mapping[str, Any], setup: SyntheticSetup) -> list[Run]:
     """Section 8's untested corollaries on the Figure 2 task, each with the parameters it runs under.
 
     FAFO baseline; QK x k (the paper's intervention, for reference); OV learning rate x ov_mult at the base QK rate
-    (its step cap ``ov_lr_max_steps``, or when 0 the cap divided by ov_mult: the same ratio on a slower clock);
+    (its step cap ``ov_lr_max_steps``, or when None the cap divided by ov_mult: the same ratio on a slower clock);
     decoupled weight decay on W_O, W_V only; OV factors initialised x ov_init_mult; and AdamW at each of
     ``adam_lrs`` with multipliers 1 and k."""
     k, run = p["qk_mult"], setup.run
-    slow = replace(run, max_steps=p["ov_lr_max_steps"] or round(run.max_steps / p["ov_mult"]))
+    cap = p["ov_lr_max_steps"]
+    slow = replace(run, max_steps=round(run.max_steps / p["ov_mult"]) if cap is None else cap)
     runs = [(Panel("base", "FAFO"), run), (Panel("QK", "FAFO", qk_mult=k), run),
             (Panel("OV lr", "FAFO", ov_mult=p["ov_mult"]), slow),
             (Panel("OV decay", "FAFO", ov_decay=p["ov_decay"]), run),

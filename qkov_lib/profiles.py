@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from .theory import OrthogonalSetting, check_loss_threshold
+from .theory import Figure4Setup, RatioSweep
+from .validation import require_positive_numbers
 
 PROFILES = ("smoke", "default", "paper", "official")
 CHOICES = PROFILES + ("auto",)
@@ -35,34 +36,9 @@ class ChapterSpec:
     has_claims: bool = True  # False for a chapter that writes no claim table (the scorecard skips it)
 
 
-def _positive_numbers(name: str, values: Any) -> None:
-    if not isinstance(values, list) or not values:
-        raise ParameterError(f"{name} must be a non-empty list of numbers > 0 (got {values!r})")
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
-            raise ParameterError(f"{name} must contain only finite numbers > 0 (got {v!r} in {values!r})")
-
-
-def _check_ode(p: dict[str, Any], positive: dict[str, Any]) -> None:
-    """Theorem 1's sizes and rates, ``target_loss`` inside (0, log M), and lists that must hold numbers > 0."""
-    OrthogonalSetting(m=p["m"], n=p["n"], b=p["b"], M=p["M"], eta_ov=p["eta_ov"])
-    check_loss_threshold(p["target_loss"], p["M"], "target_loss")
-    for name, values in positive.items():
-        _positive_numbers(name, values)
-
-
 def validate_figure4(p: dict[str, Any]) -> None:
-    """Figure 4: sizes and rates of Theorem 1, ratios r > 0, losses inside (0, log M)."""
-    _check_ode(p, {"ratios": p["ratios"], "table_losses": p["table_losses"]})
-    for thr in p["table_losses"]:
-        check_loss_threshold(thr, p["M"], "each of table_losses")
-    if min(p["table_losses"]) < p["target_loss"]:
-        raise ParameterError(f"table_losses must all be >= target_loss = {p['target_loss']} (the run stops there); "
-                             f"got {p['table_losses']}")
-    if not (isinstance(p["n_matched"], int) and p["n_matched"] >= 2):
-        raise ParameterError(f"n_matched must be an integer >= 2 (got {p['n_matched']!r})")
-    if p["time_axis"] not in ("normalised", "raw"):
-        raise ParameterError(f"time_axis must be 'normalised' or 'raw' (got {p['time_axis']!r})")
+    """Figure 4: the typed setup (``theory.Figure4Setup``) checks sizes, rates, ratios and losses."""
+    Figure4Setup.of(p)
 
 
 TASK = dict(n_classes=4, n_distinct=10, n_common=10, seq_len=64, gamma=11 / 31, vocab_size=None,
@@ -76,30 +52,10 @@ def _check_seeds(seeds: Any) -> None:
 
 
 def validate_figure3(p: dict[str, Any]) -> None:
-    """Figure 3: the task, alphas inside [0, 1], delta in (0, 0.1], SGD settings, the read-out epochs."""
-    from .fixed_attention import OTHERS
-    from .models import AttentionConfig
-    from .optim import RateSchedule
+    """Figure 3: the seeds, then the typed setup (``fixed_attention.FixedAttentionSetup``) checks the rest."""
+    from .fixed_attention import FixedAttentionSetup
     _check_seeds(p["seeds"])
-    alphas = p["alphas"]
-    if not (isinstance(alphas, list) and alphas and all(isinstance(a, (int, float)) and 0 <= a <= 1 for a in alphas)
-            and len(set(alphas)) == len(alphas)):
-        raise ParameterError(f"alphas must be a non-empty list of distinct numbers in [0, 1] (got {alphas!r})")
-    if not 0 < p["delta"] <= 0.1:
-        raise ParameterError(f"delta must lie in (0, 0.1] (got {p['delta']!r})")
-    if p["others"] not in OTHERS:
-        raise ParameterError(f"others must be one of {', '.join(OTHERS)} (got {p['others']!r})")
-    if p["epochs"] < 1 or not 1 <= p["check_epoch"] <= p["epochs"]:
-        raise ParameterError(f"epochs must be >= 1 and check_epoch in [1, epochs] (got {p['epochs']}, "
-                             f"{p['check_epoch']})")
-    if not 0 < p["fade_fraction"] < 1:
-        raise ParameterError(f"fade_fraction must lie in (0, 1) (got {p['fade_fraction']!r})")
-    if not p["n_classes"] <= p["batch_size"] <= p["n_train"] or p["n_test"] < 1:
-        raise ParameterError(f"batch_size must lie in [n_classes, n_train] and n_test >= 1 (got batch_size "
-                             f"{p['batch_size']}, n_train {p['n_train']}, n_test {p['n_test']})")
-    data = _synthetic_config(p)
-    AttentionConfig("FAFO", vocab=data.vocab, init=p["init"], init_scale=p["init_scale"])
-    RateSchedule(p["lr"])
+    FixedAttentionSetup.of(p)
 
 
 def validate_figure2(p: dict[str, Any]) -> None:
@@ -110,7 +66,7 @@ def validate_figure2(p: dict[str, Any]) -> None:
     _check_seeds(p["seeds"])
     try:
         setup = SyntheticSetup.of(p)
-        if p["seq_len_gh"] != 0:
+        if p["seq_len_gh"] is not None:
             SyntheticConfig(seq_len=p["seq_len_gh"])
         _check_pytorch_init(p["pytorch_init"])
         for panel in figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"], p["seq_len_gh"],
@@ -155,28 +111,22 @@ def validate_atlas(p: dict[str, Any]) -> None:
                              f"{p['workers']!r})")
     base = {k: v for k, v in p.items() if k not in ATLAS_GRID + ("scheduler", "workers")}  # Figure 2's setup
     for (kind, scale), lr, mults in itertools.product(p["inits"], p["lrs"], p["mult_sets"]):
-        validate_figure2(base | dict(init=kind, init_scale=scale, lr=lr, score_scale=1.0, seq_len_gh=0,
+        validate_figure2(base | dict(init=kind, init_scale=scale, lr=lr, score_scale=1.0, seq_len_gh=None,
                                      pytorch_init={},
                                      **dict(zip(("mult_e", "ramp_f", "mult_g", "ramp_h"), mults))))
 
 
 def validate_theorem1(p: dict[str, Any]) -> None:
-    """Theorem 1 checks: instance sizes [M, b, m, n, q] small enough to enumerate, check points, the flow."""
-    from .theory.instance import InstanceConfig
-    sizes = p["sizes"]
-    if not (isinstance(sizes, list) and sizes and all(isinstance(r, list) and len(r) == 5 for r in sizes)):
-        raise ParameterError(f"sizes must be a non-empty list of [M, b, m, n, q] lists (got {sizes!r})")
-    for M, b, m, n, q in sizes:
-        InstanceConfig(M=M, b=b, m=m, n=n, q=q, seed=p["seed"])
-    _positive_numbers("flow_ratios", p["flow_ratios"])
-    _positive_numbers("flow_t_end", [p["flow_t_end"]])
-    if not (isinstance(p["points"], list) and p["points"] and all(len(x) == 2 for x in p["points"])):
-        raise ParameterError(f"points must be a non-empty list of [mu_OV, mu_QK] pairs (got {p['points']!r})")
+    """Theorem 1 checks: the typed setup (``theory.instance.Theorem1Setup``): sizes small enough to enumerate,
+    check points, the flow."""
+    from .theory.instance import Theorem1Setup
+    Theorem1Setup.of(p)
 
 
 def validate_lemma3(p: dict[str, Any]) -> None:
-    """Lemma 3: Theorem 1's sizes, ratios > 0, a target loss in (0, log M), levels in (0, 1)."""
-    _check_ode(p, {"ratios": p["ratios"], "t_max": [p["t_max"]]})
+    """Lemma 3: Theorem 1's ratio sweep (``theory.RatioSweep``), t_max > 0, levels in (0, 1)."""
+    RatioSweep.of(p)
+    require_positive_numbers("t_max", [p["t_max"]])
     if not all(0 < v < 1 for v in p["levels"]):
         raise ParameterError(f"levels must lie in (0, 1) (got {p['levels']!r})")
 
@@ -185,24 +135,16 @@ def validate_appendix_d(p: dict[str, Any]) -> None:
     """Appendix D: sizes d >= M >= 2, a positive time span, step sizes in (0, t_end]."""
     if not (isinstance(p["M"], int) and isinstance(p["d"], int) and 2 <= p["M"] <= p["d"]):
         raise ParameterError(f"need integers 2 <= M <= d (got M={p['M']!r}, d={p['d']!r})")
-    _positive_numbers("lrs", p["lrs"])
+    require_positive_numbers("lrs", p["lrs"])
     if not p["t_end"] > 0 or max(p["lrs"]) > p["t_end"]:
         raise ParameterError(f"t_end must be > 0 and every lr <= t_end (got t_end={p['t_end']!r}, lrs={p['lrs']!r})")
 
 
 def validate_factorised_dynamics(p: dict[str, Any]) -> None:
-    """The exact instance, the starting scale and kinds, the ODE sizes and the falsifier's losses and horizon."""
-    from .theory.instance import InstanceConfig
-    from .theory.trajectories import STARTS
-    InstanceConfig(M=p["M"], b=p["b"], m=p["m"], n=p["n"], q=p["q"], seed=p["seed"])
-    OrthogonalSetting(m=p["ode_m"], n=p["ode_n"], b=p["ode_b"], M=p["ode_M"], mu0_ov=p["mu0"], mu0_qk=p["mu0"])
-    for name in ("ratios", "falsifier_ratios", "horizon"):
-        _positive_numbers(name, p[name])
-    _positive_numbers("t_end and start_scale", [p["t_end"], p["start_scale"], p["mu0"]])
-    for thr in p["losses"]:
-        check_loss_threshold(thr, p["ode_M"], "each of losses")
-    if not set(p["starts"]) <= set(STARTS) or not p["starts"]:
-        raise ParameterError(f"starts must be a non-empty subset of {list(STARTS)} (got {p['starts']!r})")
+    """The exact instance, the starting scale and kinds, the ODE sizes and the falsifier's losses and horizon
+    (``theory.trajectories.DynamicsSetup``)."""
+    from .theory.trajectories import DynamicsSetup
+    DynamicsSetup.of(p)
 
 
 def validate_corollaries(p: dict[str, Any]) -> None:
@@ -211,73 +153,31 @@ def validate_corollaries(p: dict[str, Any]) -> None:
     from .experiments import Panel, SyntheticSetup
     from .training import TrainConfig
     _check_seeds(p["seeds"])
-    if p["ov_lr_max_steps"] < 0:
-        raise ParameterError(f"ov_lr_max_steps must be >= 0, 0 meaning max_steps / ov_mult "
+    if p["ov_lr_max_steps"] is not None and p["ov_lr_max_steps"] < 1:
+        raise ParameterError(f"ov_lr_max_steps must be an integer >= 1, or None for max_steps / ov_mult "
                              f"(got {p['ov_lr_max_steps']})")
     if not 0 < p["ov_mult"] <= 1 or p["qk_mult"] < 1 or p["ov_decay"] < 0 or not p["ov_init_mult"] > 0:
         raise ParameterError(f"need ov_mult in (0, 1], qk_mult >= 1, ov_decay >= 0, ov_init_mult > 0 (got "
                              f"{p['ov_mult']}, {p['qk_mult']}, {p['ov_decay']}, {p['ov_init_mult']})")
     setup = SyntheticSetup.of(p)
     setup.model(Panel("base", "FAFO"))
-    _positive_numbers("adam_lrs", p["adam_lrs"])
+    require_positive_numbers("adam_lrs", p["adam_lrs"])
     TrainConfig(max_steps=p["adam_max_steps"])
     UpdateRatios(p["record_every"])
 
 
 def validate_real_data(p: dict[str, Any]) -> None:
-    """Real-data chapters: seeds, data sizes, the classifier, the optimiser, the metrics' settings."""
-    from .data.hatexplain import RATIONALE_RULES
-    from .metrics import check_bins
-    from .metrics.rationale import ERASE_MODES
-    from .models.transformer import ClassifierConfig
-    from .optim import RateSchedule
-    from .training import TrainConfig
-    _check_seeds(p["seeds"])
-    if p["rationale_rule"] not in RATIONALE_RULES or p["erase"] not in ERASE_MODES:
-        raise ParameterError(f"rationale_rule must be one of {RATIONALE_RULES} and erase one of {ERASE_MODES} "
-                             f"(got {p['rationale_rule']!r}, {p['erase']!r})")
-    for name in ("max_train", "max_test"):
-        if not (p[name] is None or p[name] >= 1):
-            raise ParameterError(f"{name} must be an integer >= 1, or None for all (got {p[name]!r})")
-    if not (0 <= p["identity_weight"] < 1 and 0 < p["threshold"] < 1 and 0 < p["confidence"] < 1):
-        raise ParameterError("identity_weight must lie in [0, 1), threshold and confidence in (0, 1) (got "
-                             f"{p['identity_weight']}, {p['threshold']}, {p['confidence']})")
-    if not (p["k_percents"] and all(0 < k <= 100 for k in p["k_percents"])):
-        raise ParameterError(f"k_percents must be non-empty, each in (0, 100] (got {p['k_percents']!r})")
-    if not (isinstance(p["epochs"], int) and p["epochs"] >= 1 and p["evals_per_epoch"] >= 1):
-        raise ParameterError(f"epochs and evals_per_epoch must be integers >= 1 (got {p['epochs']!r}, "
-                             f"{p['evals_per_epoch']!r})")
-    ClassifierConfig(vocab=10, n_classes=2, max_len=p["max_len"], d_model=p["d_model"], n_heads=p["n_heads"],
-                     d_head=p["d_head"], n_layers=p["n_layers"], mlp=p["mlp"], d_mlp=p["d_mlp"])
-    RateSchedule(p["lr"], qk_mult=p["qk_mult"])
-    TrainConfig(batch_size=p["batch_size"], optimizer=p["optimizer"], weight_decay=(("qk", p["weight_decay"]),))
-    check_bins(p["bins"])
-    if p["max_len"] < 2:
-        raise ParameterError(f"max_len must be >= 2 (got {p['max_len']})")
-    if "heldout_fraction" in p and not 0 < p["heldout_fraction"] < 1:
-        raise ParameterError(f"heldout_fraction must lie in (0, 1) (got {p['heldout_fraction']!r})")
-
-
-def validate_layers(p: dict[str, Any]) -> None:
-    """Table 5: the real-data checks at the deepest of ``layer_counts`` (distinct integers >= 1)."""
-    counts = p["layer_counts"]
-    if not (isinstance(counts, list) and counts and len(set(counts)) == len(counts)
-            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts)):
-        raise ParameterError(f"layer_counts must be a non-empty list of distinct integers >= 1 (got {counts!r})")
-    validate_real_data(dict(p, n_layers=max(counts)))
+    """Real-data chapters (Table 1, Table 5): the typed setup (``real_data.RealSetup``) checks seeds, data sizes,
+    the classifier, the optimiser, the metrics' settings and Table 5's depths."""
+    from .real_data import RealSetup
+    RealSetup.of(p)
 
 
 def validate_squad(p: dict[str, Any]) -> None:
-    """SQuAD: the real-data checks, the window and cut sizes, the held-out share of articles."""
-    validate_real_data(dict(p, max_len=p["window"] + p["max_question"] + 2, mlp=True, residual=True,
-                            rationale_rule="union"))
-    for name in ("window", "max_question", "max_answer"):
-        if not (isinstance(p[name], int) and p[name] >= 1):
-            raise ParameterError(f"{name} must be an integer >= 1 (got {p[name]!r})")
-    if not 0 < p["test_fraction"] < 1:
-        raise ParameterError(f"test_fraction must lie in (0, 1) (got {p['test_fraction']!r})")
-    if p["output"] not in ("vocabulary", "window"):
-        raise ParameterError(f"output must be 'vocabulary' or 'window' (got {p['output']!r})")
+    """SQuAD: the real-data checks, the window and cut sizes, the held-out share of articles
+    (``squad_runs.SquadSetup``)."""
+    from .squad_runs import SquadSetup
+    SquadSetup.of(p)
 
 
 REAL = dict(seeds=[0, 1, 2, 3, 4], download=True, max_train=None, max_test=None, data_seed=0, min_freq=1, d_model=64,
@@ -298,7 +198,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
         paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400,
                    n_test=6400, init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True,
                    lr=1e-2, batch_size=32, target_nll=1e-3, max_steps=700_000, eval_every=200, ramp_steps=200_000,
-                   mult_e=10.0, ramp_f=20.0, mult_g=5.0, ramp_h=10.0, seq_len_gh=0, pytorch_init={},
+                   mult_e=10.0, ramp_f=20.0, mult_g=5.0, ramp_h=10.0, seq_len_gh=None, pytorch_init={},
                    bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
         changes={"smoke": dict(seeds=[0, 1], n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20,
                                ramp_steps=200),
@@ -339,7 +239,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                    qk_mult=30.0, epochs=30),
         changes={"default": dict(max_len=64, lr=1e-3, epochs=1),
                  "smoke": dict(REAL_SMOKE, max_len=32, lr=1e-3, layer_counts=[2])},
-        validate=validate_layers, datasets=("hatexplain",),
+        validate=validate_real_data, datasets=("hatexplain",),
     ),
     "sva": ChapterSpec(
         title="Table 1 and Figure 6: subject-verb agreement",
@@ -395,7 +295,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
         paper=dict(seeds=[0, 1, 2, 3, 4], **TASK, fresh_batches=False, n_train=6400, n_test=6400,
                    init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True, lr=1e-2, batch_size=32,
                    target_nll=1e-3, max_steps=700_000, eval_every=200, ramp_steps=1, qk_mult=10.0, ov_mult=0.1,
-                   ov_lr_max_steps=0, ov_decay=1e-4, ov_init_mult=0.01, adam_lrs=[1e-3, 1e-2],
+                   ov_lr_max_steps=None, ov_decay=1e-4, ov_init_mult=0.01, adam_lrs=[1e-3, 1e-2],
                    adam_max_steps=20_000, record_every=50, bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
         changes={"default": dict(ov_lr_max_steps=700_000),
                  "smoke": dict(seeds=[0, 1], n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20,

@@ -3,8 +3,8 @@ once), and measure accuracy, MRTA, AC, ACMC, sufficiency and comprehensiveness p
 group (SVA: by number of attractors)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -15,8 +15,8 @@ from .data import hatexplain, sva
 from .data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
 from .device import cpu_workers
 from .engine import run_independent
-from .metrics import mean_ci
-from .metrics.rationale import faithfulness, mass_metrics, readout_attention
+from .metrics import check_bins, mean_ci
+from .metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention
 from .models.transformer import ClassifierConfig, classify, init_classifier, trim
 from .optim import RateSchedule
 from .training import FixedSetBatches, TrainConfig, train
@@ -36,11 +36,116 @@ class Prepared:
     heldout: Encoded | None = None
 
 
-Loader = Callable[[dict[str, Any]], tuple[dict[str, TextSplit], dict]]
-# each dataset: its loader (the chapter's parameters -> splits and provenance) and its class names
+@dataclass(frozen=True, kw_only=True)
+class RealSetup:
+    """A real-data chapter's parameters, typed and checked as they are built (Section 7, Table 1): the seeds; the
+    data (download, subsets, vocabulary floor, length, rationale rule, held-out share); the transformer; training
+    (optimiser, base rate, the faster condition's QK multiplier, batch, weight decay on every circuit, epochs,
+    read-outs per epoch); the metrics (evaluation batch, rollout identity weight, erasure, AC's attention and
+    confidence thresholds, DTAP bins); and Table 5's depths."""
+
+    seeds: tuple[int, ...]
+    download: bool
+    max_train: int | None
+    max_test: int | None
+    data_seed: int
+    min_freq: int
+    max_len: int
+    rationale_rule: str = "union"
+    heldout_fraction: float | None = None
+    d_model: int
+    n_heads: int
+    d_head: int
+    n_layers: int
+    mlp: bool
+    d_mlp: int
+    residual: bool
+    optimizer: str
+    lr: float
+    qk_mult: float
+    batch_size: int
+    weight_decay: float
+    epochs: int
+    evals_per_epoch: int
+    eval_batch: int
+    identity_weight: float
+    k_percents: tuple[float, ...]
+    erase: str
+    threshold: float
+    confidence: float
+    bins: tuple[float, ...]
+    layer_counts: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, p: Mapping[str, Any]) -> "RealSetup":
+        """From a chapter's resolved parameters (lists become tuples; Table 5's ``n_layers`` is the deepest of
+        ``layer_counts``); a ValueError names the first bad one."""
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in cls.defaults(p).items()}
+        unknown = set(values) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ValueError(f"not parameters of {cls.__name__}: {', '.join(sorted(unknown))}")
+        return cls(**values)
+
+    @staticmethod
+    def defaults(p: Mapping[str, Any]) -> dict[str, Any]:
+        """The parameters, with what the chapter does not set but the setup needs."""
+        counts = p.get("layer_counts")
+        ok = isinstance(counts, list) and counts and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
+                                                        for n in counts) and len(set(counts)) == len(counts)
+        if counts is not None and not ok:
+            raise ValueError(f"layer_counts must be a non-empty list of distinct integers >= 1 (got {counts!r})")
+        return dict(p, n_layers=max(counts)) if counts else dict(p)
+
+    def __post_init__(self) -> None:
+        seeds = self.seeds
+        if not (seeds and all(isinstance(s, int) for s in seeds) and len(set(seeds)) == len(seeds)):
+            raise ValueError(f"seeds must be a non-empty list of distinct integers (got {list(self.seeds)!r})")
+        if self.rationale_rule not in hatexplain.RATIONALE_RULES or self.erase not in ERASE_MODES:
+            raise ValueError(f"rationale_rule must be one of {hatexplain.RATIONALE_RULES} and erase one of {ERASE_MODES} "
+                             f"(got {self.rationale_rule!r}, {self.erase!r})")
+        for name in ("max_train", "max_test"):
+            if not (getattr(self, name) is None or getattr(self, name) >= 1):
+                raise ValueError(f"{name} must be an integer >= 1, or None for all (got {getattr(self, name)!r})")
+        if not (0 <= self.identity_weight < 1 and 0 < self.threshold < 1 and 0 < self.confidence < 1):
+            raise ValueError("identity_weight must lie in [0, 1), threshold and confidence in (0, 1) (got "
+                             f"{self.identity_weight}, {self.threshold}, {self.confidence})")
+        if not (self.k_percents and all(0 < k <= 100 for k in self.k_percents)):
+            raise ValueError(f"k_percents must be non-empty, each in (0, 100] (got {list(self.k_percents)!r})")
+        if not (isinstance(self.epochs, int) and self.epochs >= 1 and self.evals_per_epoch >= 1):
+            raise ValueError(f"epochs and evals_per_epoch must be integers >= 1 (got {self.epochs!r}, "
+                             f"{self.evals_per_epoch!r})")
+        self.model(vocab=10, n_classes=2)
+        self.train_config(self.qk_mult, per_epoch=1)
+        check_bins(list(self.bins))
+        if self.max_len < 2:
+            raise ValueError(f"max_len must be >= 2 (got {self.max_len})")
+        if self.heldout_fraction is not None and not 0 < self.heldout_fraction < 1:
+            raise ValueError(f"heldout_fraction must lie in (0, 1) (got {self.heldout_fraction!r})")
+
+    def model(self, vocab: int, n_classes: int) -> ClassifierConfig:
+        """The classifier for a vocabulary and class count (checks the sizes)."""
+        return ClassifierConfig(vocab=vocab, n_classes=n_classes, max_len=self.max_len, d_model=self.d_model,
+                                n_heads=self.n_heads, d_head=self.d_head, n_layers=self.n_layers, mlp=self.mlp,
+                                d_mlp=self.d_mlp, residual=self.residual)
+
+    def train_config(self, qk_mult: float, per_epoch: int) -> TrainConfig:
+        """The training loop of one condition: only W_Q and W_K at ``qk_mult`` x the base rate, weight decay on
+        every circuit, ``epochs`` x ``per_epoch`` steps, ``evals_per_epoch`` read-outs of the loss per epoch."""
+        return TrainConfig(RateSchedule(self.lr, qk_mult=qk_mult), batch_size=self.batch_size,
+                           optimizer=self.optimizer,
+                           weight_decay=tuple((g, self.weight_decay) for g in ("qk", "ov", "other")), target_nll=0.0,
+                           max_steps=self.epochs * per_epoch, eval_every=max(1, per_epoch // self.evals_per_epoch))
+
+    def conditions(self) -> list[tuple[str, float]]:
+        """Table 1's two conditions: (name, QK multiplier)."""
+        return [("baseline", 1.0), (f"faster QK (x{self.qk_mult:g})", self.qk_mult)]
+
+
+Loader = Callable[[RealSetup], tuple[dict[str, TextSplit], dict]]
+# each dataset: its loader (the chapter's setup -> splits and provenance) and its class names
 DATASETS: dict[str, tuple[Loader, tuple[str, ...]]] = {
-    "hatexplain": (lambda p: hatexplain.load(p["rationale_rule"], download=p["download"]), hatexplain.CLASSES),
-    "sva": (lambda p: sva.load(download=p["download"], heldout_fraction=p["heldout_fraction"], seed=p["data_seed"]),
+    "hatexplain": (lambda s: hatexplain.load(s.rationale_rule, download=s.download), hatexplain.CLASSES),
+    "sva": (lambda s: sva.load(download=s.download, heldout_fraction=s.heldout_fraction, seed=s.data_seed),
             sva.CLASSES),
 }
 
@@ -50,18 +155,18 @@ def majority_share(labels: np.ndarray) -> float:
     return 100 * np.bincount(labels).max() / len(labels)
 
 
-def prepare(dataset: str, p: dict[str, Any]) -> Prepared:
+def prepare(dataset: str, s: RealSetup) -> Prepared:
     """Load (offline copies or the cache), subsample as the profile says, build the vocabulary on train, encode."""
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; allowed: {', '.join(DATASETS)}")
     load, classes = DATASETS[dataset]
-    splits, info = load(p)
-    tr: TextSplit = splits["train"].subset(p["max_train"], p["data_seed"])
-    te: TextSplit = splits["test"].subset(p["max_test"], p["data_seed"])
+    splits, info = load(s)
+    tr: TextSplit = splits["train"].subset(s.max_train, s.data_seed)
+    te: TextSplit = splits["test"].subset(s.max_test, s.data_seed)
     held: TextSplit | None = splits.get("heldout")
     if held is not None:
-        held = held.subset(p["max_test"], p["data_seed"])
-    vocab = Vocab(tr.tokens, p["min_freq"])
+        held = held.subset(s.max_test, s.data_seed)
+    vocab = Vocab(tr.tokens, s.min_freq)
     annotated = int(sum(r is not None and r.any() for r in te.relevant))
     info = dict(info, **{"train examples": len(tr), "test examples": len(te), "vocabulary": len(vocab),
                          "test tokens outside the vocabulary": f"{100 * unknown_rate(te, vocab):.1f}%",
@@ -70,29 +175,25 @@ def prepare(dataset: str, p: dict[str, Any]) -> Prepared:
     if held is not None:
         info |= {"held-out examples": len(held),
                  "held-out accuracy of always predicting the majority class": f"{majority_share(held.labels):.1f}%"}
-    return Prepared(encode(tr, vocab, p["max_len"]), encode(te, vocab, p["max_len"]), vocab, classes, info,
-                    None if held is None else encode(held, vocab, p["max_len"]))
+    return Prepared(encode(tr, vocab, s.max_len), encode(te, vocab, s.max_len), vocab, classes, info,
+                    None if held is None else encode(held, vocab, s.max_len))
 
 
-def model_config(data: Prepared, p: dict[str, Any]) -> ClassifierConfig:
-    return ClassifierConfig(vocab=len(data.vocab), n_classes=len(data.classes), max_len=p["max_len"],
-                            d_model=p["d_model"], n_heads=p["n_heads"], d_head=p["d_head"], n_layers=p["n_layers"],
-                            mlp=p["mlp"], d_mlp=p["d_mlp"], residual=p["residual"])
+def model_config(data: Prepared, s: RealSetup) -> ClassifierConfig:
+    return s.model(len(data.vocab), len(data.classes))
 
 
 def fit(params: dict[str, torch.Tensor], loss_fn: Callable, inputs: torch.Tensor, labels: torch.Tensor,
-        p: dict[str, Any], qk_mult: float, progress: bool, desc: str, probe: int = 1024, chunk: int = 256
+        s: RealSetup, qk_mult: float, progress: bool, desc: str, probe: int = 1024, chunk: int = 256
         ) -> pd.DataFrame:
     """Train stacked models in place for ``epochs`` epochs over (inputs, labels) [N, ...], every seed reading its
     own batch order, with only W_Q and W_K at ``qk_mult`` x the base rate; returns the training loss curve, read on
     a fixed subset of ``probe`` training examples (columns step, epoch, seed, train_nll)."""
-    seeds, n = list(p["seeds"]), inputs.shape[0]
-    per_epoch = n // p["batch_size"]
-    tc = TrainConfig(RateSchedule(p["lr"], qk_mult=qk_mult), batch_size=p["batch_size"], optimizer=p["optimizer"],
-                     weight_decay=tuple((g, p["weight_decay"]) for g in ("qk", "ov", "other")), target_nll=0.0,
-                     max_steps=p["epochs"] * per_epoch, eval_every=max(1, per_epoch // p["evals_per_epoch"]))
-    batches = FixedSetBatches(inputs[None], labels[None], seeds, p["batch_size"], rows=[0] * len(seeds))
-    rows = torch.randperm(n, generator=torch.Generator().manual_seed(p["data_seed"]))[:probe]
+    seeds, n = list(s.seeds), inputs.shape[0]
+    per_epoch = n // s.batch_size
+    tc = s.train_config(qk_mult, per_epoch)
+    batches = FixedSetBatches(inputs[None], labels[None], seeds, s.batch_size, rows=[0] * len(seeds))
+    rows = torch.randperm(n, generator=torch.Generator().manual_seed(s.data_seed))[:probe]
 
     @torch.no_grad()
     def monitor(prm):
@@ -101,31 +202,31 @@ def fit(params: dict[str, torch.Tensor], loss_fn: Callable, inputs: torch.Tensor
         return torch.stack(out).mean(0).cpu().numpy()
 
     hist = train(params, loss_fn, tc, batches, monitor, seeds, progress, desc)
-    return pd.DataFrame([{"step": s, "epoch": s / per_epoch, "seed": seed, "train_nll": float(v[i])}
-                         for s, v in zip(hist.steps, hist.train_nll) for i, seed in enumerate(seeds)])
+    return pd.DataFrame([{"step": step, "epoch": step / per_epoch, "seed": seed, "train_nll": float(v[i])}
+                         for step, v in zip(hist.steps, hist.train_nll) for i, seed in enumerate(seeds)])
 
 
-def train_condition(data: Prepared, p: dict[str, Any], qk_mult: float, device: torch.device,
+def train_condition(data: Prepared, s: RealSetup, qk_mult: float, device: torch.device,
                     progress: bool = True, desc: str = "training") -> tuple[dict[str, torch.Tensor], pd.DataFrame]:
     """One classifier per seed, trained by ``fit``; returns the parameters and the training NLL curve."""
-    cfg = model_config(data, p)
-    params = init_classifier(cfg, list(p["seeds"]), device)
+    cfg = model_config(data, s)
+    params = init_classifier(cfg, list(s.seeds), device)
 
     def loss_fn(prm, x, y):
         logits, _ = classify(prm, cfg, trim(x)[0])
         return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none").mean(1)
 
-    curve = fit(params, loss_fn, data.train.ids.to(device), data.train.labels.to(device), p, qk_mult, progress, desc)
+    curve = fit(params, loss_fn, data.train.ids.to(device), data.train.labels.to(device), s, qk_mult, progress, desc)
     return params, curve
 
 
 @torch.no_grad()
-def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, p: dict[str, Any]
+def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, s: RealSetup
                        ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Per seed: accuracy on the whole test set; MRTA, AC, ACMC, sufficiency and comprehensiveness on the test
     examples with relevant tokens. Also, for the DTAP maps, each such example's relevant mass and true-class
     probability [S, N]."""
-    cfg = model_config(data, p)
+    cfg = model_config(data, s)
     dev = params["embed"].device
 
     def predict(ids: torch.Tensor) -> torch.Tensor:
@@ -133,31 +234,31 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, p: dict[
 
     parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("correct", "mass", "prob", "suff", "comp")}
     test = data.test
-    for start in range(0, test.ids.shape[0], p["eval_batch"]):
-        ids, rel = trim(test.ids[start:start + p["eval_batch"]].to(dev),
-                        test.relevant[start:start + p["eval_batch"]].to(dev))
-        y = test.labels[start:start + p["eval_batch"]].to(dev)
-        has = test.has_relevance[start:start + p["eval_batch"]].to(dev)
+    for start in range(0, test.ids.shape[0], s.eval_batch):
+        ids, rel = trim(test.ids[start:start + s.eval_batch].to(dev),
+                        test.relevant[start:start + s.eval_batch].to(dev))
+        y = test.labels[start:start + s.eval_batch].to(dev)
+        has = test.has_relevance[start:start + s.eval_batch].to(dev)
         logits, attns = classify(params, cfg, ids)
         probs = torch.softmax(logits, -1)
         parts["correct"].append((probs.argmax(-1) == y).float())
-        att = readout_attention(attns, ids, p["identity_weight"])
+        att = readout_attention(attns, ids, s.identity_weight)
         S = att.shape[0]
         parts["mass"].append((att * rel).sum(-1)[:, has])
         parts["prob"].append(probs.gather(-1, y.expand(S, -1)[..., None]).squeeze(-1)[:, has])
         if has.any():
-            suff, comp = faithfulness(predict, ids[has].expand(S, -1, -1), att[:, has], p["k_percents"],
-                                      p["erase"], full=probs[:, has])
+            suff, comp = faithfulness(predict, ids[has].expand(S, -1, -1), att[:, has], s.k_percents,
+                                      s.erase, full=probs[:, has])
             parts["suff"].append(suff)
             parts["comp"].append(comp)
     cat = {k: torch.cat(v, dim=1).cpu() for k, v in parts.items() if v}
     if "mass" not in cat or cat["mass"].shape[1] == 0:
         raise ValueError("no test example has relevant tokens (after truncation to max_len); nothing to measure")
-    masses = mass_metrics(cat["mass"], cat["prob"], p["threshold"], p["confidence"])
+    masses = mass_metrics(cat["mass"], cat["prob"], s.threshold, s.confidence)
     rows = [{"seed": seed, "accuracy": 100 * float(cat["correct"][i].mean()),
              **{k: float(v[i]) for k, v in masses.items()},
              "sufficiency": float(cat["suff"][i].mean()), "comprehensiveness": float(cat["comp"][i].mean())}
-            for i, seed in enumerate(p["seeds"])]
+            for i, seed in enumerate(s.seeds)]
     return pd.DataFrame(rows), {"mass": cat["mass"].numpy(), "prob_true": cat["prob"].numpy()}
 
 
@@ -169,23 +270,23 @@ def predictions(params: dict[str, torch.Tensor], cfg: ClassifierConfig, split: E
                       for i in range(0, split.ids.shape[0], batch)], dim=1)
 
 
-def accuracy_by_group(params: dict[str, torch.Tensor], data: Prepared, p: dict[str, Any]) -> pd.DataFrame:
+def accuracy_by_group(params: dict[str, torch.Tensor], data: Prepared, s: RealSetup) -> pd.DataFrame:
     """Per split with groups (held-out, test), group and seed: accuracy and the group's majority-class share, in
     percent, and its size (columns split, group, seed, accuracy, majority, examples; group as text, "all" for the
     whole split, so the table reads back from CSV unchanged). Empty without groups."""
-    cfg, rows = model_config(data, p), []
+    cfg, rows = model_config(data, s), []
     for name, split in (("held-out", data.heldout), ("test", data.test)):
         if split is None or split.groups is None:
             continue
-        correct = (predictions(params, cfg, split, p["eval_batch"]) == split.labels).numpy()
+        correct = (predictions(params, cfg, split, s.eval_batch) == split.labels).numpy()
         groups, labels = split.groups.numpy(), split.labels.numpy()
         for group in np.unique(groups):
             inside = groups == group
             rows += [{"split": name, "group": str(group), "seed": seed, "accuracy": 100 * correct[i, inside].mean(),
                       "majority": majority_share(labels[inside]), "examples": int(inside.sum())}
-                     for i, seed in enumerate(p["seeds"])]
+                     for i, seed in enumerate(s.seeds)]
         rows += [{"split": name, "group": "all", "seed": seed, "accuracy": 100 * correct[i].mean(),
-                  "majority": majority_share(labels), "examples": len(labels)} for i, seed in enumerate(p["seeds"])]
+                  "majority": majority_share(labels), "examples": len(labels)} for i, seed in enumerate(s.seeds)]
     return pd.DataFrame(rows, columns=["split", "group", "seed", "accuracy", "majority", "examples"])
 
 
@@ -238,43 +339,39 @@ class RealRun:
 
 @dataclass(frozen=True)
 class Task:
-    """What a real-data run trains and measures: ``train(data, p, qk_mult, device, progress, desc)`` -> (params,
-    curve); ``evaluate(params, data, p)`` -> (per-seed rows, {"mass", "prob_true"} [S, N]); ``by_group(params,
-    data, p)`` -> accuracy by group, or None."""
+    """What a real-data run trains and measures: ``train(data, setup, qk_mult, device, progress, desc)`` ->
+    (params, curve); ``evaluate(params, data, setup)`` -> (per-seed rows, {"mass", "prob_true"} [S, N]);
+    ``by_group(params, data, setup)`` -> accuracy by group, or None."""
 
     train: Callable
     evaluate: Callable
     by_group: Callable | None = None
 
 
-def _condition(task: Task, data: Any, p: dict[str, Any], name: str, qk_mult: float, device: torch.device,
+def _condition(task: Task, data: Any, s: RealSetup, name: str, qk_mult: float, device: torch.device,
                progress: bool) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame, pd.DataFrame]:
     """Train and evaluate one condition: per-seed metrics, DTAP maps [seeds, y, x], the training curve and the
     accuracy by group (empty without groups)."""
     from .metrics import dtap_histogram
-    params, curve = task.train(data, p, qk_mult, device, progress, desc=name)
-    rows, raw = task.evaluate(params, data, p)
-    maps = np.stack([dtap_histogram(raw["mass"][i], raw["prob_true"][i], p["bins"], p["bins"])
-                     for i in range(len(p["seeds"]))])
-    by_group = task.by_group(params, data, p) if task.by_group else pd.DataFrame(columns=["split", "group", "seed"])
+    params, curve = task.train(data, s, qk_mult, device, progress, desc=name)
+    rows, raw = task.evaluate(params, data, s)
+    maps = np.stack([dtap_histogram(raw["mass"][i], raw["prob_true"][i], s.bins, s.bins)
+                     for i in range(len(s.seeds))])
+    by_group = task.by_group(params, data, s) if task.by_group else pd.DataFrame(columns=["split", "group", "seed"])
     return rows.assign(condition=name), maps, curve.assign(label=name), by_group.assign(condition=name)
 
 
-def _conditions(p: dict[str, Any]) -> list[tuple[str, float]]:
-    return [("baseline", 1.0), (f"faster QK (x{p['qk_mult']:g})", p["qk_mult"])]
-
-
-def run_all(data: Any, variants: list[dict[str, Any]], device: torch.device, progress: bool,
+def run_all(data: Any, variants: list[RealSetup], device: torch.device, progress: bool,
             task: Task | None = None) -> list[RealRun]:
     """Both conditions of every parameter variant, as independent tasks over the CPU's worker processes (each on
     one torch thread, so the numbers do not depend on the machine's core count): one RealRun per variant.
     ``task``: what to train and measure (default: the classifiers of this module)."""
     task = task or CLASSIFY
-    tasks = [(task, data, p, name, mult, device, progress) for p in variants for name, mult in _conditions(p)]
+    tasks = [(task, data, s, name, mult, device, progress) for s in variants for name, mult in s.conditions()]
     done = iter(run_independent(_condition, tasks, cpu_workers(device)))
     runs = []
-    for p in variants:
-        pairs = [(name, next(done)) for name, _ in _conditions(p)]
+    for s in variants:
+        pairs = [(name, next(done)) for name, _ in s.conditions()]
         runs.append(RealRun(per_seed=pd.concat([d[0] for _, d in pairs], ignore_index=True),
                             maps={name: d[1] for name, d in pairs},
                             curves=pd.concat([d[2] for _, d in pairs], ignore_index=True),
@@ -285,16 +382,16 @@ def run_all(data: Any, variants: list[dict[str, Any]], device: torch.device, pro
 CLASSIFY = Task(train_condition, evaluate_condition, accuracy_by_group)
 
 
-def run_conditions(data: Prepared, p: dict[str, Any], device: torch.device, progress: bool = True) -> RealRun:
+def run_conditions(data: Prepared, s: RealSetup, device: torch.device, progress: bool = True) -> RealRun:
     """Baseline (QK x 1) and faster QK (QK x qk_mult), side by side in two processes on the CPU."""
-    return run_all(data, [p], device, progress)[0]
+    return run_all(data, [s], device, progress)[0]
 
 
-def run_layers(data: Prepared, p: dict[str, Any], device: torch.device, progress: bool = True) -> dict[int, RealRun]:
-    """``run_conditions`` for each depth in ``p["layer_counts"]`` (Appendix D.5, Table 5), all four or more
+def run_layers(data: Prepared, s: RealSetup, device: torch.device, progress: bool = True) -> dict[int, RealRun]:
+    """``run_conditions`` for each depth in ``s.layer_counts`` (Appendix D.5, Table 5), all four or more
     trainings spread over the worker processes at once."""
-    counts = list(p["layer_counts"])
-    return dict(zip(counts, run_all(data, [dict(p, n_layers=n) for n in counts], device, progress)))
+    counts = list(s.layer_counts)
+    return dict(zip(counts, run_all(data, [replace(s, n_layers=n) for n in counts], device, progress)))
 
 
 def by_depth(runs: dict[int, RealRun], field: str) -> pd.DataFrame:

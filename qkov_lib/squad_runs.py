@@ -4,6 +4,7 @@ of the greedy answers, and MRTA, AC, ACMC, sufficiency and comprehensiveness of 
 position that starts the answer onto the window, the gold answer span being the relevant tokens."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +18,37 @@ from .data.text import Vocab, seeded_rows
 from .metrics.qa import exact_match, f1_score
 from .metrics.rationale import faithfulness, mass_metrics, readout_attention
 from .models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits
-from .real_data import RealRun, Task, fit, run_all
+from .real_data import RealRun, RealSetup, Task, fit, run_all
 
 QA_METRICS = ("F1", "EM", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
+OUTPUTS = ("vocabulary", "window")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SquadSetup(RealSetup):
+    """The SQuAD chapter's setup: the real-data one (its length, the window, <q>, question and <a>; always with MLP
+    and residual, as a GPT block), plus the window and cut sizes, the held-out share of articles, and what the
+    answer is scored over (the whole vocabulary, or the window's tokens and <eos>)."""
+
+    window: int
+    max_question: int
+    max_answer: int
+    test_fraction: float
+    output: str
+
+    @staticmethod
+    def defaults(p: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(p, max_len=p["window"] + p["max_question"] + 2, mlp=True, residual=True)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("window", "max_question", "max_answer"):
+            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
+                raise ValueError(f"{name} must be an integer >= 1 (got {getattr(self, name)!r})")
+        if not 0 < self.test_fraction < 1:
+            raise ValueError(f"test_fraction must lie in (0, 1) (got {self.test_fraction!r})")
+        if self.output not in OUTPUTS:
+            raise ValueError(f"output must be 'vocabulary' or 'window' (got {self.output!r})")
 
 
 @dataclass
@@ -40,20 +69,20 @@ def _subset(data: list[Example], n: int | None, seed: int) -> list[Example]:
     return [data[i] for i in seeded_rows(len(data), n, seed)]
 
 
-def prepare(p: dict[str, Any]) -> PreparedQA:
+def prepare(s: SquadSetup) -> PreparedQA:
     """Load (offline split by article, or the canonical files), cut windows, subsample as the profile says, build
     the vocabulary on train, encode, and score the trivial fixed-span baseline."""
-    splits, info = squad.load(download=p["download"], test_fraction=p["test_fraction"], seed=p["data_seed"])
-    cut = dict(window=p["window"], max_question=p["max_question"], max_answer=p["max_answer"])
-    train, long_train = squad.examples(splits["train"], **cut, seed=p["data_seed"])
-    test, long_test = squad.examples(splits["test"], **cut, seed=p["data_seed"] + 1)
-    train, test = _subset(train, p["max_train"], p["data_seed"]), _subset(test, p["max_test"], p["data_seed"])
-    vocab = squad.vocabulary(train, p["min_freq"])
-    baseline = squad.fixed_span_baseline(train, test, p["max_answer"])
+    splits, info = squad.load(download=s.download, test_fraction=s.test_fraction, seed=s.data_seed)
+    cut = dict(window=s.window, max_question=s.max_question, max_answer=s.max_answer)
+    train, long_train = squad.examples(splits["train"], **cut, seed=s.data_seed)
+    test, long_test = squad.examples(splits["test"], **cut, seed=s.data_seed + 1)
+    train, test = _subset(train, s.max_train, s.data_seed), _subset(test, s.max_test, s.data_seed)
+    vocab = squad.vocabulary(train, s.min_freq)
+    baseline = squad.fixed_span_baseline(train, test, s.max_answer)
     info = dict(info, **{"train questions": len(train), "test questions": len(test),
-                         f"questions left out for an answer over {p['max_answer']} tokens": long_train + long_test,
+                         f"questions left out for an answer over {s.max_answer} tokens": long_train + long_test,
                          "vocabulary": len(vocab)})
-    return PreparedQA(squad.encode(train, vocab, p["max_answer"]), squad.encode(test, vocab, p["max_answer"]), test,
+    return PreparedQA(squad.encode(train, vocab, s.max_answer), squad.encode(test, vocab, s.max_answer), test,
                       vocab, baseline, info)
 
 
@@ -64,18 +93,18 @@ def baseline_table(baseline: dict[str, float]) -> pd.DataFrame:
                           "F1": round(baseline["F1"], 1)}]).set_index("predictor")
 
 
-def model_config(data: PreparedQA, p: dict[str, Any]) -> DecoderConfig:
-    return DecoderConfig(vocab=len(data.vocab), max_len=data.train.ids.shape[1] + p["max_answer"] + 1,
-                         d_model=p["d_model"], n_heads=p["n_heads"], d_head=p["d_head"], n_layers=p["n_layers"],
-                         d_mlp=p["d_mlp"])
+def model_config(data: PreparedQA, s: SquadSetup) -> DecoderConfig:
+    return DecoderConfig(vocab=len(data.vocab), max_len=data.train.ids.shape[1] + s.max_answer + 1,
+                         d_model=s.d_model, n_heads=s.n_heads, d_head=s.d_head, n_layers=s.n_layers,
+                         d_mlp=s.d_mlp)
 
 
-def allowed_tokens(ids: torch.Tensor, vocab: Vocab, p: dict[str, Any]) -> torch.Tensor | None:
+def allowed_tokens(ids: torch.Tensor, vocab: Vocab, s: SquadSetup) -> torch.Tensor | None:
     """What the answer may be made of: the window's tokens and <eos> (``output = "window"``), or None, the whole
     vocabulary (``"vocabulary"``)."""
-    if p["output"] == "vocabulary":
+    if s.output == "vocabulary":
         return None
-    return squad.window_tokens(ids, vocab.stoi["<q>"], vocab.stoi["<eos>"], p["window"])
+    return squad.window_tokens(ids, vocab.stoi["<q>"], vocab.stoi["<eos>"], s.window)
 
 
 def _answer_loss(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tensor, targets: torch.Tensor,
@@ -94,17 +123,17 @@ def _answer_loss(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch
     return (nll * weights).view_as(targets).sum((1, 2)) / (targets != 0).sum((1, 2)).clamp(min=1)
 
 
-def train_condition(data: PreparedQA, p: dict[str, Any], qk_mult: float, device: torch.device,
+def train_condition(data: PreparedQA, s: SquadSetup, qk_mult: float, device: torch.device,
                     progress: bool = True, desc: str = "training") -> tuple[dict[str, torch.Tensor], pd.DataFrame]:
     """One decoder per seed, trained by ``real_data.fit`` on the answer tokens; returns the parameters and the
     training answer NLL curve."""
-    cfg, answer_id = model_config(data, p), data.vocab.stoi["<a>"]
-    params = init_decoder(cfg, list(p["seeds"]), device)
+    cfg, answer_id = model_config(data, s), data.vocab.stoi["<a>"]
+    params = init_decoder(cfg, list(s.seeds), device)
 
     def loss_fn(prm, x, y):
-        return _answer_loss(prm, cfg, x, y, answer_id, allowed_tokens(x, data.vocab, p))
+        return _answer_loss(prm, cfg, x, y, answer_id, allowed_tokens(x, data.vocab, s))
 
-    curve = fit(params, loss_fn, data.train.ids.to(device), data.train.targets.to(device), p, qk_mult, progress,
+    curve = fit(params, loss_fn, data.train.ids.to(device), data.train.targets.to(device), s, qk_mult, progress,
                 desc, probe=512, chunk=128)
     return params, curve
 
@@ -125,20 +154,20 @@ def answer_text(tokens: list[int], example: Example, vocab: Vocab) -> str:
 
 
 @torch.no_grad()
-def evaluate_condition(params: dict[str, torch.Tensor], data: PreparedQA, p: dict[str, Any]
+def evaluate_condition(params: dict[str, torch.Tensor], data: PreparedQA, s: SquadSetup
                        ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Per seed: EM and F1 of the greedy answers; MRTA, AC, ACMC (attention rollout from <a> onto the window, the
     gold answer's first token's probability as the true-class probability), sufficiency and comprehensiveness
     (erasing window tokens only). Also each question's relevant mass and gold probability [S, N] for Figure 5."""
-    cfg, dev, test = model_config(data, p), params["embed"].device, data.test
+    cfg, dev, test = model_config(data, s), params["embed"].device, data.test
     q_id, eos = data.vocab.stoi["<q>"], data.vocab.stoi["<eos>"]
     answers, parts = [], {k: [] for k in ("mass", "prob", "suff", "comp")}
-    for i in range(0, test.prompts.shape[0], p["eval_batch"]):
-        prompts = test.prompts[i:i + p["eval_batch"]].to(dev)
+    for i in range(0, test.prompts.shape[0], s.eval_batch):
+        prompts = test.prompts[i:i + s.eval_batch].to(dev)
         width = max(int((prompts != 0).sum(-1).max()), 1)
-        prompts, rel = prompts[:, :width], test.relevant[i:i + p["eval_batch"], :width].to(dev)
-        allowed = allowed_tokens(prompts, data.vocab, p)  # of the full window, also when words are erased
-        answers.append(greedy(params, cfg, prompts, p["max_answer"] + 1, eos, allowed).cpu())
+        prompts, rel = prompts[:, :width], test.relevant[i:i + s.eval_batch, :width].to(dev)
+        allowed = allowed_tokens(prompts, data.vocab, s)  # of the full window, also when words are erased
+        answers.append(greedy(params, cfg, prompts, s.max_answer + 1, eos, allowed).cpu())
         last = (prompts != 0).sum(-1) - 1
 
         def predict(ids: torch.Tensor) -> torch.Tensor:
@@ -149,31 +178,31 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: PreparedQA, p: dic
         hidden, attns = decode(params, cfg, prompts)
         S = hidden.shape[0]
         top_row = attns[-1].gather(3, last[None, :, None, None, None].expand(S, -1, cfg.n_heads, 1, width))
-        att = readout_attention(attns[:-1] + [top_row], prompts, p["identity_weight"])
+        att = readout_attention(attns[:-1] + [top_row], prompts, s.identity_weight)
         probs = torch.softmax(next_token_logits(params, hidden, last[:, None], allowed)[:, :, 0], -1)
-        gold = test.targets[i:i + p["eval_batch"], :1].to(dev)
+        gold = test.targets[i:i + s.eval_batch, :1].to(dev)
         gold = (gold if allowed is None else squad.token_slots(allowed, gold))[:, 0]
         parts["mass"].append((att * rel).sum(-1))
         parts["prob"].append(probs.gather(-1, gold.expand(S, -1)[..., None]).squeeze(-1))
         window = torch.arange(width, device=dev) < (prompts == q_id).int().argmax(-1, keepdim=True)
-        suff, comp = faithfulness(predict, prompts.expand(S, -1, -1), att, p["k_percents"], p["erase"], full=probs,
+        suff, comp = faithfulness(predict, prompts.expand(S, -1, -1), att, s.k_percents, s.erase, full=probs,
                                   words=window.expand(S, -1, -1))
         parts["suff"].append(suff)
         parts["comp"].append(comp)
     cat = {k: torch.cat(v, dim=1).cpu() for k, v in parts.items()}
     tokens = torch.cat(answers, dim=1)
     rows = []
-    for s, seed in enumerate(p["seeds"]):
-        texts = [answer_text(tokens[s, j].tolist(), e, data.vocab) for j, e in enumerate(data.test_examples)]
-        masses = mass_metrics(cat["mass"][s:s + 1], cat["prob"][s:s + 1], p["threshold"], p["confidence"])
+    for i, seed in enumerate(s.seeds):
+        texts = [answer_text(tokens[i, j].tolist(), e, data.vocab) for j, e in enumerate(data.test_examples)]
+        masses = mass_metrics(cat["mass"][i:i + 1], cat["prob"][i:i + 1], s.threshold, s.confidence)
         rows.append({"seed": seed,
                      "F1": 100 * float(np.mean([f1_score(t, e.golds) for t, e in zip(texts, data.test_examples)])),
                      "EM": 100 * float(np.mean([exact_match(t, e.golds) for t, e in zip(texts, data.test_examples)])),
                      **{k: float(v[0]) for k, v in masses.items()},
-                     "sufficiency": float(cat["suff"][s].mean()), "comprehensiveness": float(cat["comp"][s].mean())})
+                     "sufficiency": float(cat["suff"][i].mean()), "comprehensiveness": float(cat["comp"][i].mean())})
     return pd.DataFrame(rows), {"mass": cat["mass"].numpy(), "prob_true": cat["prob"].numpy()}
 
 
-def run_conditions(data: PreparedQA, p: dict[str, Any], device: torch.device, progress: bool = True) -> RealRun:
+def run_conditions(data: PreparedQA, s: SquadSetup, device: torch.device, progress: bool = True) -> RealRun:
     """Baseline and faster QK side by side in two processes on the CPU (one torch thread each)."""
-    return run_all(data, [p], device, progress, Task(train_condition, evaluate_condition))[0]
+    return run_all(data, [s], device, progress, Task(train_condition, evaluate_condition))[0]

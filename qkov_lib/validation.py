@@ -1,7 +1,8 @@
-"""The one check that config dataclasses share: named fields that must be positive integers."""
+"""The checks that config dataclasses and typed setups share: positive integers and lists of positive numbers."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -12,3 +13,12 @@ def require_positive_ints(obj: object, names: Iterable[str]) -> None:
         value = getattr(obj, name)
         if isinstance(value, bool) or not (isinstance(value, (int, np.integer)) and value >= 1):
             raise ValueError(f"{name} must be a positive integer (got {value!r})")
+
+
+def require_positive_numbers(name: str, values: Any) -> None:
+    """Raise ValueError unless ``values`` is a non-empty list of finite numbers > 0 (``name`` as the message's)."""
+    if not isinstance(values, (list, tuple)) or not values:
+        raise ValueError(f"{name} must be a non-empty list of numbers > 0 (got {values!r})")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
+            raise ValueError(f"{name} must contain only finite numbers > 0 (got {v!r} in {values!r})")

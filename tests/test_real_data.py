@@ -21,8 +21,8 @@ from qkov_lib.models.transformer import ClassifierConfig, classify, init_classif
 from qkov_lib.optim import circuit_groups
 from qkov_lib.plots import dtap_conditions
 from qkov_lib.profiles import ParameterError, resolve
-from qkov_lib.real_data import (TABLE_METRICS, by_depth, group_table, layers_table, prepare, run_conditions, run_layers,
-                                table1, table1_display)
+from qkov_lib.real_data import (TABLE_METRICS, RealSetup, by_depth, group_table, layers_table, prepare, run_conditions,
+                                run_layers, table1, table1_display)
 
 
 @pytest.fixture
@@ -198,7 +198,7 @@ SQUAD_SMOKE = dict(seeds=[0, 1], download=False, test_fraction=0.2, data_seed=0,
 @pytest.mark.parametrize("output", ["vocabulary", "window"])
 def test_squad_runs_score_generated_answers_and_attention_on_the_answer_span(offline, output):
     write_squad_offline(offline)
-    p = dict(SQUAD_SMOKE, output=output)
+    p = squad_runs.SquadSetup.of(dict(SQUAD_SMOKE, output=output))
     data = squad_runs.prepare(p)
     enc = data.test
     a = data.vocab.stoi["<a>"]
@@ -396,7 +396,7 @@ def test_rollout_erase_and_faithfulness():
 
 def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     write_hatexplain_offline(offline)
-    _, p = resolve("hatexplain", "smoke", {"epochs": 3})
+    p = RealSetup.of(resolve("hatexplain", "smoke", {"epochs": 3})[1])
     data = prepare("hatexplain", p)
     run = run_conditions(data, p, torch.device("cpu"), progress=False)
     per_seed = run.per_seed
@@ -408,7 +408,7 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     pd.testing.assert_frame_equal(alone.curves, run.curves, check_exact=True)
     assert all(m.shape == (2, 5, 5) for m in run.maps.values()) and not run.curves.empty
     assert run.by_group.empty  # HateXplain has no groups
-    fig = dtap_conditions(run.maps, p["bins"], "DTAP", x_label="attention")  # Figure 7: means on top, stds below
+    fig = dtap_conditions(run.maps, p.bins, "DTAP", x_label="attention")  # Figure 7: means on top, stds below
     names = list(run.maps)
     assert [a.text for a in fig.layout.annotations][:4] == [f"{names[0]}, mean", f"{names[1]}, mean",
                                                              f"{names[0]}, std", f"{names[1]}, std"]
@@ -428,7 +428,7 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
 
 def test_sva_accuracy_by_attractors(offline):
     write_sva_offline(offline)
-    _, p = resolve("sva", "smoke", {"max_train": None, "max_test": None})
+    p = RealSetup.of(resolve("sva", "smoke", {"max_train": None, "max_test": None})[1])
     data = prepare("sva", p)
     run = run_conditions(data, p, torch.device("cpu"), progress=False)
     g = run.by_group
@@ -449,11 +449,12 @@ def test_sva_accuracy_by_attractors(offline):
 
 def test_table5_runs_each_depth_with_its_own_rollout_and_names_the_depth_in_its_claims(offline):
     write_hatexplain_offline(offline)
-    _, p = resolve("hatexplain_layers", "smoke", {"layer_counts": [1, 2]})
+    p = RealSetup.of(resolve("hatexplain_layers", "smoke", {"layer_counts": [1, 2]})[1])
+    assert p.n_layers == 2 and p.layer_counts == (1, 2)
     data = prepare("hatexplain", p)
     runs = run_layers(data, p, torch.device("cpu"), progress=False)
     assert list(runs) == [1, 2]
-    one = run_conditions(data, dict(p, n_layers=1), torch.device("cpu"), progress=False)
+    one = run_conditions(data, dataclasses.replace(p, n_layers=1), torch.device("cpu"), progress=False)
     pd.testing.assert_frame_equal(runs[1].per_seed, one.per_seed, check_exact=True)  # depth 1 = Table 1's run
     assert not runs[2].per_seed[list(TABLE_METRICS)].equals(runs[1].per_seed[list(TABLE_METRICS)])
     table = layers_table(runs)
@@ -475,6 +476,25 @@ def test_real_data_parameters_are_validated():
         resolve("sva", "default", {"optimizer": "lion"})
     with pytest.raises(ParameterError, match="heldout_fraction"):
         resolve("sva", "default", {"heldout_fraction": 1.0})
+
+
+def test_the_real_data_setup_checks_what_the_run_uses():
+    """The validator is the setup's construction, and the run trains with the setup's own loop: weight decay on
+    every circuit (not only the one the validator once checked), only W_Q and W_K faster."""
+    setup = RealSetup.of(resolve("hatexplain", "default")[1])
+    assert setup.seeds == (0, 1, 2, 3, 4) and setup.bins == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    tc = setup.train_config(setup.qk_mult, per_epoch=100)
+    assert dict(tc.weight_decay) == {"qk": 1e-4, "ov": 1e-4, "other": 1e-4}
+    assert tc.max_steps == setup.epochs * 100 and tc.schedule.qk_mult == 30.0
+    assert setup.conditions() == [("baseline", 1.0), ("faster QK (x30)", 30.0)]
+    with pytest.raises(ValueError, match="weight_decay"):
+        dataclasses.replace(setup, weight_decay=-1.0)  # a setup is checked whenever it is built, replace included
+    with pytest.raises(ValueError, match="epochs"):
+        dataclasses.replace(setup, epochs=0)
+    squad = squad_runs.SquadSetup.of(resolve("squad", "default")[1])
+    assert squad.max_len == squad.window + squad.max_question + 2 and squad.mlp and squad.residual
+    with pytest.raises(ParameterError, match="output"):
+        resolve("squad", "default", {"output": "span"})
 
 
 def test_gzip_fixture_is_really_gzip(tmp_path):

@@ -15,12 +15,14 @@ paper never specifies).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..validation import require_positive_ints
+from ..validation import require_positive_ints, require_positive_numbers
 from .dynamics import OrthogonalSetting, attention_mass, rhs
 from .factorised import Params, collapse, gradient_flow
 from .model import attention, weighted_loss
@@ -332,3 +334,34 @@ def flow_comparison(base: InstanceConfig, ratios: list[float], t_end: float):
         inst = OrthogonalInstance(replace(base, **changes))
         parts += [flow_vs_theorem(inst, r, t_end).assign(instance=name, ratio=r) for r in ratios]
     return pd.concat(parts, ignore_index=True)
+
+
+@dataclass(frozen=True)
+class Theorem1Setup:
+    """The Theorem 1 chapter's checks, typed once: the exact instances' sizes [M, b, m, n, q] and their seed, the
+    (mu_OV, mu_QK) points at which the rates are compared, and the gradient flow's ratios and horizon."""
+
+    sizes: tuple[tuple[int, int, int, int, int], ...]
+    seed: int
+    points: tuple[tuple[float, float], ...]
+    flow_ratios: tuple[float, ...]
+    flow_t_end: float
+
+    @classmethod
+    def of(cls, p: Mapping[str, Any]) -> "Theorem1Setup":
+        """From the chapter's resolved parameters; a ValueError names the first bad one."""
+        sizes, points = p["sizes"], p["points"]
+        if not (isinstance(sizes, list) and sizes and all(isinstance(r, list) and len(r) == 5 for r in sizes)):
+            raise ValueError(f"sizes must be a non-empty list of [M, b, m, n, q] lists (got {sizes!r})")
+        for M, b, m, n, q in sizes:
+            InstanceConfig(M=M, b=b, m=m, n=n, q=q, seed=p["seed"])
+        require_positive_numbers("flow_ratios", p["flow_ratios"])
+        require_positive_numbers("flow_t_end", [p["flow_t_end"]])
+        if not (isinstance(points, list) and points and all(len(x) == 2 for x in points)):
+            raise ValueError(f"points must be a non-empty list of [mu_OV, mu_QK] pairs (got {points!r})")
+        return cls(tuple(tuple(r) for r in sizes), p["seed"], tuple(tuple(x) for x in points),
+                   tuple(p["flow_ratios"]), p["flow_t_end"])
+
+    def instances(self) -> list[InstanceConfig]:
+        """One instance per size, every assumption met (checks the sizes)."""
+        return [InstanceConfig(M=M, b=b, m=m, n=n, q=q, seed=self.seed) for M, b, m, n, q in self.sizes]
