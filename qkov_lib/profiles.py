@@ -132,12 +132,10 @@ def validate_lemma3(p: dict[str, Any]) -> None:
 
 
 def validate_appendix_d(p: dict[str, Any]) -> None:
-    """Appendix D: sizes d >= M >= 2, a positive time span, step sizes in (0, t_end]."""
-    if not (isinstance(p["M"], int) and isinstance(p["d"], int) and 2 <= p["M"] <= p["d"]):
-        raise ParameterError(f"need integers 2 <= M <= d (got M={p['M']!r}, d={p['d']!r})")
-    require_positive_numbers("lrs", p["lrs"])
-    if not p["t_end"] > 0 or max(p["lrs"]) > p["t_end"]:
-        raise ParameterError(f"t_end must be > 0 and every lr <= t_end (got t_end={p['t_end']!r}, lrs={p['lrs']!r})")
+    """Appendix D: sizes d >= M >= 2, a positive time span, step sizes in (0, t_end]
+    (``theory.factorised.AppendixDSetup``)."""
+    from .theory.factorised import AppendixDSetup
+    AppendixDSetup.of(p)
 
 
 def validate_factorised_dynamics(p: dict[str, Any]) -> None:
