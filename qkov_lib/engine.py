@@ -33,18 +33,23 @@ QK_KINDS = ("factorised", "collapsed", "fixed")
 @dataclass(frozen=True)
 class Member:
     """One model of a stack: its seed (initialisation and batch order), the data row it reads, its rates, decoupled
-    weight decay on its OV parameters, and its own step cap."""
+    weight decay on its OV parameters, its own step cap, and how it stops early: the stack's rule, the authors' rule
+    with epochs of ``stop_epoch`` steps (see ``StackConfig``), or not at all (``early_stop=False``)."""
 
     seed: int
     row: int
     schedule: RateSchedule
     ov_decay: float = 0.0
     max_steps: int = 20_000
+    stop_epoch: int | None = None
+    early_stop: bool = True
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("max_steps",))
         if not self.ov_decay >= 0:
             raise ValueError(f"ov_decay must be >= 0 (got {self.ov_decay!r})")
+        if self.stop_epoch is not None:
+            require_positive_ints(self, ("stop_epoch",))
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,12 @@ class StackConfig:
 
     Stop rule (Section 4, "train until NLL <= 0.001"): every ``eval_every`` steps each model's mean mini-batch loss
     over those steps is read; a model whose mean is at most ``gate`` x ``target_nll`` then has its NLL on the whole
-    training set computed, and stops if that is <= ``target_nll``. ``target_nll = 0`` disables stopping."""
+    training set computed, and stops if that is <= ``target_nll``. ``target_nll = 0`` disables stopping.
+
+    The authors' rule, for a model with ``Member.stop_epoch`` = E (a multiple of ``eval_every``): at the end of each
+    epoch of E steps the sum of its mini-batch losses since the last reset, divided by E, is compared with
+    ``target_nll`` and the model stops if it is not larger; the sum is reset after every 100th epoch, as their
+    notebooks print and reset it there (so after a reset it is one epoch's mean, then the sum of two, ...)."""
 
     qk: str = "factorised"
     ov_factorised: bool = True
@@ -402,6 +412,22 @@ class _Optimiser:
         self.state = {k: (m[index], v[index]) for k, (m, v) in self.state.items()}
 
 
+def _epoch_stops(running: torch.Tensor, members: Sequence[Member], active: Sequence[int], done: int,
+                 target: float) -> list[int]:
+    """The authors' stop rule (``StackConfig``) at step ``done`` for the active models that use it: which of them
+    stop (positions in ``active``); resets their sums after every 100th epoch."""
+    hits = []
+    for j, k in enumerate(active):
+        epoch = members[k].stop_epoch
+        if epoch is None or not members[k].early_stop or done % epoch:
+            continue
+        if float(running[j]) / epoch <= target:
+            hits.append(j)
+        if (done // epoch) % 100 == 0:
+            running[j] = 0.0
+    return hits
+
+
 def _check_finite(window: torch.Tensor, step: int, members: Sequence[Member], active: Sequence[int],
                   every: int) -> None:
     """The summed loss of the last steps is finite for every model, or one clear error (read every ``every``
@@ -438,6 +464,10 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
     decay = torch.tensor([m.ov_decay for m in members], device=device) if any(m.ov_decay for m in members) \
         else None
     window = torch.zeros(n, device=device)
+    running = torch.zeros(n, device=device)  # summed losses since the last reset, for the authors' stop rule
+    for m in members:
+        if m.stop_epoch is not None and m.stop_epoch % sc.eval_every:
+            raise ValueError(f"stop_epoch = {m.stop_epoch} must be a multiple of eval_every = {sc.eval_every}")
     rates = _Rates(members, device)
     cap = max(m.max_steps for m in members)
     steps = bar(range(cap), desc, enabled=progress, leave=False)
@@ -455,18 +485,21 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
             _check_finite(window, done, members, active, sc.eval_every)
         if done % sc.eval_every == 0:
             mean = (window / sc.eval_every).cpu().numpy()
+            running += window
             window.zero_()
             for j, k in enumerate(active):
                 curves[k].append((done, float(mean[j])))
             if every_eval is not None:
                 every_eval(work, active, done)
-            if sc.target_nll > 0 and full_nll is not None:
-                near = [j for j in range(len(active)) if mean[j] <= sc.gate * sc.target_nll]
+            if sc.target_nll > 0:
+                hits = _epoch_stops(running, members, active, done, sc.target_nll)
+                near = [j for j, k in enumerate(active) if members[k].early_stop and members[k].stop_epoch is None
+                        and mean[j] <= sc.gate * sc.target_nll] if full_nll is not None else []
                 if near:
                     nll = full_nll({k: v[near] for k, v in work.items()}, [active[j] for j in near], done)
-                    hits = [j for j, value in zip(near, nll) if value <= sc.target_nll]
-                    stopped[[active[j] for j in hits]] = done
-                    finished = sorted(set(finished) | set(hits))
+                    hits += [j for j, value in zip(near, nll) if value <= sc.target_nll]
+                stopped[[active[j] for j in hits]] = done
+                finished = sorted(set(finished) | set(hits))
         if finished:
             for j in finished:
                 final[active[j]] = {name: v[j].clone() for name, v in work.items()}
@@ -475,7 +508,7 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
             index = torch.as_tensor(keep, dtype=torch.long, device=device)
             work = {name: v[index] for name, v in work.items()}
             opt.keep(index)
-            window = window[index]
+            window, running = window[index], running[index]
             decay = decay[index] if decay is not None else None
             active = [active[j] for j in keep]
             steps.set_postfix_str(f"{len(active)} of {n} running")

@@ -36,6 +36,9 @@ class Panel:
     optimizer: str = "sgd"
     seq_len: int | None = None  # None: the chapter's sequence length
     pytorch_init: tuple[str, ...] = ()  # matrices drawn as PyTorch's nn.Linear default, not the chapter's init
+    max_steps: int | None = None  # its own step cap within the run's (None: the run's)
+    stop_epoch: int | None = None  # the authors' stop rule with epochs of this many steps (engine.StackConfig)
+    early_stop: bool = True  # False: train to the cap whatever the loss
 
     @property
     def label(self) -> str:
@@ -50,21 +53,42 @@ class Panel:
                                           (self.optimizer != "sgd", self.optimizer),
                                           (self.seq_len is not None, f"length {self.seq_len}"),
                                           (bool(self.pytorch_init),
-                                           f"PyTorch init {' '.join(self.pytorch_init)}")) if cond]
+                                           f"PyTorch init {' '.join(self.pytorch_init)}"),
+                                          (self.max_steps is not None, f"cap {self.max_steps or 0:,}"),
+                                          (self.stop_epoch is not None and self.early_stop,
+                                           f"authors' stop per {self.stop_epoch}-step epoch"),
+                                          (not self.early_stop, "no early stop")) if cond]
         return ", ".join(parts)
+
+    def cap(self, run: "RunSettings") -> int:
+        """The panel's step cap under ``run``: its own where it has one, never beyond the run's."""
+        return run.max_steps if self.max_steps is None else min(self.max_steps, run.max_steps)
 
 
 def figure2_panels(mult_e: float, ramp_f: float, mult_g: float, ramp_h: float, seq_len_gh: int | None = None,
-                   pytorch_init: Mapping[str, Sequence[str]] | None = None) -> list[Panel]:
+                   pytorch_init: Mapping[str, Sequence[str]] | None = None,
+                   panel_steps: Mapping[str, int] | None = None,
+                   panel_stop: Mapping[str, int | None] | None = None) -> list[Panel]:
     """(a-d) the four parameterisations at equal rates; (e) FAFO QK x k; (f) FAFO ramp; (g) CACO x k; (h) ramp.
     ``seq_len_gh`` (None: the chapter's) gives panels g and h their own sequence length (the authors' notebook);
-    ``pytorch_init`` maps a panel key to the matrices that start from PyTorch's default init (the authors'
-    per-panel choices)."""
+    the maps from a panel key give a panel the authors' own choices: ``pytorch_init`` the matrices that start from
+    PyTorch's default init, ``panel_steps`` its step cap, ``panel_stop`` the authors' stop rule with epochs of that
+    many steps (None: no early stop)."""
     panels = [Panel("a", "FAFO"), Panel("b", "FACO"), Panel("c", "CAFO"), Panel("d", "CACO"),
               Panel("e", "FAFO", mult_e), Panel("f", "FAFO", ramp_f, "ramp"),
               Panel("g", "CACO", mult_g, seq_len=seq_len_gh),
               Panel("h", "CACO", ramp_h, "ramp", seq_len=seq_len_gh)]
-    return [replace(panel, pytorch_init=tuple((pytorch_init or {}).get(panel.key, ()))) for panel in panels]
+    init, steps, stops = pytorch_init or {}, panel_steps or {}, panel_stop or {}
+    return [replace(panel, pytorch_init=tuple(init.get(panel.key, ())), max_steps=steps.get(panel.key),
+                    stop_epoch=stops.get(panel.key), early_stop=not (panel.key in stops and stops[panel.key] is None))
+            for panel in panels]
+
+
+def figure2_runs(p: Mapping[str, Any], setup: "SyntheticSetup") -> list[tuple[Panel, "RunSettings"]]:
+    """Figure 2's eight panels from the chapter's parameters, each under the chapter's run settings."""
+    panels = figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"], p["seq_len_gh"], p["pytorch_init"],
+                            p["panel_steps"], p["panel_stop"])
+    return [(panel, setup.run) for panel in panels]
 
 
 @dataclass
@@ -146,7 +170,8 @@ Run = tuple[Panel, RunSettings]
 
 def _members(runs: Sequence[Run], setup: SyntheticSetup) -> list[Member]:
     """One member per (run, seed); model (run i, seed j) reads data row j."""
-    return [Member(seed, j, setup.schedule(panel, run), ov_decay=panel.ov_decay, max_steps=run.max_steps)
+    return [Member(seed, j, setup.schedule(panel, run), ov_decay=panel.ov_decay, max_steps=panel.cap(run),
+                   stop_epoch=panel.stop_epoch, early_stop=panel.early_stop)
             for panel, run in runs for j, seed in enumerate(setup.seeds)]
 
 
@@ -224,7 +249,7 @@ def _balance(stacks: list[list[int]], cost, workers: int) -> list[list[int]]:
 
 def _cost(runs: Sequence[Run], index: Sequence[int], seeds: Sequence[int]) -> float:
     """A stack's relative cost: models x step cap x matmuls per step (factorised OV needs twice as many)."""
-    return sum(runs[i][1].max_steps * (2 if runs[i][0].parameterisation.endswith("FO") else 1)
+    return sum(runs[i][0].cap(runs[i][1]) * (2 if runs[i][0].parameterisation.endswith("FO") else 1)
                for i in index) * len(seeds)
 
 

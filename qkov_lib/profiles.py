@@ -60,19 +60,22 @@ def validate_figure3(p: dict[str, Any]) -> None:
 
 def validate_figure2(p: dict[str, Any]) -> None:
     """Figure 2: the shared synthetic setup (task, model, training, bins; ``experiments.SyntheticSetup``), panels
-    g-h's sequence length, and each panel's model, rates and PyTorch-initialised matrices."""
+    g-h's sequence length, and each panel's model, rates, PyTorch-initialised matrices, step cap and stop rule."""
     from .data.synthetic import SyntheticConfig
-    from .experiments import SyntheticSetup, figure2_panels
+    from .experiments import SyntheticSetup, figure2_runs
     _check_seeds(p["seeds"])
     try:
         setup = SyntheticSetup.of(p)
         if p["seq_len_gh"] is not None:
             SyntheticConfig(seq_len=p["seq_len_gh"])
-        _check_pytorch_init(p["pytorch_init"])
-        for panel in figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"], p["seq_len_gh"],
-                                    p["pytorch_init"]):
+        _check_panel_map("pytorch_init", p["pytorch_init"], lambda v: isinstance(v, list), "{'a': ['W_K', 'W_Q']}")
+        _check_panel_map("panel_steps", p["panel_steps"], _positive_int, "{'e': 100000}")
+        _check_panel_map("panel_stop", p["panel_stop"],
+                         lambda v: v is None or (_positive_int(v) and v % setup.eval_every == 0),
+                         f"{{'a': 250, 'f': None}} (epochs that are multiples of eval_every = {setup.eval_every})")
+        for panel, run in figure2_runs(p, setup):
             cfg = setup.model(panel)
-            setup.schedule(panel, setup.run)
+            setup.schedule(panel, run)
             names = {"W_K", "W_Q"} if cfg.qk_factorised else {"W_QK"}
             names |= {"W_O", "W_V"} if cfg.ov_factorised else {"W_OV"}
             if not set(panel.pytorch_init) <= names:
@@ -82,11 +85,15 @@ def validate_figure2(p: dict[str, Any]) -> None:
         raise ParameterError(str(err).replace("qk_mult", "QK multiplier (mult_e, ramp_f, mult_g, ramp_h)")) from None
 
 
-def _check_pytorch_init(value: Any) -> None:
-    if not (isinstance(value, dict) and all(k in "abcdefgh" and len(k) == 1 and isinstance(v, list)
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _check_panel_map(name: str, value: Any, valid: Callable[[Any], bool], example: str) -> None:
+    """A map from Figure 2's panel keys (a-h) to per-panel values that ``valid`` accepts."""
+    if not (isinstance(value, dict) and all(isinstance(k, str) and len(k) == 1 and k in "abcdefgh" and valid(v)
                                             for k, v in value.items())):
-        raise ParameterError(f"pytorch_init must map panel keys a-h to lists of matrix names, e.g. "
-                             f"{{'a': ['W_K', 'W_Q']}} (got {value!r})")
+        raise ParameterError(f"{name} must map panel keys a-h to values like {example} (got {value!r})")
 
 
 ATLAS_GRID = ("inits", "lrs", "scaled_scores", "mult_sets")  # the atlas's grid; the rest is Figure 2's setup
@@ -112,7 +119,7 @@ def validate_atlas(p: dict[str, Any]) -> None:
     base = {k: v for k, v in p.items() if k not in ATLAS_GRID + ("scheduler", "workers")}  # Figure 2's setup
     for (kind, scale), lr, mults in itertools.product(p["inits"], p["lrs"], p["mult_sets"]):
         validate_figure2(base | dict(init=kind, init_scale=scale, lr=lr, score_scale=1.0, seq_len_gh=None,
-                                     pytorch_init={},
+                                     pytorch_init={}, panel_steps={}, panel_stop={},
                                      **dict(zip(("mult_e", "ramp_f", "mult_g", "ramp_h"), mults))))
 
 
@@ -185,6 +192,15 @@ REAL = dict(seeds=[0, 1, 2, 3, 4], download=True, max_train=None, max_test=None,
 REAL_SMOKE = dict(seeds=[0, 1], max_train=200, max_test=100, epochs=1, d_model=16, d_head=8, d_mlp=32)
 
 
+# Figure 2 as the authors' notebooks train each panel: the matrices they leave at PyTorch's default, the epochs x
+# batches of each training loop, and its stop rule (epochs of 250 steps in the heatmap notebook, of 100 in the row-2
+# notebook; the ramped and the CACO row-2 runs have none).
+OFFICIAL_INIT = {"a": ["W_K", "W_Q"], "d": ["W_QK", "W_OV"], "g": ["W_QK", "W_OV"], "h": ["W_QK", "W_OV"]}
+OFFICIAL_STEPS = {"a": 625_000, "b": 625_000, "c": 625_000, "d": 625_000, "e": 100_000, "f": 200_000, "g": 200_000,
+                  "h": 200_000}
+OFFICIAL_STOP = {"a": 250, "b": 250, "c": 250, "d": 250, "e": 100, "f": None, "g": None, "h": None}
+
+
 def _synthetic_config(p: dict[str, Any]):
     from .data.synthetic import synthetic_config  # torch is imported only when a synthetic chapter is checked
     return synthetic_config(p)
@@ -197,12 +213,13 @@ CHAPTERS: dict[str, ChapterSpec] = {
                    n_test=6400, init="identity", init_scale=1e-6, score_scale=1.0, attend_to_query=True,
                    lr=1e-2, batch_size=32, target_nll=1e-3, max_steps=700_000, eval_every=200, ramp_steps=200_000,
                    mult_e=10.0, ramp_f=20.0, mult_g=5.0, ramp_h=10.0, seq_len_gh=None, pytorch_init={},
-                   bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+                   panel_steps={}, panel_stop={}, bins=[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
         changes={"smoke": dict(seeds=[0, 1], n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20,
                                ramp_steps=200),
                  "official": dict(layout="official", distinct_weights="linear", vocab_size=50, seq_len=63,
                                   seq_len_gh=127, score_scale=50 ** -0.5, fresh_batches=True, mult_e=20.0,
-                                  ramp_f=40.0, pytorch_init={"a": ["W_K", "W_Q"], "d": ["W_QK", "W_OV"]})},
+                                  ramp_f=40.0, eval_every=50, pytorch_init=OFFICIAL_INIT,
+                                  panel_steps=OFFICIAL_STEPS, panel_stop=OFFICIAL_STOP)},
         validate=validate_figure2,
     ),
     "fig3_incentive": ChapterSpec(

@@ -164,7 +164,7 @@ def test_fresh_batches_are_per_model_and_independent_of_the_stack():
 
 def test_official_preset_runs_a_panel_with_fresh_batches():
     _, p = resolve("fig2_dtap", "official", {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 6,
-                                              "eval_every": 3})
+                                              "eval_every": 2})
     cfg = synthetic_config(p)
     assert cfg.vocab == 50 and p["fresh_batches"] and p["score_scale"] == pytest.approx(50 ** -0.5)
     setup = SyntheticSetup.of(p)
@@ -180,7 +180,7 @@ def test_official_panels_start_from_the_authors_per_panel_initialisation():
     from qkov_lib.experiments import _initial
     _, p = resolve("fig2_dtap", "official")
     panels = figure2_panels(20, 40, 5, 10, 127, p["pytorch_init"])
-    assert [panel.key for panel in panels if panel.pytorch_init] == ["a", "d"]
+    assert [panel.key for panel in panels if panel.pytorch_init] == ["a", "d", "g", "h"]
     assert "PyTorch init W_K W_Q" in panels[0].label
     for panel in panels[:4]:
         start = _initial([(panel, None)], replace(SyntheticSetup.of(p), seeds=(0, 1)), CPU)
@@ -252,3 +252,49 @@ def test_update_ratios_is_relative_update_of_qk_over_ov():
 def test_bad_stack_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         StackConfig(**kwargs)
+
+
+def _authors_loop(batch_losses: np.ndarray, epoch: int, target: float) -> int | None:
+    """The authors' notebook loop, literally: add each mini-batch loss to a running sum; after each epoch stop if
+    sum / epoch <= target; print and reset the sum after every 100th epoch. The step it stops at, or None."""
+    running = 0.0
+    for e in range(len(batch_losses) // epoch):
+        running += float(batch_losses[e * epoch:(e + 1) * epoch].sum())
+        if running / epoch <= target:
+            return (e + 1) * epoch
+        if (e + 1) % 100 == 0:
+            running = 0.0
+    return None
+
+
+def test_authors_stop_rule_follows_their_loop_across_the_reset():
+    """A model that stops by the authors' rule stops where a literal replay of their loop on its own mini-batch
+    losses stops; the target is chosen so that the stop falls just after the 100-epoch reset."""
+    setup = replace(SETUP, eval_every=1, seeds=(0,))
+    free = replace(R, lr=0.5, max_steps=440)
+    data = synthetic_data(CFG, [0], 64, 32)
+    full = train_runs([(Panel("a", "FAFO", early_stop=False), free)], setup, data, CPU, progress=False)[0]
+    losses = full.curves["train_nll"].to_numpy()  # every step's mini-batch loss (eval_every = 1)
+    assert list(full.summary["steps"]) == [440] and full.summary["hit_cap"].all()  # no early stop: to the cap
+    epoch = 4
+    target = losses[400:404].mean() * 1.0001  # epoch 101's mean: reached only once the sum is reset
+    expected = _authors_loop(losses, epoch, target)
+    assert expected == 404
+    stopped = train_runs([(Panel("a", "FAFO", stop_epoch=epoch), free)], replace(setup, target_nll=target), data,
+                         CPU, progress=False)[0]
+    assert list(stopped.summary["steps"]) == [expected] and not stopped.summary["hit_cap"].any()
+
+
+def test_panel_caps_and_stop_rules_reach_the_members():
+    panels = figure2_panels(10, 20, 5, 10, panel_steps={"e": 100}, panel_stop={"a": 250, "f": None})
+    by_key = {p.key: p for p in panels}
+    assert by_key["e"].cap(RunSettings(0.01, 10, 700)) == 100 and by_key["e"].cap(RunSettings(0.01, 10, 50)) == 50
+    assert by_key["a"].stop_epoch == 250 and by_key["a"].early_stop and not by_key["f"].early_stop
+    assert by_key["b"].stop_epoch is None and by_key["b"].early_stop and by_key["b"].cap(R) == R.max_steps
+    assert "no early stop" in by_key["f"].label and "authors' stop per 250-step epoch" in by_key["a"].label
+    for bad in ({"panel_stop": {"a": 7}}, {"panel_steps": {"z": 5}}, {"panel_steps": {"a": 0}}):
+        with pytest.raises(ParameterError, match="must map panel keys a-h"):
+            resolve("fig2_dtap", "paper", bad)
+    with pytest.raises(ValueError, match="stop_epoch = 3 must be a multiple of eval_every = 2"):
+        train_runs([(Panel("a", "FAFO", stop_epoch=3), R)], replace(SETUP, eval_every=2, seeds=(0,)),
+                   synthetic_data(CFG, [0], 64, 32), CPU, progress=False)
