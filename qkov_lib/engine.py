@@ -494,8 +494,8 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
             if sc.target_nll > 0:
                 hits = _epoch_stops(running, members, active, done, sc.target_nll)
                 near = [j for j, k in enumerate(active) if members[k].early_stop and members[k].stop_epoch is None
-                        and mean[j] <= sc.gate * sc.target_nll] if full_nll is not None else []
-                if near:
+                        and mean[j] <= sc.gate * sc.target_nll]
+                if near and full_nll is not None:
                     nll = full_nll({k: v[near] for k, v in work.items()}, [active[j] for j in near], done)
                     hits += [j for j, value in zip(near, nll) if value <= sc.target_nll]
                 stopped[[active[j] for j in hits]] = done

@@ -53,11 +53,13 @@ class Panel:
                                           (self.optimizer != "sgd", self.optimizer),
                                           (self.seq_len is not None, f"length {self.seq_len}"),
                                           (bool(self.pytorch_init),
-                                           f"PyTorch init {' '.join(self.pytorch_init)}"),
-                                          (self.max_steps is not None, f"cap {self.max_steps or 0:,}"),
-                                          (self.stop_epoch is not None and self.early_stop,
-                                           f"authors' stop per {self.stop_epoch}-step epoch"),
-                                          (not self.early_stop, "no early stop")) if cond]
+                                           f"PyTorch init {' '.join(self.pytorch_init)}")) if cond]
+        if self.max_steps is not None:
+            parts.append(f"cap {self.max_steps:,}")
+        if not self.early_stop:
+            parts.append("no early stop")
+        elif self.stop_epoch is not None:
+            parts.append(f"authors' stop per {self.stop_epoch}-step epoch")
         return ", ".join(parts)
 
     def cap(self, run: "RunSettings") -> int:

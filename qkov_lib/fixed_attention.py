@@ -239,13 +239,12 @@ class FixedAttentionSetup:
         setup = cls(tuple(p["seeds"]), synthetic_config(p), p["n_train"], p["n_test"], tuple(alphas), p["others"],
                     p["init"], p["init_scale"], p["lr"], p["batch_size"], p["epochs"], p["delta"], p["check_epoch"],
                     p["fade_fraction"])
-        setup.models()  # checks init and scale
+        AttentionConfig("FAFO", vocab=setup.data.vocab, init=setup.init, init_scale=setup.init_scale)
         RateSchedule(setup.lr)
         return setup
 
     def models(self) -> list[OVModel]:
         """Factorised W_O W_V and collapsed W_OV as in the paper, and collapsed with an output bias (the authors')."""
-        AttentionConfig("FAFO", vocab=self.data.vocab, init=self.init, init_scale=self.init_scale)
         return [OVModel(factorised=True, init=self.init, init_scale=self.init_scale),
                 OVModel(factorised=False, init=self.init, init_scale=self.init_scale),
                 OVModel(factorised=False, bias=True, init=self.init, init_scale=self.init_scale)]

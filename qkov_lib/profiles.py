@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .theory import Figure4Setup, RatioSweep
-from .validation import require_positive_numbers
+from .validation import is_positive_int, require_positive_numbers
 
 PROFILES = ("smoke", "default", "paper", "official")
 CHOICES = PROFILES + ("auto",)
@@ -69,9 +69,9 @@ def validate_figure2(p: dict[str, Any]) -> None:
         if p["seq_len_gh"] is not None:
             SyntheticConfig(seq_len=p["seq_len_gh"])
         _check_panel_map("pytorch_init", p["pytorch_init"], lambda v: isinstance(v, list), "{'a': ['W_K', 'W_Q']}")
-        _check_panel_map("panel_steps", p["panel_steps"], _positive_int, "{'e': 100000}")
+        _check_panel_map("panel_steps", p["panel_steps"], is_positive_int, "{'e': 100000}")
         _check_panel_map("panel_stop", p["panel_stop"],
-                         lambda v: v is None or (_positive_int(v) and v % setup.eval_every == 0),
+                         lambda v: v is None or (is_positive_int(v) and v % setup.eval_every == 0),
                          f"{{'a': 250, 'f': None}} (epochs that are multiples of eval_every = {setup.eval_every})")
         for panel, run in figure2_runs(p, setup):
             cfg = setup.model(panel)
@@ -83,10 +83,6 @@ def validate_figure2(p: dict[str, Any]) -> None:
                                      f"{panel.key} ({panel.parameterisation}) has only {sorted(names)}")
     except ValueError as err:
         raise ParameterError(str(err).replace("qk_mult", "QK multiplier (mult_e, ramp_f, mult_g, ramp_h)")) from None
-
-
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _check_panel_map(name: str, value: Any, valid: Callable[[Any], bool], example: str) -> None:

@@ -20,6 +20,7 @@ from .metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_
 from .models.transformer import ClassifierConfig, classify, init_classifier, trim
 from .optim import RateSchedule
 from .training import FixedSetBatches, TrainConfig, train
+from .validation import is_positive_int
 
 TABLE_METRICS = ("accuracy", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
 
@@ -90,8 +91,8 @@ class RealSetup:
     def defaults(p: Mapping[str, Any]) -> dict[str, Any]:
         """The parameters, with what the chapter does not set but the setup needs."""
         counts = p.get("layer_counts")
-        ok = isinstance(counts, list) and counts and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
-                                                        for n in counts) and len(set(counts)) == len(counts)
+        ok = isinstance(counts, list) and counts and all(map(is_positive_int, counts)) \
+            and len(set(counts)) == len(counts)
         if counts is not None and not ok:
             raise ValueError(f"layer_counts must be a non-empty list of distinct integers >= 1 (got {counts!r})")
         return dict(p, n_layers=max(counts)) if counts else dict(p)

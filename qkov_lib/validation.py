@@ -7,11 +7,16 @@ from typing import Any
 import numpy as np
 
 
+def is_positive_int(value: Any) -> bool:
+    """An integer >= 1 (a bool is not one)."""
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 1
+
+
 def require_positive_ints(obj: object, names: Iterable[str]) -> None:
     """Raise ValueError naming the first field of ``names`` on ``obj`` that is not an integer >= 1."""
     for name in names:
         value = getattr(obj, name)
-        if isinstance(value, bool) or not (isinstance(value, (int, np.integer)) and value >= 1):
+        if not is_positive_int(value):
             raise ValueError(f"{name} must be a positive integer (got {value!r})")
 
 

@@ -353,14 +353,14 @@ class Theorem1Setup:
         sizes, points = p["sizes"], p["points"]
         if not (isinstance(sizes, list) and sizes and all(isinstance(r, list) and len(r) == 5 for r in sizes)):
             raise ValueError(f"sizes must be a non-empty list of [M, b, m, n, q] lists (got {sizes!r})")
-        for M, b, m, n, q in sizes:
-            InstanceConfig(M=M, b=b, m=m, n=n, q=q, seed=p["seed"])
-        require_positive_numbers("flow_ratios", p["flow_ratios"])
-        require_positive_numbers("flow_t_end", [p["flow_t_end"]])
         if not (isinstance(points, list) and points and all(len(x) == 2 for x in points)):
             raise ValueError(f"points must be a non-empty list of [mu_OV, mu_QK] pairs (got {points!r})")
-        return cls(tuple(tuple(r) for r in sizes), p["seed"], tuple(tuple(x) for x in points),
-                   tuple(p["flow_ratios"]), p["flow_t_end"])
+        require_positive_numbers("flow_ratios", p["flow_ratios"])
+        require_positive_numbers("flow_t_end", [p["flow_t_end"]])
+        setup = cls(tuple(tuple(r) for r in sizes), p["seed"], tuple(tuple(x) for x in points),
+                    tuple(p["flow_ratios"]), p["flow_t_end"])
+        setup.instances()  # checks every size
+        return setup
 
     def instances(self) -> list[InstanceConfig]:
         """One instance per size, every assumption met (checks the sizes)."""
