@@ -189,12 +189,12 @@ REAL_SMOKE = dict(seeds=[0, 1], max_train=200, max_test=100, epochs=1, d_model=1
 
 
 # Figure 2 as the authors' notebooks train each panel: the matrices they leave at PyTorch's default, the epochs x
-# batches of each training loop, and its stop rule (epochs of 250 steps in the heatmap notebook, of 100 in the row-2
-# notebook; the ramped and the CACO row-2 runs have none).
+# batches of each training loop, and its stop rule per epoch of that many batches. Heatmap notebook: (a), (b) 2500 x
+# 250, (c) 5000 x 200, (d) 2500 x 200; row-2 notebook: (e) 1000 x 100, (f), (g), (h) 2000 x 100 with no stop.
 OFFICIAL_INIT = {"a": ["W_K", "W_Q"], "d": ["W_QK", "W_OV"], "g": ["W_QK", "W_OV"], "h": ["W_QK", "W_OV"]}
-OFFICIAL_STEPS = {"a": 625_000, "b": 625_000, "c": 625_000, "d": 625_000, "e": 100_000, "f": 200_000, "g": 200_000,
-                  "h": 200_000}
-OFFICIAL_STOP = {"a": 250, "b": 250, "c": 250, "d": 250, "e": 100, "f": None, "g": None, "h": None}
+OFFICIAL_STEPS = {"a": 625_000, "b": 625_000, "c": 1_000_000, "d": 500_000, "e": 100_000, "f": 200_000,
+                  "g": 200_000, "h": 200_000}
+OFFICIAL_STOP = {"a": 250, "b": 250, "c": 200, "d": 200, "e": 100, "f": None, "g": None, "h": None}
 
 
 def _synthetic_config(p: dict[str, Any]):
@@ -213,8 +213,8 @@ CHAPTERS: dict[str, ChapterSpec] = {
         changes={"smoke": dict(seeds=[0, 1], n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20,
                                ramp_steps=200),
                  "official": dict(layout="official", distinct_weights="linear", vocab_size=50, seq_len=63,
-                                  seq_len_gh=127, score_scale=50 ** -0.5, fresh_batches=True, mult_e=20.0,
-                                  ramp_f=40.0, eval_every=50, pytorch_init=OFFICIAL_INIT,
+                                  seq_len_gh=127, score_scale=50 ** -0.5, fresh_batches=True, max_steps=1_000_000,
+                                  mult_e=20.0, ramp_f=40.0, eval_every=50, pytorch_init=OFFICIAL_INIT,
                                   panel_steps=OFFICIAL_STEPS, panel_stop=OFFICIAL_STOP)},
         validate=validate_figure2,
     ),
