@@ -136,7 +136,8 @@ def scorecard(folder: Path) -> pd.DataFrame:
         parts.append(part.assign(chapter=spec.title))
     table = pd.concat(parts, ignore_index=True)[["chapter", "id", "claim", "this run", "reproduced"]]
     fig2 = table["chapter"] == CHAPTERS["fig2_dtap"].title
-    table["across the atlas"] = table["id"].map(_atlas_share(folder)).where(fig2).fillna("")
+    share = _atlas_share(folder)
+    table["across the atlas"] = [share.get(i, "") if in_fig2 else "" for i, in_fig2 in zip(table["id"], fig2)]
     return table
 
 
