@@ -21,6 +21,11 @@ Profile of the Figure 2 FAFO stack (40 models, one thread), before and after (to
   softmax / log-softmax ~9%, the in-place SGD update ~8%, batch gathering ~3%; the rest is elementwise work and
   per-op overhead. A step of the 40-model stack costs ~1.9 ms.
 
+Also printed: the cost of one step against the stack size K. A step costs ~330-490 us at K = 1 (about 45 small torch
+ops and their Python glue) and each further model adds ~60-120 us, so a model-step at K = 5 costs ~1.5x what it
+costs at K = 15, and ~4x alone. This fixed cost is what the Figure 2 chapter pays in its small stacks ((b) and (c)
+have 5 models each) and in the tails of every stack, where few models are left once the others have stopped.
+
 Usage: python benchmarks/bench_engine.py [--steps N]
 """
 from __future__ import annotations
@@ -99,21 +104,43 @@ def stacked_autograd(data, steps: int) -> int:
     return done
 
 
+def train_one_stack(counts, par: str, panels, seeds, rows, steps: int) -> None:
+    """One engine stack of ``par``: model i is ``panels[i]`` with seed ``seeds[i]`` on data row ``rows[i]``."""
+    members = [Member(s, r, schedule(p), max_steps=steps) for p, s, r in zip(panels, seeds, rows)]
+    base = init_params(model_cfg(panels[0]), SEEDS)
+    params = {k: v[torch.tensor([SEEDS.index(s) for s in seeds])] for k, v in base.items()}
+    index = torch.tensor(rows)
+    fixed = FixedSetBatches(counts.log_counts, counts.labels, list(seeds), 32, rows=list(rows))
+    batch = lambda step, active: counts.take(index[active], fixed.indices(step)[active])  # noqa: E731
+    train_stack(params, members, StackConfig.of(par, target_nll=0), batch, counts.query_ids, progress=False)
+
+
 def engine(counts, steps: int) -> int:
     """The engine, one stack per parameterisation (as ``experiments.train_runs`` groups them)."""
     done = 0
     for par in ("FAFO", "FACO", "CAFO", "CACO"):
-        panels = [p for p in PANELS if p.parameterisation == par]
-        members = [Member(s, i, schedule(p), max_steps=steps) for p in panels for i, s in enumerate(SEEDS)]
-        params = {k: torch.cat([v] * len(panels)) for k, v in init_params(model_cfg(panels[0]), SEEDS).items()}
-        rows = torch.tensor([m.row for m in members])
-        fixed = FixedSetBatches(counts.log_counts, counts.labels, [m.seed for m in members], 32,
-                                rows=[m.row for m in members])
-        batch = lambda step, active: counts.take(rows[active], fixed.indices(step)[active])  # noqa: E731
-        train_stack({k: v.detach() for k, v in params.items()}, members, StackConfig.of(par, target_nll=0), batch,
-                    counts.query_ids, progress=False)
-        done += len(members) * steps
+        panels = [p for p in PANELS if p.parameterisation == par for _ in SEEDS]
+        train_one_stack(counts, par, panels, SEEDS * (len(panels) // 5), list(range(5)) * (len(panels) // 5), steps)
+        done += len(panels) * steps
     return done
+
+
+def stack_scaling(counts, steps: int, sizes=(1, 2, 5, 10, 15, 20), repeats: int = 3) -> dict[str, list[float]]:
+    """Microseconds per step of one stack of K models, per parameterisation and K (seeds and rows cycle), the best
+    of ``repeats`` runs."""
+    table = {}
+    for par in ("FAFO", "FACO", "CAFO", "CACO"):
+        panel = next(p for p in PANELS if p.parameterisation == par)
+        table[par] = []
+        for k in sizes:
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                train_one_stack(counts, par, [panel] * k, [SEEDS[i % 5] for i in range(k)],
+                                [i % 5 for i in range(k)], steps)
+                times.append((time.perf_counter() - start) / steps * 1e6)
+            table[par].append(min(times))
+    return table
 
 
 def timed(fn, *args) -> float:
@@ -165,6 +192,13 @@ def main() -> None:
     flops, peak = flops_per_model_step(), peak_gflops()
     print(f"engine: {flops / 1e6:.2f} MFLOP per model-step (matrix products) -> {flops / eng / 1e9:.1f} GFLOP/s, "
           f"{100 * flops / eng / 1e9 / peak:.0f}% of this core's sgemm rate ({peak:.0f} GFLOP/s, 1024 x 1024)")
+    sizes = (1, 2, 5, 10, 15, 20)
+    with flush_denormals():
+        scaling = stack_scaling(counts, args.steps, sizes)
+    print(f"\none stack of K models, {args.steps} steps: us per step (us per model-step)")
+    print(f"{'':6}" + "".join(f"{f'K = {k}':>16}" for k in sizes))
+    for par, times in scaling.items():
+        print(f"{par:6}" + "".join(f"{t:>8.0f} ({t / k:>4.0f})" for t, k in zip(times, sizes)))
 
 
 if __name__ == "__main__":
