@@ -24,7 +24,7 @@ import torch
 from .data.synthetic import SyntheticConfig, SyntheticSplit, sample_sequences
 from .optim import CIRCUIT_OF, RateSchedule
 from .progress import bar
-from .training import check_optimiser_and_stop
+from .training import FixedSetBatches, check_optimiser_and_stop
 from .validation import require_positive_ints
 
 QK_KINDS = ("factorised", "collapsed", "fixed")
@@ -113,10 +113,14 @@ class CountSet:
 
     def take(self, rows: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The examples ``idx`` [K, B] of data rows ``rows`` [K]: log counts, slots, labels."""
-        flat = (rows[:, None] * self.size + idx).view(-1)
-        shape = idx.shape
+        return self.take_flat(rows[:, None] * self.size + idx)
+
+    def take_flat(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The examples at positions ``row * size + index`` [K, B] (contiguous): log counts, slots, labels."""
+        shape, flat = flat.shape, flat.view(-1)
         return (self.log_counts.view(-1, self.log_counts.shape[-1]).index_select(0, flat).view(*shape, -1),
-                self.slots.view(-1)[flat].view(shape), self.labels.view(-1)[flat].view(shape))
+                self.slots.view(-1).index_select(0, flat).view(shape),
+                self.labels.view(-1).index_select(0, flat).view(shape))
 
 
 def count_set(split: SyntheticSplit, vocab: int, attend_to_query: bool = True,
@@ -136,7 +140,28 @@ def count_set(split: SyntheticSplit, vocab: int, attend_to_query: bool = True,
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Fresh batches (fixed training sets use ``training.FixedSetBatches``), each model from its own seed
+# Batches: from a fixed training set (the order of ``training.FixedSetBatches``) or fresh, each model from its own seed
+
+
+class FixedBatches:
+    """Mini-batches of a fixed count set in ``training.FixedSetBatches``' order (model k reads its data row and
+    reshuffles every epoch from its seed), gathered through one flat index per step; the positions of the models
+    still training are rebuilt only when some leave (gathering is a fixed cost of every step; see the benchmark)."""
+
+    def __init__(self, data: CountSet, members: Sequence[Member], batch_size: int) -> None:
+        rows = [m.row for m in members]
+        self.data = data
+        self.order = FixedSetBatches(data.log_counts, data.labels, [m.seed for m in members], batch_size, rows=rows)
+        self.offsets = torch.as_tensor(rows, device=data.labels.device)[:, None] * data.size
+        self.active: tuple[int, torch.Tensor] = (len(members), torch.arange(len(members), device=self.offsets.device))
+
+    def take(self, step: int, active: Sequence[int]) -> tuple[torch.Tensor, ...]:
+        flat = self.order.indices(step) + self.offsets
+        if len(active) < len(flat):
+            if self.active[0] != len(active):  # models only ever leave the stack
+                self.active = (len(active), torch.as_tensor(active, device=flat.device))
+            flat = flat.index_select(0, self.active[1])
+        return self.data.take_flat(flat)
 
 
 class FreshBatches:

@@ -11,12 +11,11 @@ import torch
 
 from .data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack_splits
 from .device import cpu_workers
-from .engine import (CountSet, FreshBatches, Member, StackConfig, UpdateRatios, count_set, evaluate_counts,
-                     flush_denormals, run_independent, train_stack)
+from .engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
+                     evaluate_counts, flush_denormals, run_independent, train_stack)
 from .metrics import attention_summary, dtap_histogram
 from .models import AttentionConfig, init_params
 from .optim import RateSchedule, circuit_groups
-from .training import FixedSetBatches
 
 
 @dataclass(frozen=True)
@@ -267,9 +266,7 @@ def _train_stack(runs: Sequence[Run], setup: SyntheticSetup, train_set: CountSet
         source = FreshBatches(setup.data, members, sc.batch_size, sc.eval_every, setup.attend_to_query, device)
         batch = source.take
     else:
-        fixed = FixedSetBatches(train_set.log_counts, train_set.labels, [m.seed for m in members], sc.batch_size,
-                                rows=[m.row for m in members])
-        batch = lambda step, active: train_set.take(rows[active], fixed.indices(step)[active])  # noqa: E731
+        batch = FixedBatches(train_set, members, sc.batch_size).take
 
     def full_nll(params, ids, step):
         return evaluate_counts(params, sc, train_set, rows[ids])["nll"].mean(1)

@@ -7,14 +7,15 @@ import pytest
 import torch
 
 from qkov_lib.data.synthetic import SyntheticConfig, make_splits, stack_splits
-from qkov_lib.engine import (FreshBatches, forms_product, Member, StackConfig, UpdateRatios, count_set, evaluate_counts,
-                             flush_denormals, loss_and_grads, train_stack)
+from qkov_lib.engine import (FixedBatches, FreshBatches, forms_product, Member, StackConfig, UpdateRatios, count_set,
+                             evaluate_counts, flush_denormals, loss_and_grads, train_stack)
 from qkov_lib.experiments import Panel, RunSettings, SyntheticSetup, figure2_panels, synthetic_data, train_runs
 from qkov_lib.fixed_attention import OVModel
 from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, forward, init_params
 from qkov_lib.optim import RateSchedule
 from qkov_lib.data.synthetic import synthetic_config
 from qkov_lib.profiles import ParameterError, resolve
+from qkov_lib.training import FixedSetBatches
 
 CFG = SyntheticConfig()
 
@@ -160,6 +161,20 @@ def test_fresh_batches_are_per_model_and_independent_of_the_stack():
         a, b = both.take(step, [0, 1]), alone.take(step, [0])
         assert all(torch.equal(x[1], y[0]) for x, y in zip(a, b))
         assert not torch.equal(a[0][0], a[0][1])
+
+
+def test_fixed_batches_give_each_model_its_own_order_as_models_leave():
+    """Model k reads its data row in its own seed's order (``FixedSetBatches``), whichever models are left."""
+    data = count_set(SPLIT, CFG.vocab)
+    members = [Member(s, r, RateSchedule()) for s, r in ((5, 0), (6, 1), (7, 1))]
+    stack = FixedBatches(data, members, 8)
+    alone = [FixedSetBatches(data.log_counts, data.labels, [m.seed], 8, rows=[m.row]) for m in members]
+    for step, active in enumerate([[0, 1, 2]] * 7 + [[0, 2]] * 3 + [[2]] * 2):  # past an epoch of 6 steps
+        got = stack.take(step, active)
+        for k, order in enumerate(alone):
+            want = data.take(torch.tensor([members[k].row]), order.indices(step))
+            if k in active:
+                assert all(torch.equal(g[active.index(k)], w[0]) for g, w in zip(got, want))
 
 
 def test_official_preset_runs_a_panel_with_fresh_batches():
