@@ -51,6 +51,7 @@ from qkov_lib.training import FixedSetBatches
 SEEDS = [0, 1, 2, 3, 4]
 PANELS = figure2_panels(10.0, 20.0, 5.0, 10.0)
 LR, RAMP = 0.01, 200_000
+SIZES = (1, 2, 5, 10, 15, 20)  # stack sizes of the scaling table
 
 
 def schedule(panel) -> RateSchedule:
@@ -122,24 +123,25 @@ def engine(counts, steps: int) -> int:
     done = 0
     for par in ("FAFO", "FACO", "CAFO", "CACO"):
         panels = [p for p in PANELS if p.parameterisation == par for _ in SEEDS]
-        train_one_stack(counts, par, panels, SEEDS * (len(panels) // 5), list(range(5)) * (len(panels) // 5), steps)
+        n = len(panels) // len(SEEDS)
+        train_one_stack(counts, par, panels, SEEDS * n, list(range(len(SEEDS))) * n, steps)
         done += len(panels) * steps
     return done
 
 
-def stack_scaling(counts, steps: int, sizes=(1, 2, 5, 10, 15, 20), repeats: int = 3) -> dict[str, list[float]]:
+def stack_scaling(counts, steps: int, repeats: int = 3) -> dict[str, list[float]]:
     """Microseconds per step of one stack of K models, per parameterisation and K (seeds and rows cycle), the best
     of ``repeats`` runs."""
     table = {}
     for par in ("FAFO", "FACO", "CAFO", "CACO"):
         panel = next(p for p in PANELS if p.parameterisation == par)
         table[par] = []
-        for k in sizes:
+        for k in SIZES:
             times = []
             for _ in range(repeats):
                 start = time.perf_counter()
-                train_one_stack(counts, par, [panel] * k, [SEEDS[i % 5] for i in range(k)],
-                                [i % 5 for i in range(k)], steps)
+                train_one_stack(counts, par, [panel] * k, [SEEDS[i % len(SEEDS)] for i in range(k)],
+                                [i % len(SEEDS) for i in range(k)], steps)
                 times.append((time.perf_counter() - start) / steps * 1e6)
             table[par].append(min(times))
     return table
@@ -194,13 +196,12 @@ def main() -> None:
     flops, peak = flops_per_model_step(), peak_gflops()
     print(f"engine: {flops / 1e6:.2f} MFLOP per model-step (matrix products) -> {flops / eng / 1e9:.1f} GFLOP/s, "
           f"{100 * flops / eng / 1e9 / peak:.0f}% of this core's sgemm rate ({peak:.0f} GFLOP/s, 1024 x 1024)")
-    sizes = (1, 2, 5, 10, 15, 20)
     with flush_denormals():
-        scaling = stack_scaling(counts, args.steps, sizes)
+        scaling = stack_scaling(counts, args.steps)
     print(f"\none stack of K models, {args.steps} steps: us per step (us per model-step)")
-    print(f"{'':6}" + "".join(f"{f'K = {k}':>16}" for k in sizes))
+    print(f"{'':6}" + "".join(f"{f'K = {k}':>16}" for k in SIZES))
     for par, times in scaling.items():
-        print(f"{par:6}" + "".join(f"{t:>8.0f} ({t / k:>4.0f})" for t, k in zip(times, sizes)))
+        print(f"{par:6}" + "".join(f"{t:>8.0f} ({t / k:>4.0f})" for t, k in zip(times, SIZES)))
 
 
 if __name__ == "__main__":

@@ -153,12 +153,12 @@ class FixedBatches:
         self.data = data
         self.order = FixedSetBatches(data.log_counts, data.labels, [m.seed for m in members], batch_size, rows=rows)
         self.offsets = torch.as_tensor(rows, device=data.labels.device)[:, None] * data.size
-        self.active: tuple[int, torch.Tensor] = (len(members), torch.arange(len(members), device=self.offsets.device))
+        self.active: tuple[int, torch.Tensor] | None = None  # (how many are left, their positions)
 
     def take(self, step: int, active: Sequence[int]) -> tuple[torch.Tensor, ...]:
         flat = self.order.indices(step) + self.offsets
         if len(active) < len(flat):
-            if self.active[0] != len(active):  # models only ever leave the stack
+            if self.active is None or self.active[0] != len(active):  # models only ever leave the stack
                 self.active = (len(active), torch.as_tensor(active, device=flat.device))
             flat = flat.index_select(0, self.active[1])
         return self.data.take_flat(flat)
