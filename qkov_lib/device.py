@@ -1,6 +1,7 @@
 """Device choice (CUDA, then MPS, then CPU; QKOV_DEVICE forces one) and a one-line description of the environment."""
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 
@@ -32,12 +33,34 @@ def pick_device() -> torch.device:
     return torch.device(next(name for name in ("cuda", "mps", "cpu") if _available(name)))
 
 
-def _cpu_model() -> str:
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo (empty where there is none)."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as fh:
-            return next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
+            for line in fh:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    return fields
+
+
+def _cpu_model() -> str:
+    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
+
+
+def _cpu_id() -> str:
+    """Vendor, family, model, stepping and a digest of the feature flags: a virtual machine often names its CPU
+    generically, and MKL and torch choose their kernels by these, not by the name."""
+    info = _cpuinfo()
+    if not info:
+        return platform.machine()
+    flags = hashlib.sha256(" ".join(sorted(info.get("flags", "").split())).encode()).hexdigest()[:12]
+    return (f"{info.get('vendor_id', '?')} family {info.get('cpu family', '?')} model {info.get('model', '?')} "
+            f"stepping {info.get('stepping', '?')}, flags {flags}")
 
 
 def describe(device: torch.device | None = None) -> dict[str, str]:
@@ -48,7 +71,7 @@ def describe(device: torch.device | None = None) -> dict[str, str]:
     device = device or pick_device()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model()
     return {"device": device.type, "device_name": name, "torch": torch.__version__, "numpy": numpy.__version__,
-            "python": platform.python_version(), "cpu": _cpu_model(),
+            "python": platform.python_version(), "cpu": _cpu_model(), "cpu_id": _cpu_id(),
             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 

@@ -4,11 +4,14 @@ import re
 import subprocess
 import sys
 from html import unescape
+from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 from conftest import TEST_REPOSITORY
 
+from qkov_lib import results
 from qkov_lib.book import _book_config
 from qkov_lib.book_ext import launch_links
 from qkov_lib.profiles import CHAPTERS, ParameterError
@@ -36,8 +39,35 @@ def test_nbval_second_run_gives_same_outputs(smoke_book, chapter, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
                            "--rootdir", str(tmp_path), str(smoke_book / "book" / "chapters" / f"{chapter}.ipynb")],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, (proc.stdout[-3000:] + proc.stderr[-2000:]
+                                  + _rerun_diagnosis(smoke_book / "data" / "results" / "smoke", tmp_path / "results",
+                                                     chapter))
     assert " passed" in proc.stdout
+
+
+def _rerun_diagnosis(first: Path, rerun: Path, chapter: str) -> str:
+    """What differed between the smoke book's run and the re-run, beyond the cells nbval shows: the environment
+    entries that a number can depend on (``device.describe``), and each table's largest numeric difference."""
+    def tables(folder: Path) -> tuple[dict, dict]:
+        meta = results.read_meta(folder, chapter)
+        return {t: pd.read_csv(results.table_path(folder, chapter, t)) for t in meta["tables"]}, meta
+    try:
+        (a, meta_a), (b, meta_b) = tables(first), tables(rerun)
+    except Exception as err:  # noqa: BLE001 - the diagnosis must never hide the failure it explains
+        return f"\n(no diagnosis: {type(err).__name__}: {err})"
+    keys = ["cpu", "cpu_id", "cpu_capability", "torch", "numpy", "python", "qkov_lib", "git_commit"]
+    env = [f"{k}: {meta_a.get(k)!r} -> {meta_b.get(k)!r}" for k in keys if meta_a.get(k) != meta_b.get(k)]
+    lines = [f"environment differs: {'; '.join(env)}" if env else
+             f"same environment ({meta_a.get('cpu_id')}, {meta_a.get('cpu_capability')})"]
+    for name in sorted(set(a) & set(b)):
+        x, y = a[name].select_dtypes("number"), b[name].select_dtypes("number")
+        if x.shape != y.shape or list(x.columns) != list(y.columns):
+            lines.append(f"{name}: shapes {a[name].shape} -> {b[name].shape}")
+            continue
+        diff = (x - y).abs().max()
+        if len(diff) and diff.max() > 0:
+            lines.append(f"{name}: largest difference {diff.max():.3g} (in {diff.idxmax()})")
+    return "\nre-run diagnosis:\n  " + "\n  ".join(lines)
 
 
 def test_book_builds_warning_free_and_offline(built_book):

@@ -1,4 +1,7 @@
 """Profiles, parameter resolution and the command line's answers to bad input."""
+import os
+import re
+
 import pytest
 import torch
 
@@ -103,6 +106,8 @@ def test_device_choice(monkeypatch):
             device.pick_device()
     info = device.describe(torch.device("cpu"))
     assert info["device"] == "cpu" and info["torch"] == torch.__version__
+    if os.path.exists("/proc/cpuinfo"):  # a generic CPU name still gets its family, model and feature digest
+        assert re.fullmatch(r"\S+ family \S+ model \S+ stepping \S+, flags [0-9a-f]{12}", info["cpu_id"])
 
 
 @pytest.mark.parametrize("overrides, message", [
