@@ -30,6 +30,14 @@ gathers through one flat index and rebuilds the active positions only when model
 bit, and a step at K <= 5 ~10-15% faster (old against new interleaved in one run, best of 7: FAFO K = 1 312 -> 270
 us, K = 5 591 -> 543; CACO K = 1 422 -> 371, K = 5 673 -> 598; no change beyond noise at K = 15).
 
+Also printed: what fresh sequences every step (the official profile's batches, ``engine.FreshBatches``) cost against a
+fixed training set. Drawing them was ~2/3 of an official 5-model step (cProfile of panel (e)): ``np.searchsorted``
+for the inverse CDF, ``log`` of the zero counts (~20x slower than of the others) and a gather per model per step.
+Now the inverse CDF is bucketed (``data.synthetic.inverse_cdf``: the same integers), the counts' log skips the zeros,
+and each block of steps is one stacked count set that a step slices: the same batches bit for bit, and official
+panel (e) for 4000 steps 6.9 -> 3.6 s, panel (g) (sequences of 128) 13.9 -> 6.7 s (old against new interleaved,
+best of 3 and 2).
+
 Usage: python benchmarks/bench_engine.py [--steps N]
 """
 from __future__ import annotations
@@ -41,7 +49,7 @@ import numpy as np
 import torch
 
 from qkov_lib.data.synthetic import SyntheticConfig
-from qkov_lib.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals, train_stack
+from qkov_lib.engine import FixedBatches, FreshBatches, Member, StackConfig, count_set, flush_denormals, train_stack
 from qkov_lib.experiments import figure2_panels, synthetic_data
 from qkov_lib.models import AttentionConfig, forward, init_params
 from qkov_lib.models.reference import literal_forward
@@ -147,6 +155,29 @@ def stack_scaling(counts, steps: int, repeats: int = 3) -> dict[str, list[float]
     return table
 
 
+def batch_regimes(steps: int, repeats: int = 3) -> tuple[float, float]:
+    """Microseconds per step of a 5-model FAFO stack on the authors' task (official layout, sequences of 64 over 50
+    ids), its batches from a fixed training set against fresh sequences every step (``FreshBatches``, drawn
+    ``eval_every`` = 100 steps at a time, as the official profile trains); the best of ``repeats`` runs each."""
+    cfg = SyntheticConfig(layout="official", distinct_weights="linear", vocab_size=50, seq_len=63)
+    train, _ = synthetic_data(cfg, SEEDS, 6400, 32)
+    counts = count_set(train, cfg.vocab)
+    members = [Member(s, r, schedule(PANELS[0]), max_steps=steps) for r, s in enumerate(SEEDS)]
+    params = init_params(AttentionConfig("FAFO", vocab=cfg.vocab, init="identity", init_scale=1e-6), SEEDS)
+    sources = {"fixed": lambda: FixedBatches(counts, members, 32).take,
+               "fresh": lambda: FreshBatches(cfg, members, 32, 100, True, torch.device("cpu")).take}
+    best = {}
+    for name, source in sources.items():
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            train_stack(params, members, StackConfig.of("FAFO", target_nll=0, eval_every=100), source(),
+                        counts.query_ids, progress=False)
+            times.append((time.perf_counter() - start) / steps * 1e6)
+        best[name] = min(times)
+    return best["fixed"], best["fresh"]
+
+
 def timed(fn, *args) -> float:
     start = time.perf_counter()
     n = fn(*args)
@@ -202,6 +233,10 @@ def main() -> None:
     print(f"{'':6}" + "".join(f"{f'K = {k}':>16}" for k in SIZES))
     for par, times in scaling.items():
         print(f"{par:6}" + "".join(f"{t:>8.0f} ({t / k:>4.0f})" for t, k in zip(times, SIZES)))
+    with flush_denormals():
+        fixed, fresh = batch_regimes(max(100, args.steps // 100 * 100))
+    print(f"\nFAFO, 5 models, the authors' task: {fixed:.0f} us per step on a fixed set, {fresh:.0f} us on fresh "
+          f"sequences every step ({fresh / fixed:.2f}x: drawing them costs {fresh - fixed:.0f} us a step)")
 
 
 if __name__ == "__main__":

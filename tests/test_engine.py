@@ -154,13 +154,18 @@ def test_stop_rule_reads_the_full_training_nll_and_freezes_the_model():
 
 
 def test_fresh_batches_are_per_model_and_independent_of_the_stack():
-    members = [Member(s, 0, RateSchedule()) for s in (5, 6)]
-    both = FreshBatches(CFG, members, 8, 3, True, CPU)
-    alone = FreshBatches(CFG, members[1:], 8, 3, True, CPU)
-    for step in range(4):
-        a, b = both.take(step, [0, 1]), alone.take(step, [0])
-        assert all(torch.equal(x[1], y[0]) for x, y in zip(a, b))
-        assert not torch.equal(a[0][0], a[0][1])
+    """Each model's batches are its own generator's, whichever models are left (some leave inside a block)."""
+    members = [Member(s, 0, RateSchedule()) for s in (5, 6, 7)]
+    stack = FreshBatches(CFG, members, 8, 3, True, CPU)
+    alone = [FreshBatches(CFG, [m], 8, 3, True, CPU) for m in members]
+    for step, active in enumerate([[0, 1, 2]] * 4 + [[0, 2]] * 3 + [[2]] * 2):  # leaves at steps 4 (mid-block), 7
+        got = stack.take(step, active)
+        for k in range(len(members)):
+            want = alone[k].take(step, [0])
+            if k in active:
+                assert all(torch.equal(g[active.index(k)], w[0]) for g, w in zip(got, want))
+        if len(active) > 1:
+            assert not torch.equal(got[0][0], got[0][1])
 
 
 def test_fixed_batches_give_each_model_its_own_order_as_models_leave():

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from qkov_lib.data.synthetic import SyntheticConfig, make_splits, sample_sequences, stack_splits
+from qkov_lib.data.synthetic import SyntheticConfig, inverse_cdf, make_splits, sample_sequences, stack_splits
 
 
 def test_disjoint_layout_token_sets():
@@ -60,6 +60,21 @@ def test_sampling_is_the_inverse_cdf():
     cum = np.cumsum(cfg.context_distribution(), axis=1)[classes]
     expected = np.minimum((u[:, :, None] > cum[:, None, :]).sum(-1), cfg.vocab - 1)  # tokens with cum < u
     assert np.array_equal(split.tokens[:, :-1].numpy(), expected)
+
+
+def test_bucketed_inverse_cdf_is_searchsorted_at_every_edge():
+    """Random u, u at and beside every cumulative value and every cell edge, and a CDF with entries inside one
+    cell and on a cell edge: the same integers as np.searchsorted(side="left")."""
+    rng = np.random.default_rng(4)
+    cum = np.concatenate([np.sort(rng.random(30)), [0.5, 0.5 + 1e-12, 0.5 + 2e-12, 1.0]])
+    cum.sort()
+    edges = np.arange(4096) / 4096
+    u = np.concatenate([rng.random(20000), cum, np.nextafter(cum, 0), np.nextafter(cum, 2), edges,
+                        np.nextafter(edges, 0), [0.0, np.nextafter(1.0, 0)]])
+    u = u[(u >= 0) & (u < 1)]
+    assert np.array_equal(inverse_cdf(cum, u), np.searchsorted(cum, u, side="left"))
+    grid = rng.random((50, 7))
+    assert np.array_equal(inverse_cdf(cum, grid), np.searchsorted(cum, grid, side="left"))  # any shape
 
 
 def test_sample_sequences_is_seeded_and_well_formed():

@@ -105,6 +105,20 @@ class SyntheticSplit:
         return SyntheticSplit(*(fn(getattr(self, f)) for f in FIELDS))
 
 
+def inverse_cdf(cum: np.ndarray, u: np.ndarray, grid: int = 4096) -> np.ndarray:
+    """``np.searchsorted(cum, u, side="left")`` for u in [0, 1), the same integers ~10x faster: u * grid is exact
+    (grid is a power of two), so u lies in [j, j + 1) / grid with j = floor(u * grid), and the answer there is
+    known wherever no entry of ``cum`` falls inside that cell; only the few other u are searched."""
+    cells = np.arange(grid + 1) / grid
+    bounds = np.searchsorted(cum, cells, side="left")  # answer for u = cell edge; monotone in u
+    lo, sure = bounds[:-1], bounds[:-1] == bounds[1:]
+    j = (u * grid).astype(np.intp)
+    out = lo[j]
+    unsure = ~sure[j]
+    out[unsure] = np.searchsorted(cum, u[unsure], side="left")
+    return out
+
+
 def _sample(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """n sequences with balanced classes (shuffled); returns (tokens [n, T], classes [n])."""
     classes = rng.permutation(np.arange(n) % cfg.n_classes)
@@ -114,7 +128,7 @@ def _sample(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tuple[np.
     context = np.empty(u.shape, dtype=np.int64)
     for cls in range(cfg.n_classes):  # inverse CDF: the first token whose cumulative probability reaches u
         rows = classes == cls
-        context[rows] = np.searchsorted(cum[cls], u[rows], side="left")
+        context[rows] = inverse_cdf(cum[cls], u[rows])
     context = np.minimum(context, cfg.vocab - 1)
     query = cfg.token_ids()["query"][classes]
     return np.concatenate([context, query[:, None]], axis=1), classes
