@@ -58,7 +58,8 @@ def _cpu_id() -> str:
     info = _cpuinfo()
     if not info:
         return platform.machine()
-    flags = hashlib.sha256(" ".join(sorted(info.get("flags", "").split())).encode()).hexdigest()[:12]
+    features = info.get("flags") or info.get("Features", "")  # x86 names them flags, ARM Features
+    flags = hashlib.sha256(" ".join(sorted(features.split())).encode()).hexdigest()[:12]
     return (f"{info.get('vendor_id', '?')} family {info.get('cpu family', '?')} model {info.get('model', '?')} "
             f"stepping {info.get('stepping', '?')}, flags {flags}")
 

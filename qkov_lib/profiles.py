@@ -97,7 +97,8 @@ ATLAS_GRID = ("inits", "lrs", "scaled_scores", "mult_sets")  # the atlas's grid;
 
 def validate_atlas(p: dict[str, Any]) -> None:
     """The atlas: a non-empty grid ([init kind, scale] pairs, rates, score scalings, multiplier sets of four), each
-    setting a valid Figure 2 setup; the scheduler a string ('' for the default, 'serial', or an address)."""
+    setting a valid Figure 2 setup; the scheduler None (the default), 'serial' or an address; workers None (one per
+    core) or a count."""
     for name in ATLAS_GRID:
         if not isinstance(p[name], list) or not p[name]:
             raise ParameterError(f"{name} must be a non-empty list (got {p[name]!r})")
@@ -109,9 +110,10 @@ def validate_atlas(p: dict[str, Any]) -> None:
     for mults in p["mult_sets"]:
         if not (isinstance(mults, list) and len(mults) == 4):
             raise ParameterError(f"each of mult_sets must be [mult_e, ramp_f, mult_g, ramp_h] (got {mults!r})")
-    if not isinstance(p["scheduler"], str) or not (isinstance(p["workers"], int) and p["workers"] >= 0):
-        raise ParameterError(f"scheduler must be a string and workers an integer >= 0 (got {p['scheduler']!r}, "
-                             f"{p['workers']!r})")
+    if not (p["scheduler"] is None or (isinstance(p["scheduler"], str) and p["scheduler"])):
+        raise ParameterError(f"scheduler must be None, 'serial' or a scheduler address (got {p['scheduler']!r})")
+    if not (p["workers"] is None or is_positive_int(p["workers"])):
+        raise ParameterError(f"workers must be None (one per core) or an integer >= 1 (got {p['workers']!r})")
     base = {k: v for k, v in p.items() if k not in ATLAS_GRID + ("scheduler", "workers")}  # Figure 2's setup
     for (kind, scale), lr, mults in itertools.product(p["inits"], p["lrs"], p["mult_sets"]):
         validate_figure2(base | dict(init=kind, init_scale=scale, lr=lr, score_scale=1.0, seq_len_gh=None,
@@ -325,7 +327,7 @@ CHAPTERS: dict[str, ChapterSpec] = {
                    inits=[["identity", 1e-6], ["balanced", 0.01], ["balanced", 0.1], ["balanced", 1.0],
                           ["pytorch", 1.0]],
                    lrs=[0.01, 0.1, 1.0], scaled_scores=[False, True],
-                   mult_sets=[[10.0, 20.0, 5.0, 10.0], [20.0, 40.0, 5.0, 10.0]], scheduler="", workers=0),
+                   mult_sets=[[10.0, 20.0, 5.0, 10.0], [20.0, 40.0, 5.0, 10.0]], scheduler=None, workers=None),
         changes={"default": dict(inits=[["identity", 1e-6], ["balanced", 0.1], ["pytorch", 1.0]], lrs=[0.1, 1.0],
                                  mult_sets=[[10.0, 20.0, 5.0, 10.0]], max_steps=60_000, ramp_steps=20_000),
                  "smoke": dict(seeds=[0, 1], n_train=320, n_test=320, inits=[["identity", 1e-6], ["balanced", 0.1]],
@@ -359,11 +361,17 @@ def chapter_spec(chapter: str) -> ChapterSpec:
     return CHAPTERS[chapter]
 
 
+OPTIONAL_TYPES = {"scheduler": str}  # what a parameter whose paper value is None takes instead (else an int)
+
+
 def _check_type(chapter: str, name: str, value: Any, reference: Any) -> Any:
     """Overrides keep the paper value's type (an int is accepted where a float is expected; where the paper value
-    is None, meaning 'as needed', an int or None)."""
-    if reference is None and (value is None or (isinstance(value, int) and not isinstance(value, bool))):
-        return value
+    is None, meaning 'as needed' or 'the default', None or a value of ``OPTIONAL_TYPES`` (an int unless named))."""
+    if reference is None:
+        kind = OPTIONAL_TYPES.get(name, int)
+        if value is None or (isinstance(value, kind) and not isinstance(value, bool)):
+            return value
+        raise ParameterError(f"parameter {name!r} of {chapter} must be None or a {kind.__name__} (got {value!r})")
     if isinstance(reference, float) and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if isinstance(reference, list) and isinstance(value, (list, tuple)):

@@ -57,6 +57,23 @@ def test_bad_parameters(overrides, message):
         resolve(FIG4, "default", overrides)
 
 
+def test_placeholder_parameters_take_none_or_their_own_type():
+    """A parameter whose paper value is None takes None or its own type: the atlas's scheduler a string, its
+    workers and Figure 2's seq_len_gh an int."""
+    assert resolve("atlas", "default")[1]["scheduler"] is None
+    _, p = resolve("atlas", "default", {"scheduler": "tcp://10.0.0.5:8786", "workers": 3})
+    assert p["scheduler"] == "tcp://10.0.0.5:8786" and p["workers"] == 3
+    for overrides, message in [({"scheduler": 3}, "'scheduler' of atlas must be None or a str"),
+                               ({"scheduler": ""}, "scheduler must be None, 'serial' or a scheduler address"),
+                               ({"workers": 0}, r"workers must be None \(one per core\) or an integer >= 1"),
+                               ({"workers": "two"}, "'workers' of atlas must be None or a int"),
+                               ({"workers": True}, "'workers' of atlas must be None or a int")]:
+        with pytest.raises(ParameterError, match=message):
+            resolve("atlas", "default", overrides)
+    with pytest.raises(ParameterError, match="'seq_len_gh' of fig2_dtap must be None or a int"):
+        resolve("fig2_dtap", "default", {"seq_len_gh": "long"})
+
+
 def test_unknown_profile_and_chapter():
     with pytest.raises(ParameterError, match="unknown profile 'fast'; allowed: smoke, default, paper, official, auto"):
         resolve(FIG4, "fast")
