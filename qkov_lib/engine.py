@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .data.synthetic import SyntheticConfig, SyntheticSplit, sample_sequences, stack_splits
+from .data.synthetic import SyntheticConfig, SyntheticSplit, sample_tokens
 from .optim import CIRCUIT_OF, RateSchedule
 from .progress import bar
 from .training import FixedSetBatches, check_optimiser_and_stop
@@ -127,17 +127,28 @@ def count_set(split: SyntheticSplit, vocab: int, attend_to_query: bool = True,
               query_ids: torch.Tensor | None = None) -> CountSet:
     """A split [R, N, T] (query last) as counts. ``attend_to_query=False`` removes the query position itself."""
     tokens = split.tokens
+    distinct = torch.zeros(*tokens.shape[:-1], vocab, device=tokens.device).scatter_add_(-1, tokens,
+                                                                                          split.distinct.float())
+    query_ids = (torch.unique(tokens[..., -1]) if query_ids is None else query_ids).to(tokens.device)
+    return CountSet(_log_counts(tokens, vocab, attend_to_query), _query_slots(tokens, query_ids, vocab),
+                    split.labels, distinct, query_ids)
+
+
+def _log_counts(tokens: torch.Tensor, vocab: int, attend_to_query: bool) -> torch.Tensor:
+    """[..., V]: log of each token's count in sequences [..., T], -inf where absent (the query, last, not counted
+    when ``attend_to_query`` is False)."""
     ones = torch.ones(tokens.shape, dtype=torch.float32, device=tokens.device)
     if not attend_to_query:
         ones[..., -1] = 0.0
     counts = torch.zeros(*tokens.shape[:-1], vocab, device=tokens.device).scatter_add_(-1, tokens, ones)
-    distinct = torch.zeros_like(counts).scatter_add_(-1, tokens, split.distinct.float())
-    query = tokens[..., -1]
-    query_ids = (torch.unique(query) if query_ids is None else query_ids).to(tokens.device)
+    return counts.clamp(min=1.0).log_().masked_fill_(counts == 0, -torch.inf)  # log(0) is ~20x slower
+
+
+def _query_slots(tokens: torch.Tensor, query_ids: torch.Tensor, vocab: int) -> torch.Tensor:
+    """[...]: each sequence's query (its last token) as its slot among ``query_ids``."""
     lookup = torch.full((vocab,), -1, dtype=torch.long, device=tokens.device)
     lookup[query_ids] = torch.arange(len(query_ids), device=tokens.device)
-    log_counts = counts.clamp(min=1.0).log_().masked_fill_(counts == 0, -torch.inf)  # log(0) is ~20x slower
-    return CountSet(log_counts, lookup[query], split.labels, distinct, query_ids)
+    return lookup[tokens[..., -1]]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -179,10 +190,10 @@ class FreshBatches:
 
     def draw(self, active: Sequence[int]) -> tuple[torch.Tensor, ...]:
         """The next block of each active model, from its own generator: log counts, slots, labels [K, block B]."""
-        splits = [sample_sequences(self.cfg, self.batch_size * self.block, self.rngs[k]) for k in active]
-        data = count_set(stack_splits(splits).apply(lambda t: t.to(self.device)), self.cfg.vocab,
-                         self.attend_to_query, self.query_ids)
-        return data.log_counts, data.slots, data.labels
+        drawn = [sample_tokens(self.cfg, self.batch_size * self.block, self.rngs[k]) for k in active]
+        tokens, labels = (torch.as_tensor(np.stack(part), device=self.device) for part in zip(*drawn))
+        return (_log_counts(tokens, self.cfg.vocab, self.attend_to_query),
+                _query_slots(tokens, self.query_ids, self.cfg.vocab), labels)
 
     def take(self, step: int, active: Sequence[int]) -> tuple[torch.Tensor, ...]:
         if step % self.block == 0:

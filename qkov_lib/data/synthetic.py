@@ -148,6 +148,13 @@ def _as_split(cfg: SyntheticConfig, tokens: np.ndarray, classes: np.ndarray) -> 
                           torch.as_tensor(classes), torch.as_tensor(_distinct_mask(cfg, tokens, classes)))
 
 
+def sample_tokens(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The draws of ``sample_sequences`` without the distinct mask (training batches do not read it): tokens
+    [n, T] and labels (next-token ids) [n]."""
+    tokens, classes = _sample(cfg, n, rng)
+    return tokens, cfg.token_ids()["next"][classes]
+
+
 def sample_sequences(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> SyntheticSplit:
     """n fresh sequences (classes balanced, shuffled) as a split."""
     tokens, classes = _sample(cfg, n, rng)
