@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from qkov_lib.data.synthetic import SyntheticConfig, inverse_cdf, make_splits, sample_sequences, stack_splits
+from qkov_lib.data.synthetic import SyntheticConfig, inverse_cdf, make_splits, sample_tokens, stack_splits
 
 
 def test_disjoint_layout_token_sets():
@@ -53,13 +53,15 @@ def test_splits_are_seeded_balanced_disjoint_and_well_formed():
 
 def test_sampling_is_the_inverse_cdf():
     cfg = SyntheticConfig(layout="official", distinct_weights="linear")
-    split = sample_sequences(cfg, 400, np.random.default_rng(9))
+    tokens, labels = sample_tokens(cfg, 400, np.random.default_rng(9))
     rng = np.random.default_rng(9)
     classes = rng.permutation(np.arange(400) % cfg.n_classes)
     u = rng.random((400, cfg.seq_len - 1))
     cum = np.cumsum(cfg.context_distribution(), axis=1)[classes]
     expected = np.minimum((u[:, :, None] > cum[:, None, :]).sum(-1), cfg.vocab - 1)  # tokens with cum < u
-    assert np.array_equal(split.tokens[:, :-1].numpy(), expected)
+    assert np.array_equal(tokens[:, :-1], expected)
+    assert np.array_equal(tokens[:, -1], cfg.token_ids()["query"][classes])
+    assert np.array_equal(labels, cfg.token_ids()["next"][classes])
 
 
 def test_bucketed_inverse_cdf_is_searchsorted_at_every_edge():
@@ -77,13 +79,11 @@ def test_bucketed_inverse_cdf_is_searchsorted_at_every_edge():
     assert np.array_equal(inverse_cdf(cum, grid), np.searchsorted(cum, grid, side="left"))  # any shape
 
 
-def test_sample_sequences_is_seeded_and_well_formed():
+def test_sample_tokens_is_seeded_and_balanced():
     cfg = SyntheticConfig(layout="official", distinct_weights="linear")
-    a = sample_sequences(cfg, 8, np.random.default_rng(1))
-    b = sample_sequences(cfg, 8, np.random.default_rng(1))
-    assert a.tokens.shape == (8, 64) and torch.equal(a.tokens, b.tokens) and torch.equal(a.distinct, b.distinct)
-    assert torch.equal(a.labels, torch.as_tensor(cfg.token_ids()["next"])[a.classes])
-    assert not a.distinct[:, -1].any()
+    (a, la), (b, lb) = (sample_tokens(cfg, 8, np.random.default_rng(1)) for _ in range(2))
+    assert a.shape == (8, 64) and np.array_equal(a, b) and np.array_equal(la, lb)
+    assert sorted(la.tolist()) == sorted(cfg.token_ids()["next"].tolist() * 2)  # classes balanced
 
 
 def test_stack_splits():

@@ -149,16 +149,10 @@ def _as_split(cfg: SyntheticConfig, tokens: np.ndarray, classes: np.ndarray) -> 
 
 
 def sample_tokens(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The draws of ``sample_sequences`` without the distinct mask (training batches do not read it): tokens
-    [n, T] and labels (next-token ids) [n]."""
+    """n fresh sequences (classes balanced, shuffled), as the authors' notebooks draw every batch: tokens [n, T]
+    (query last) and labels (next-token ids) [n]; no distinct mask, which training batches do not read."""
     tokens, classes = _sample(cfg, n, rng)
     return tokens, cfg.token_ids()["next"][classes]
-
-
-def sample_sequences(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> SyntheticSplit:
-    """n fresh sequences (classes balanced, shuffled) as a split."""
-    tokens, classes = _sample(cfg, n, rng)
-    return _as_split(cfg, tokens, classes)
 
 
 def make_splits(cfg: SyntheticConfig, n_train: int, n_test: int, seed: int) -> tuple[SyntheticSplit, SyntheticSplit]:
