@@ -32,11 +32,14 @@ us, K = 5 591 -> 543; CACO K = 1 422 -> 371, K = 5 673 -> 598; no change beyond 
 
 Also printed: what fresh sequences every step (the official profile's batches, ``engine.FreshBatches``) cost against a
 fixed training set. Drawing them was ~2/3 of an official 5-model step (cProfile of panel (e)): ``np.searchsorted``
-for the inverse CDF, ``log`` of the zero counts (~20x slower than of the others) and a gather per model per step.
-Now the inverse CDF is bucketed (``data.synthetic.inverse_cdf``: the same integers), the counts' log skips the zeros,
-and each block of steps is one stacked count set that a step slices: the same batches bit for bit, and official
-panel (e) for 4000 steps 6.9 -> 3.6 s, panel (g) (sequences of 128) 13.9 -> 6.7 s (old against new interleaved,
-best of 3 and 2).
+for the inverse CDF, ``log`` of the zero counts (~20x slower than of the others), the distinct-token mask and counts
+(which training does not read) and a gather per model per step. Now the inverse CDF is bucketed
+(``data.synthetic.inverse_cdf``: the same integers), the counts' log skips the zeros, training draws only tokens and
+labels (``sample_tokens``), and each block of steps is one stacked count set that a step slices: the same batches
+bit for bit. Old against new, interleaved in one run, 4000 steps of 5 models: official panel (e) 7.9 -> 3.4 s, panel
+(g) (sequences of 128) 10.9 -> 5.4 s (best of 3 and 2); drawing now costs ~170 us a 5-model step against ~490 us
+for the step itself on a fixed set. The whole official Figure 2 chapter, before the last of these (tokens and
+labels only): 2919 -> 1627 s, every table identical.
 
 Usage: python benchmarks/bench_engine.py [--steps N]
 """
