@@ -203,7 +203,7 @@ class FreshBatches:
             keep = torch.as_tensor([models.index(k) for k in active], device=self.device)
             self.drawn = models, block = list(active), tuple(t.index_select(0, keep) for t in block)
         j = (step % self.block) * self.batch_size
-        return tuple(t[:, j:j + self.batch_size] for t in block)
+        return tuple(t[:, j:j + self.batch_size] for t in block)  # views of the block: training only reads them
 
 
 # ----------------------------------------------------------------------------------------------------------------
