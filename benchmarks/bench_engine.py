@@ -148,14 +148,20 @@ def stack_scaling(counts, steps: int, repeats: int = 3) -> dict[str, list[float]
         panel = next(p for p in PANELS if p.parameterisation == par)
         table[par] = []
         for k in SIZES:
-            times = []
-            for _ in range(repeats):
-                start = time.perf_counter()
-                train_one_stack(counts, par, [panel] * k, [SEEDS[i % len(SEEDS)] for i in range(k)],
-                                [i % len(SEEDS) for i in range(k)], steps)
-                times.append((time.perf_counter() - start) / steps * 1e6)
-            table[par].append(min(times))
+            table[par].append(best_us_per_step(lambda: train_one_stack(
+                counts, par, [panel] * k, [SEEDS[i % len(SEEDS)] for i in range(k)],
+                [i % len(SEEDS) for i in range(k)], steps), steps, repeats))
     return table
+
+
+def best_us_per_step(run, steps: int, repeats: int) -> float:
+    """Microseconds per step of ``run()`` (``steps`` steps), the best of ``repeats`` runs."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append((time.perf_counter() - start) / steps * 1e6)
+    return min(times)
 
 
 def batch_regimes(steps: int, repeats: int = 3) -> tuple[float, float]:
@@ -169,15 +175,10 @@ def batch_regimes(steps: int, repeats: int = 3) -> tuple[float, float]:
     params = init_params(AttentionConfig("FAFO", vocab=cfg.vocab, init="identity", init_scale=1e-6), SEEDS)
     sources = {"fixed": lambda: FixedBatches(counts, members, 32).take,
                "fresh": lambda: FreshBatches(cfg, members, 32, 100, True, torch.device("cpu")).take}
-    best = {}
-    for name, source in sources.items():
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            train_stack(params, members, StackConfig.of("FAFO", target_nll=0, eval_every=100), source(),
-                        counts.query_ids, progress=False)
-            times.append((time.perf_counter() - start) / steps * 1e6)
-        best[name] = min(times)
+    sc = StackConfig.of("FAFO", target_nll=0, eval_every=100)
+    best = {name: best_us_per_step(lambda: train_stack(params, members, sc, source(), counts.query_ids,
+                                                       progress=False), steps, repeats)
+            for name, source in sources.items()}
     return best["fixed"], best["fresh"]
 
 

@@ -48,14 +48,13 @@ def _cpuinfo() -> dict[str, str]:
     return fields
 
 
-def _cpu_model() -> str:
-    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
+def _cpu_model(info: dict[str, str]) -> str:
+    return info.get("model name") or platform.processor() or platform.machine()
 
 
-def _cpu_id() -> str:
+def _cpu_id(info: dict[str, str]) -> str:
     """Vendor, family, model, stepping and a digest of the feature flags: a virtual machine often names its CPU
     generically, and MKL and torch choose their kernels by these, not by the name."""
-    info = _cpuinfo()
     if not info:
         return platform.machine()
     features = info.get("flags") or info.get("Features", "")  # x86 names them flags, ARM Features
@@ -70,9 +69,10 @@ def describe(device: torch.device | None = None) -> dict[str, str]:
     thread per process, ``engine.run_independent``.)"""
     import numpy
     device = device or pick_device()
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model()
+    info = _cpuinfo()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model(info)
     return {"device": device.type, "device_name": name, "torch": torch.__version__, "numpy": numpy.__version__,
-            "python": platform.python_version(), "cpu": _cpu_model(), "cpu_id": _cpu_id(),
+            "python": platform.python_version(), "cpu": _cpu_model(info), "cpu_id": _cpu_id(info),
             "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
