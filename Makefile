@@ -39,6 +39,7 @@ test: venv
 bench: venv
 	$(PY) benchmarks/bench_fig4.py
 	$(PY) benchmarks/bench_engine.py
+	$(PY) benchmarks/bench_classifier.py
 
 clean:
 	rm -rf _build book/chapters book/_static/plotly.min.js book/_static/mathjax

@@ -74,13 +74,23 @@ def _attention(scores: torch.Tensor, pad: torch.Tensor, d_head: int) -> torch.Te
     return torch.softmax(scores, dim=-1)
 
 
+def readout_heads(x: torch.Tensor, queries: torch.Tensor, pad: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
+                  w_v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The last layer's attention [S, B, H, 1, T] from the read-out row ``queries`` [S, B, 1, d] over x [S, B, T, d],
+    and each head's output [S, B, H, 1, d_head]. Keys and values are not formed per position:
+    q.(W_K^T x_t) = (W_K q).x_t and sum_t a_t W_V^T x_t = W_V^T (sum_t a_t x_t)."""
+    q = torch.einsum("sbqd,shde->sbhqe", queries, w_q)
+    key = torch.einsum("sbhqe,shde->sbhqd", q, w_k)
+    attn = _attention(torch.einsum("sbhqd,sbtd->sbhqt", key, x), pad, w_q.shape[-1])
+    return attn, torch.einsum("sbhqd,shde->sbhqe", torch.einsum("sbhqt,sbtd->sbhqd", attn, x), w_v)
+
+
 def classify(params: dict[str, torch.Tensor], cfg: ClassifierConfig, ids: torch.Tensor
              ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Logits [S, B, C] at the read-out position and each layer's attention (rows: queries): [S, B, H, T, T] below
     the last layer; at the last layer only the read-out row, [S, B, H, 1, T], since no other row reaches the logits
-    (the last layer's other queries and MLP rows are not computed). With a single query, the last layer does not
-    project every position to keys and values either: it scores x_t against W_K q and applies W_V to the attention's
-    weighted sum of x (the same function; 2-3x faster a training step on the one-layer models of Table 1).
+    (the last layer's other queries and MLP rows are not computed), nor its keys and values at every position
+    (``readout_heads``; ``benchmarks/bench_classifier.py`` times a training step against that).
 
     ``ids`` [S, B, T] or [B, T] (shared by every seed); 0 is padding, the read-out token is the last non-padding
     position of each row. Trim all-padding columns first (``trim``): they cost time and change nothing.
@@ -101,12 +111,9 @@ def classify(params: dict[str, torch.Tensor], cfg: ClassifierConfig, ids: torch.
             q, k, v = (torch.einsum("sbtd,shde->sbhte", x, w) for w in (w_q, w_k, w_v))
             attn = _attention(q @ k.transpose(-1, -2), pad, cfg.d_head)
             heads = attn @ v
-        else:  # one query row: q.(W_K^T x_t) = (W_K q).x_t and sum_t a_t W_V^T x_t = W_V^T (sum_t a_t x_t)
+        else:
             queries = _at(x, last)
-            q = torch.einsum("sbqd,shde->sbhqe", queries, w_q)
-            key = torch.einsum("sbhqe,shde->sbhqd", q, w_k)
-            attn = _attention(torch.einsum("sbhqd,sbtd->sbhqt", key, x), pad, cfg.d_head)
-            heads = torch.einsum("sbhqd,shde->sbhqe", torch.einsum("sbhqt,sbtd->sbhqd", attn, x), w_v)
+            attn, heads = readout_heads(x, queries, pad, w_q, w_k, w_v)
         attns.append(attn)
         out = torch.einsum("sbhqe,shed->sbqd", heads, w_o)
         x = queries + out if cfg.residual else out
