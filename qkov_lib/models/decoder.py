@@ -53,21 +53,22 @@ def init_decoder(cfg: DecoderConfig, seeds: Sequence[int], device: torch.device 
 def decode(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tensor
            ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The final hidden states [S, B, T, d] and each layer's attention [S, B, H, T, T] (rows: queries; a query
-    sees itself and the positions before it, never padding). ``ids`` [S, B, T] or [B, T]; 0 is padding, which may
-    only follow the real tokens of a row."""
+    sees itself and the positions before it, never padding; in a row of padding only, the first position). ``ids``
+    [S, B, T] or [B, T]; 0 is padding, which may only follow the real tokens of a row."""
     S = params["embed"].shape[0]
     if ids.dim() == 2:
         ids = ids.expand(S, *ids.shape)
     T, d = ids.shape[-1], cfg.d_model
     blocked = torch.ones(T, T, dtype=torch.bool, device=ids.device).triu(1) | (ids == 0)[:, :, None, None, :]
+    blocked[..., 0] = False  # the first position is real in every row that has a real token: no row is empty
     x = params["embed"][torch.arange(S, device=ids.device)[:, None, None], ids] + params["pos"][:, None, :T]
     attns = []
     for layer in range(cfg.n_layers):
         p = f"blocks.{layer}."
         h = layer_norm(x, (d,))
         q, k, v = (torch.einsum("sbtd,shde->sbhte", h, params[p + n]) for n in ("W_Q", "W_K", "W_V"))
-        scores = ((q @ k.transpose(-1, -2)) / cfg.d_head**0.5).masked_fill(blocked, float("-inf"))
-        attn = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a padding query sees nothing: its row is all 0
+        scores = (q @ k.transpose(-1, -2)).div_(cfg.d_head**0.5).masked_fill_(blocked, float("-inf"))
+        attn = torch.softmax(scores, dim=-1)
         attns.append(attn)
         x = x + torch.einsum("sbhqe,shed->sbqd", attn @ v, params[p + "W_O"])
         h = torch.relu(torch.einsum("sbtd,sdm->sbtm", layer_norm(x, (d,)), params[p + "mlp_in"]))

@@ -69,9 +69,9 @@ def _at(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
 
 
 def _attention(scores: torch.Tensor, pad: torch.Tensor, d_head: int) -> torch.Tensor:
-    """Scaled dot-product attention weights [S, B, H, Q, T] from raw scores, padding keys ``pad`` [S, B, T] masked."""
-    scores = (scores / d_head**0.5).masked_fill(pad[:, :, None, None, :], float("-inf"))
-    return torch.softmax(scores, dim=-1)
+    """Scaled dot-product attention weights [S, B, H, Q, T] from raw scores (a fresh product, scaled and masked in
+    place), padding keys ``pad`` [S, B, T] masked."""
+    return torch.softmax(scores.div_(d_head**0.5).masked_fill_(pad[:, :, None, None, :], float("-inf")), dim=-1)
 
 
 def readout_heads(x: torch.Tensor, queries: torch.Tensor, pad: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
