@@ -30,10 +30,10 @@ from qkov_lib.training import train
 CHAPTERS = {"hatexplain": (24_994, 3), "sva": (8_983, 2), "hatexplain_layers": (24_994, 3)}  # vocabulary, classes
 
 
-def per_position_heads(x, queries, pad, w_q, w_k, w_v):
+def per_position_heads(x, queries, blocked, w_q, w_k, w_v):
     """The last layer as before: keys and values of every position, then attention of the read-out row."""
     q, k, v = (torch.einsum("sbtd,shde->sbhte", t, w) for t, w in ((queries, w_q), (x, w_k), (x, w_v)))
-    attn = transformer._attention(q @ k.transpose(-1, -2), pad, w_q.shape[-1])
+    attn = transformer.scaled_attention(q @ k.transpose(-1, -2), blocked, w_q.shape[-1])
     return attn, attn @ v
 
 

@@ -15,6 +15,7 @@ import torch
 from torch.nn.functional import layer_norm
 
 from ..validation import require_positive_ints
+from .transformer import scaled_attention
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,7 @@ def decode(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tenso
         p = f"blocks.{layer}."
         h = layer_norm(x, (d,))
         q, k, v = (torch.einsum("sbtd,shde->sbhte", h, params[p + n]) for n in ("W_Q", "W_K", "W_V"))
-        scores = (q @ k.transpose(-1, -2)).div_(cfg.d_head**0.5).masked_fill_(blocked, float("-inf"))
-        attn = torch.softmax(scores, dim=-1)
+        attn = scaled_attention(q @ k.transpose(-1, -2), blocked, cfg.d_head)
         attns.append(attn)
         x = x + torch.einsum("sbhqe,shed->sbqd", attn @ v, params[p + "W_O"])
         h = torch.relu(torch.einsum("sbtd,sdm->sbtm", layer_norm(x, (d,)), params[p + "mlp_in"]))

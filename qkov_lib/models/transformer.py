@@ -68,20 +68,20 @@ def _at(x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     return torch.gather(x, 2, pos[..., None, None].expand(-1, -1, 1, x.shape[-1]))
 
 
-def _attention(scores: torch.Tensor, pad: torch.Tensor, d_head: int) -> torch.Tensor:
-    """Scaled dot-product attention weights [S, B, H, Q, T] from raw scores (a fresh product, scaled and masked in
-    place), padding keys ``pad`` [S, B, T] masked."""
-    return torch.softmax(scores.div_(d_head**0.5).masked_fill_(pad[:, :, None, None, :], float("-inf")), dim=-1)
+def scaled_attention(scores: torch.Tensor, blocked: torch.Tensor, d_head: int) -> torch.Tensor:
+    """Attention weights [S, B, H, Q, T] from raw query-key products (a fresh tensor: scaled by 1/sqrt(d_head) and
+    masked in place), the keys ``blocked`` (broadcast to the scores) left out."""
+    return torch.softmax(scores.div_(d_head**0.5).masked_fill_(blocked, float("-inf")), dim=-1)
 
 
-def readout_heads(x: torch.Tensor, queries: torch.Tensor, pad: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
-                  w_v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The last layer's attention [S, B, H, 1, T] from the read-out row ``queries`` [S, B, 1, d] over x [S, B, T, d],
-    and each head's output [S, B, H, 1, d_head]. Keys and values are not formed per position:
-    q.(W_K^T x_t) = (W_K q).x_t and sum_t a_t W_V^T x_t = W_V^T (sum_t a_t x_t)."""
+def readout_heads(x: torch.Tensor, queries: torch.Tensor, blocked: torch.Tensor, w_q: torch.Tensor,
+                  w_k: torch.Tensor, w_v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The last layer's attention [S, B, H, 1, T] from the read-out row ``queries`` [S, B, 1, d] over x [S, B, T, d]
+    (keys ``blocked`` [S, B, 1, 1, T] left out), and each head's output [S, B, H, 1, d_head]. Keys and values are
+    not formed per position: q.(W_K^T x_t) = (W_K q).x_t and sum_t a_t W_V^T x_t = W_V^T (sum_t a_t x_t)."""
     q = torch.einsum("sbqd,shde->sbhqe", queries, w_q)
     key = torch.einsum("sbhqe,shde->sbhqd", q, w_k)
-    attn = _attention(torch.einsum("sbhqd,sbtd->sbhqt", key, x), pad, w_q.shape[-1])
+    attn = scaled_attention(torch.einsum("sbhqd,sbtd->sbhqt", key, x), blocked, w_q.shape[-1])
     return attn, torch.einsum("sbhqd,shde->sbhqe", torch.einsum("sbhqt,sbtd->sbhqd", attn, x), w_v)
 
 
@@ -101,6 +101,7 @@ def classify(params: dict[str, torch.Tensor], cfg: ClassifierConfig, ids: torch.
     T = ids.shape[-1]
     pad = ids == 0  # [S, B, T]
     last = (~pad).sum(-1) - 1  # [S, B]
+    blocked = pad[:, :, None, None, :]  # padding keys, for every head and query
     x = params["embed"][torch.arange(S, device=ids.device)[:, None, None], ids] + params["pos"][:, None, :T]
     attns = []
     for layer in range(cfg.n_layers):
@@ -109,11 +110,11 @@ def classify(params: dict[str, torch.Tensor], cfg: ClassifierConfig, ids: torch.
         if layer < cfg.n_layers - 1:
             queries = x
             q, k, v = (torch.einsum("sbtd,shde->sbhte", x, w) for w in (w_q, w_k, w_v))
-            attn = _attention(q @ k.transpose(-1, -2), pad, cfg.d_head)
+            attn = scaled_attention(q @ k.transpose(-1, -2), blocked, cfg.d_head)
             heads = attn @ v
         else:
             queries = _at(x, last)
-            attn, heads = readout_heads(x, queries, pad, w_q, w_k, w_v)
+            attn, heads = readout_heads(x, queries, blocked, w_q, w_k, w_v)
         attns.append(attn)
         out = torch.einsum("sbhqe,shed->sbqd", heads, w_o)
         x = queries + out if cfg.residual else out
