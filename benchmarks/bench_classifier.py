@@ -21,10 +21,9 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from qkov_lib import profiles
 from qkov_lib.models import transformer
 from qkov_lib.models.transformer import classify, init_classifier, trim
-from qkov_lib.real_data import RealSetup
+from qkov_lib.reproduce import resolve
 from qkov_lib.training import train
 
 CHAPTERS = {"hatexplain": (24_994, 3), "sva": (8_983, 2), "hatexplain_layers": (24_994, 3)}  # vocabulary, classes
@@ -39,7 +38,7 @@ def per_position_heads(x, queries, blocked, w_q, w_k, w_v):
 
 def ms_per_step(chapter: str, steps: int, heads) -> float:
     """Milliseconds per training step of ``chapter``'s default classifier with ``heads`` as its last layer."""
-    setup = replace(RealSetup.of(profiles.resolve(chapter, "default")[1]), epochs=1)  # ``steps`` steps
+    setup = replace(resolve(chapter, "default")[1], epochs=1)  # ``steps`` steps
     vocab, classes = CHAPTERS[chapter]
     cfg = setup.model(vocab, classes)
     gen = torch.Generator().manual_seed(0)

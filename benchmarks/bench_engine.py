@@ -53,7 +53,8 @@ import torch
 
 from qkov_lib.data.synthetic import SyntheticConfig
 from qkov_lib.engine import FixedBatches, FreshBatches, Member, StackConfig, count_set, flush_denormals, train_stack
-from qkov_lib.experiments import figure2_panels, synthetic_data
+from qkov_lib.chapters.fig2_dtap import panels as figure2_panels
+from qkov_lib.synthetic_runs import synthetic_data
 from qkov_lib.models import AttentionConfig, forward, init_params
 from qkov_lib.models.reference import literal_forward
 from qkov_lib.optim import RateSchedule, circuit_groups
@@ -130,7 +131,7 @@ def train_one_stack(counts, par: str, panels, seeds, rows, steps: int) -> None:
 
 
 def engine(counts, steps: int) -> int:
-    """The engine, one stack per parameterisation (as ``experiments.train_runs`` groups them)."""
+    """The engine, one stack per parameterisation (as ``synthetic_runs.train_runs`` groups them)."""
     done = 0
     for par in ("FAFO", "FACO", "CAFO", "CACO"):
         panels = [p for p in PANELS if p.parameterisation == par for _ in SEEDS]

@@ -7,10 +7,11 @@ import signal
 import sys
 from pathlib import Path
 
-from .data.registry import CANONICAL, DataError, canonical_file
-from .profiles import CHAPTERS, CHOICES, ParameterError, parse_value
 from .book import build_book
-from .reproduce import BOOK_CHAPTERS, RESULTS_ROOT, Summary, reproduce
+from .chapter import CHOICES, ParameterError, parse_value
+from .contents import title
+from .data.registry import CANONICAL, DataError, canonical_file
+from .reproduce import BOOK_CHAPTERS, CHAPTERS, RESULTS_ROOT, Summary, reproduce
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "chapters":
-            for name, spec in CHAPTERS.items():
-                print(f"{name:28} {spec.title}")
+            for name in CHAPTERS:
+                print(f"{name:28} {title(name)}")
         elif args.command == "reproduce":
             pairs = [(name, parse_value(value)) for name, value in args.param]
             summary = reproduce(args.profile, pairs, _only(args.only), args.force, args.out, args.results)

@@ -10,10 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import plotly
 import yaml
 
 from . import results
-from .profiles import CHAPTERS, ParameterError
+from .chapter import ParameterError
+from .contents import chapter_names
 
 REPO_URL_ENV = "QKOV_REPO_URL"  # the repository's web address, e.g. https://github.com/OWNER/REPO
 
@@ -34,7 +36,6 @@ CDN_SHIM = """// No local MathJax was found when this book was built (see the RE
 
 
 def copy_plotly(static: Path) -> None:
-    import plotly
     static.mkdir(parents=True, exist_ok=True)
     shutil.copy(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", static / "plotly.min.js")
 
@@ -88,7 +89,7 @@ def build_book(root: Path = results.REPO_ROOT, out_dir: Path | None = None, stri
     """Render the book with Jupyter Book 1.x from executed chapters (no execution at build time); returns index.html.
     ``repo_url`` (default $QKOV_REPO_URL) adds the repository link and each chapter's launch links."""
     out_dir = out_dir or root / "book" / "chapters"
-    missing = [c for c in CHAPTERS if not (out_dir / f"{c}.ipynb").exists()]
+    missing = [c for c in chapter_names() if not (out_dir / f"{c}.ipynb").exists()]
     if missing:
         raise ParameterError(f"chapters not yet executed: {', '.join(missing)}; run "
                              f"'python -m qkov_lib reproduce' first")

@@ -1,8 +1,20 @@
-"""What every chapter does first (resolve parameters, print the environment) and last (save tidy results)."""
+"""What every chapter shares: the profiles, its typed setup resolved from a profile plus overrides, and what it does
+first (``begin``: the setup, the environment) and last (``Chapter.save``: tidy tables and metadata).
+
+A chapter module (``qkov_lib/chapters/<name>.py``) holds a frozen dataclass ``Setup`` whose defaults are the paper's
+values and a mapping ``PROFILES`` of what each other profile changes; ``paper`` changes nothing, ``auto`` means
+``paper`` on a GPU and ``default`` otherwise, ``official`` follows the authors' notebooks where they differ from the
+paper. A profile resolves to ``Setup(**changes, **overrides)``: every value is checked against the field's type here
+and against its allowed values in the setup's ``__post_init__``, and any error is one ``ParameterError``.
+"""
 from __future__ import annotations
 
+import ast
+import dataclasses
 import os
 import time
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,18 +22,142 @@ from typing import Any
 import pandas as pd
 from IPython.display import display
 
-from . import __version__, results
+from . import __version__, contents, results
 from .device import describe, pick_device
-from .profiles import chapter_spec, resolve
+
+PROFILES = ("smoke", "default", "paper", "official")
+CHOICES = PROFILES + ("auto",)
+
+
+class ParameterError(ValueError):
+    """A parameter or profile that is not allowed; the message names it and what is allowed."""
+
+
+def concrete_profile(profile: str, has_gpu: bool | None = None) -> str:
+    """Resolve ``auto`` (paper on the CUDA device that ``pick_device`` chooses, else default); reject unknown
+    names."""
+    if profile not in CHOICES:
+        raise ParameterError(f"unknown profile {profile!r}; allowed: {', '.join(CHOICES)}")
+    if profile != "auto":
+        return profile
+    if has_gpu is None:
+        try:
+            has_gpu = pick_device().type == "cuda"  # honours QKOV_DEVICE
+        except (ValueError, RuntimeError) as err:
+            raise ParameterError(str(err)) from None
+    return "paper" if has_gpu else "default"
+
+
+def name_of(module: types.ModuleType) -> str:
+    """A chapter's name: its module's (``qkov_lib.chapters.fig2_dtap`` -> ``fig2_dtap``)."""
+    return module.__name__.rsplit(".", 1)[-1]
+
+
+def parameters(setup_type: type) -> dict[str, Any]:
+    """The parameters a setup takes (its fields set at construction), with their paper values."""
+    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            for f in dataclasses.fields(setup_type) if f.init}
+
+
+def as_dict(setup: Any) -> dict[str, Any]:
+    """A setup's parameters as plain values (tuples as lists), for metadata and fingerprints."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, (tuple, list)):
+            return [plain(v) for v in value]
+        if isinstance(value, Mapping):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+    return {name: plain(getattr(setup, name)) for name in parameters(type(setup))}
+
+
+def _describe(hint: Any) -> str:
+    """A type hint in words: 'a float', 'a list of integers', 'None or a str'."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join("None" if a is type(None) else _describe(a) for a in args)
+    if origin is tuple:
+        return f"a list of {_describe(args[0]).removeprefix('a ')}s" if args[-1] is Ellipsis else \
+            f"a list of {len(args)} values"
+    if origin is dict:
+        return f"a mapping to {_describe(args[1]).removeprefix('a ')}s"
+    return {bool: "a bool", int: "an int", float: "a float", str: "a str"}.get(hint, str(hint))
+
+
+def _coerce(value: Any, hint: Any) -> Any:
+    """``value`` as the type ``hint`` asks for (a list becomes a tuple, an int a float where a float is asked);
+    TypeError when it is not one."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, option)
+            except TypeError:
+                pass
+        raise TypeError
+    if origin is tuple and isinstance(value, (list, tuple)):
+        if args[-1] is Ellipsis:
+            return tuple(_coerce(v, args[0]) for v in value)
+        if len(value) == len(args):
+            return tuple(_coerce(v, a) for v, a in zip(value, args))
+    elif origin is dict and isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        return {k: _coerce(v, args[1]) for k, v in value.items()}
+    elif hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    elif hint is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    elif hint in (bool, str) and isinstance(value, hint):
+        return value
+    raise TypeError
+
+
+def resolve(module: types.ModuleType, profile: str, overrides: Mapping[str, Any] | None = None,
+            has_gpu: bool | None = None) -> tuple[str, Any]:
+    """(concrete profile, typed setup) of a chapter module: the paper's values, the profile's changes, then the
+    overrides; every value checked, any error one ParameterError naming the parameter and what is allowed."""
+    chapter, setup_type = name_of(module), module.Setup
+    profile = concrete_profile(profile, has_gpu)
+    allowed = parameters(setup_type)
+    hints = typing.get_type_hints(setup_type)
+    values = dict(module.PROFILES.get(profile, {}))
+    for name, value in (overrides or {}).items():
+        if name not in allowed:
+            raise ParameterError(f"unknown parameter {name!r} for {chapter}; allowed: {', '.join(allowed)}")
+        values[name] = value
+    for name, value in values.items():
+        try:
+            values[name] = _coerce(value, hints[name])
+        except TypeError:
+            raise ParameterError(f"parameter {name!r} of {chapter} must be {_describe(hints[name])} like "
+                                 f"{allowed[name]!r} (got {value!r})") from None
+    try:
+        return profile, setup_type(**values)
+    except ValueError as err:  # the setup's own check: the same kind of error for every chapter
+        raise ParameterError(str(err)) from None
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value: a Python literal (1, 0.5, [1, 2], 'x') where it parses, else the plain string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
 
 
 @dataclass
 class Chapter:
+    """A chapter being run: its name, concrete profile, typed setup and environment (device, versions, CPU)."""
+
     name: str
     profile: str
-    params: dict[str, Any]
+    setup: Any
     environment: dict[str, str]
     started: float = field(default_factory=time.perf_counter)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return as_dict(self.setup)
 
     def save(self, tables: Mapping[str, pd.DataFrame], seeds: Sequence[int] = ()) -> None:
         """Write the chapter's tidy tables and metadata (parameters, seeds, environment, versions, wall time).
@@ -36,16 +172,18 @@ class Chapter:
         print(f"saved {len(paths)} result files for {self.name} ({self.profile}){where}")
 
 
-def begin(name: str, profile: str = "default", overrides: Mapping[str, Any] | None = None) -> Chapter:
-    """Resolve the chapter's parameters for a profile plus overrides and print device, torch version and profile."""
-    concrete, params = resolve(name, profile, overrides)
+def begin(module: types.ModuleType, profile: str = "default", overrides: Mapping[str, Any] | None = None
+          ) -> Chapter:
+    """Resolve the chapter's setup for a profile plus overrides and print its title, profile, device and
+    versions, then its effective parameters."""
+    concrete, setup = resolve(module, profile, overrides)
     pd.set_option("display.max_colwidth", None)  # claim tables carry sentences; never cut them
-    env = describe(pick_device())
-    print(f"{chapter_spec(name).title} | profile: {concrete}"
-          + (f" (asked: {profile})" if concrete != profile else "")
+    env, name = describe(pick_device()), name_of(module)
+    print(f"{contents.title(name)} | profile: {concrete}" + (f" (asked: {profile})" if concrete != profile else "")
           + f"\ndevice: {env['device']} ({env['device_name']}) | torch {env['torch']} | qkov_lib {__version__}")
-    display(parameter_table(params, overrides or {}))
-    return Chapter(name, concrete, params, env)
+    chapter = Chapter(name, concrete, setup, env)
+    display(parameter_table(chapter.params, overrides or {}))
+    return chapter
 
 
 def parameter_table(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> pd.DataFrame:

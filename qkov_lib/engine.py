@@ -24,7 +24,7 @@ import torch
 from .data.synthetic import SyntheticConfig, SyntheticSplit, sample_tokens
 from .optim import CIRCUIT_OF, RateSchedule
 from .progress import bar
-from .training import FixedSetBatches, check_optimiser_and_stop
+from .training import FixedSetBatches, check_finite, check_optimiser_and_stop
 from .validation import require_positive_ints
 
 QK_KINDS = ("factorised", "collapsed", "fixed")
@@ -452,6 +452,11 @@ class _Optimiser:
         self.state = {k: (m[index], v[index]) for k, (m, v) in self.state.items()}
 
 
+def _describe(m: Member) -> str:
+    """A model, as an error names it."""
+    return f"the model with seed {m.seed} (lr = {m.schedule.lr}, QK multiplier = {m.schedule.qk_mult})"
+
+
 def _epoch_stops(running: torch.Tensor, members: Sequence[Member], active: Sequence[int], done: int,
                  target: float) -> list[int]:
     """The authors' stop rule (``StackConfig``) at step ``done`` for the active models that use it: which of them
@@ -466,18 +471,6 @@ def _epoch_stops(running: torch.Tensor, members: Sequence[Member], active: Seque
         if (done // epoch) % 100 == 0:
             running[j] = 0.0
     return hits
-
-
-def _check_finite(window: torch.Tensor, step: int, members: Sequence[Member], active: Sequence[int],
-                  every: int) -> None:
-    """The summed loss of the last steps is finite for every model, or one clear error (read every ``every``
-    steps, so a non-finite loss is reported at most that many steps late)."""
-    bad = ~torch.isfinite(window)
-    if bad.any():
-        m = members[active[int(bad.nonzero()[0])]]
-        raise FloatingPointError(f"the training loss became {window[bad][0].item()} by step {step} (checked every "
-                                 f"{every} steps) for the model with seed {m.seed} (lr = {m.schedule.lr}, QK "
-                                 f"multiplier = {m.schedule.qk_mult}); lower the learning rate or the QK multiplier")
 
 
 Batch = Callable[[int, Sequence[int]], tuple[torch.Tensor, ...]]
@@ -522,7 +515,7 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
         done = step + 1
         finished = [j for j, k in enumerate(active) if members[k].max_steps == done]
         if done % sc.eval_every == 0 or finished:
-            _check_finite(window, done, members, active, sc.eval_every)
+            check_finite(window, done, lambda j: _describe(members[active[j]]), sc.eval_every)
         if done % sc.eval_every == 0:
             mean = (window / sc.eval_every).cpu().numpy()
             running += window

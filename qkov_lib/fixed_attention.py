@@ -6,19 +6,17 @@ Many (alpha, seed) models train at once as one stack of the synthetic engine (``
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .data.synthetic import SyntheticConfig, SyntheticSplit
+from .data.synthetic import SyntheticSplit
 from .models import AttentionConfig, init_params
 from .device import cpu_workers
 from .engine import Member, StackConfig, run_independent, train_stack
-from .experiments import synthetic_data
 from .optim import RateSchedule
 from .training import FixedSetBatches
 
@@ -193,66 +191,3 @@ def fade_epochs(curves: pd.DataFrame, fraction: float = 0.1) -> pd.DataFrame:
         rows.append({"model": name, "alpha": a, "peak": float(inc[top]), "peak_epoch": int(g["epoch"].iloc[top]),
                      "fade_epoch": float(g["epoch"].iloc[top + below[0]]) if len(below) else np.nan})
     return pd.DataFrame(rows)
-
-
-@dataclass(frozen=True)
-class FixedAttentionSetup:
-    """Figure 3's run, typed and checked once (Section 5): the seeds, the task and its data sizes, the alpha grid and
-    the finite-difference step delta, which positions share 1 - alpha, how the OV circuit starts, SGD's rate and
-    batch, the epochs, and the read-outs of the claims (``check_epoch``, ``fade_fraction``)."""
-
-    seeds: tuple[int, ...]
-    data: SyntheticConfig
-    n_train: int
-    n_test: int
-    alphas: tuple[float, ...]
-    others: str
-    init: str
-    init_scale: float
-    lr: float
-    batch_size: int
-    epochs: int
-    delta: float
-    check_epoch: int
-    fade_fraction: float
-
-    @classmethod
-    def of(cls, p: Mapping[str, Any]) -> "FixedAttentionSetup":
-        """From the chapter's resolved parameters; a ValueError names the first bad one."""
-        from .data.synthetic import synthetic_config
-        alphas = p["alphas"]
-        if not (isinstance(alphas, list) and alphas and all(isinstance(a, (int, float)) and 0 <= a <= 1
-                                                            for a in alphas) and len(set(alphas)) == len(alphas)):
-            raise ValueError(f"alphas must be a non-empty list of distinct numbers in [0, 1] (got {alphas!r})")
-        if not 0 < p["delta"] <= 0.1:
-            raise ValueError(f"delta must lie in (0, 0.1] (got {p['delta']!r})")
-        if p["others"] not in OTHERS:
-            raise ValueError(f"others must be one of {', '.join(OTHERS)} (got {p['others']!r})")
-        if p["epochs"] < 1 or not 1 <= p["check_epoch"] <= p["epochs"]:
-            raise ValueError(f"epochs must be >= 1 and check_epoch in [1, epochs] (got {p['epochs']}, "
-                             f"{p['check_epoch']})")
-        if not 0 < p["fade_fraction"] < 1:
-            raise ValueError(f"fade_fraction must lie in (0, 1) (got {p['fade_fraction']!r})")
-        if not p["n_classes"] <= p["batch_size"] <= p["n_train"] or p["n_test"] < 1:
-            raise ValueError(f"batch_size must lie in [n_classes, n_train] and n_test >= 1 (got batch_size "
-                             f"{p['batch_size']}, n_train {p['n_train']}, n_test {p['n_test']})")
-        setup = cls(tuple(p["seeds"]), synthetic_config(p), p["n_train"], p["n_test"], tuple(alphas), p["others"],
-                    p["init"], p["init_scale"], p["lr"], p["batch_size"], p["epochs"], p["delta"], p["check_epoch"],
-                    p["fade_fraction"])
-        AttentionConfig("FAFO", vocab=setup.data.vocab, init=setup.init, init_scale=setup.init_scale)
-        RateSchedule(setup.lr)
-        return setup
-
-    def models(self) -> list[OVModel]:
-        """Factorised W_O W_V and collapsed W_OV as in the paper, and collapsed with an output bias (the authors')."""
-        return [OVModel(factorised=True, init=self.init, init_scale=self.init_scale),
-                OVModel(factorised=False, init=self.init, init_scale=self.init_scale),
-                OVModel(factorised=False, bias=True, init=self.init, init_scale=self.init_scale)]
-
-    def run(self, device: torch.device, progress: bool = True) -> pd.DataFrame:
-        """Every model's curves (``run_models``) on per-seed training and held-out sets of the task."""
-        seeds = list(self.seeds)
-        train_set, test_set = synthetic_data(self.data, seeds, self.n_train, self.n_test)
-        train_x, test_x = (bag_features(s, self.data.vocab, self.others).to(device) for s in (train_set, test_set))
-        return run_models(self.models(), list(self.alphas), seeds, train_x, train_set.labels.to(device), test_x,
-                          test_set.labels.to(device), self.lr, self.batch_size, self.epochs, self.delta, progress)

@@ -7,8 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from IPython.display import display
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
+
+from .metrics import mean_std
 
 PALETTE = qualitative.D3
 
@@ -19,53 +22,11 @@ _shown = itertools.count(1)
 def show(fig: go.Figure) -> None:
     """Display a figure as plotly JSON (JupyterLab) and as HTML that uses the book's local plotly.js (no CDN). The
     HTML's element id is numbered, not random, so a rerun writes the same notebook."""
-    from IPython.display import display
     fig.update_xaxes(exponentformat="power")  # 10⁻⁴, not SI prefixes like "100μ" (μ is a variable here)
     fig.update_yaxes(exponentformat="power")
     html = fig.to_html(full_html=False, include_plotlyjs=False, config={"responsive": True},
                        div_id=f"qkov-figure-{next(_shown)}")
     display({"application/vnd.plotly.v1+json": fig.to_plotly_json(), "text/html": html}, raw=True)
-
-
-def _ratio_label(r: float) -> str:
-    return f"r = {r:g}"
-
-
-def figure4(curves: pd.DataFrame, matched: pd.DataFrame, alpha0: float, time_label: str) -> go.Figure:
-    """Figure 4 (a-d): loss against time; mu_OV, mu_QK and alpha against the matched stopping loss.
-
-    ``curves`` has columns ratio, time, loss; ``matched`` has ratio, stopping_loss, mu_ov, mu_qk, alpha and,
-    optionally, the Lemma 3 bounds at the matched times (ov_lower, ov_upper, qk_lower, qk_upper).
-    """
-    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.16, subplot_titles=(
-        "(a) training loss", "(b) μ_OV at matched loss", "(c) μ_QK at matched loss", "(d) α at matched loss"))
-    for i, (r, cur) in enumerate(curves.groupby("ratio", sort=True)):
-        color, name = PALETTE[i % len(PALETTE)], _ratio_label(r)
-        fig.add_trace(go.Scatter(x=cur["time"], y=cur["loss"], name=name, legendgroup=name, line_color=color),
-                      row=1, col=1)
-        mat = matched[matched["ratio"] == r]
-        for (row, col), column in (((1, 2), "mu_ov"), ((2, 1), "mu_qk"), ((2, 2), "alpha")):
-            fig.add_trace(go.Scatter(x=mat["stopping_loss"], y=mat[column], name=name, legendgroup=name,
-                                     line_color=color, showlegend=False), row=row, col=col)
-        for (row, col), column, dash in (((1, 2), "ov_lower", "dot"), ((1, 2), "ov_upper", "dash"),
-                                         ((2, 1), "qk_lower", "dot"), ((2, 1), "qk_upper", "dash")):
-            if column in mat:
-                fig.add_trace(go.Scatter(x=mat["stopping_loss"], y=mat[column], legendgroup=name, showlegend=False,
-                                         name=f"{name}, Lemma 3 {column.split('_')[1]} bound",
-                                         line=dict(color=color, dash=dash, width=1)), row=row, col=col)
-    fig.add_hline(y=alpha0, line=dict(color="grey", dash="dash", width=1), row=2, col=2,
-                  annotation_text="α₀ = m/(m+n)", annotation_position="bottom left")
-    fig.update_xaxes(type="log", title_text=time_label, row=1, col=1)
-    fig.update_yaxes(type="log", title_text="loss", row=1, col=1)
-    for row, col, label in ((1, 2, "μ_OV"), (2, 1, "μ_QK"), (2, 2, "α")):
-        fig.update_xaxes(type="log", autorange="reversed", title_text="stopping loss", row=row, col=col)
-        fig.update_yaxes(title_text=label, row=row, col=col)
-    fig.update_yaxes(type="log", row=2, col=1)
-    fig.update_yaxes(range=[0, 1.02], row=2, col=2)
-    fig.update_layout(height=760, template="plotly_white", legend_title_text="η_QK/η_OV",
-                      margin=dict(l=60, r=20, t=60, b=50))
-    return fig
-
 
 
 def dtap_grid(maps: Sequence[np.ndarray], titles: Sequence[str], bins: Sequence[float], title: str,
@@ -96,7 +57,6 @@ def dtap_conditions(maps: dict[str, np.ndarray], bins: Sequence[float], title: s
                     y_label: str = "p(correct class)") -> go.Figure:
     """Figures 5-7: each condition's DTAP mean over seeds (top row) and standard deviation (bottom row); ``maps``
     [seeds, y, x] per condition."""
-    from .metrics import mean_std
     means, stds = zip(*(mean_std(m) for m in maps.values()))
     titles = [f"{c}, mean" for c in maps] + [f"{c}, std" for c in maps]
     return dtap_grid(list(means) + list(stds), titles, bins, title, cols=len(maps), x_label=x_label, y_label=y_label)
@@ -114,7 +74,7 @@ def learning_curves(curves: pd.DataFrame, y: str = "train_nll", title: str = "tr
     return fig
 
 
-def _band(fig: go.Figure, x, mean, std, color: str, name: str, row: int, col: int, show: bool) -> None:
+def band(fig: go.Figure, x, mean, std, color: str, name: str, row: int, col: int, show: bool) -> None:
     """A mean line with a shaded mean ± std band."""
     fill = "rgba" + color[3:-1] + ",0.18)" if color.startswith("rgb(") else color
     fig.add_trace(go.Scatter(x=x, y=mean + std, line=dict(width=0), hoverinfo="skip", showlegend=False,
@@ -125,43 +85,7 @@ def _band(fig: go.Figure, x, mean, std, color: str, name: str, row: int, col: in
                   row=row, col=col)
 
 
-FIG3_ROWS = {"train_loss": ("training loss", "training loss"),
-             "incentive_per_delta": ("incentive / δ", "(L(α) − L(α+δ)) / δ"),
-             "incentive": ("incentive", "L(α) − L(α+δ)")}
-
-
-def figure3(curves: pd.DataFrame, models: Sequence[str],
-            rows: Sequence[str] = ("train_loss", "incentive_per_delta")) -> go.Figure:
-    """Figure 3 with one column per OV model and one row per quantity (training loss, incentive per unit alpha,
-    raw incentive) against epochs, one curve per fixed alpha, mean ± std over seeds."""
-    paper = {("train_loss", 0): "(a) ", ("train_loss", 1): "(b) ", ("incentive_per_delta", 0): "(c) ",
-             ("incentive_per_delta", 1): "(d) "}  # the paper's panel names, for its two models
-    titles = [f"{paper.get((y, i), '')}{m}<br>{FIG3_ROWS[y][0]}" for y in rows for i, m in enumerate(models)]
-    fig = make_subplots(rows=len(rows), cols=len(models), subplot_titles=titles, horizontal_spacing=0.07,
-                        vertical_spacing=0.18)
-    fig.update_annotations(font_size=13)  # two short lines per panel title: long ones ran into each other
-    colors = qualitative.Plotly + qualitative.D3
-    for col, model in enumerate(models, start=1):
-        sub = curves[curves["model"] == model]
-        for i, (a, g) in enumerate(sub.groupby("alpha")):
-            stats = g.groupby("epoch")[list(rows)].agg(["mean", "std"]).fillna(0)
-            color = _hex_to_rgb(colors[i % len(colors)])
-            for row, y in enumerate(rows, start=1):
-                if g[y].isna().all():  # no incentive at alpha = 1: alpha + delta would leave [0, 1]
-                    continue
-                _band(fig, stats.index, stats[(y, "mean")], stats[(y, "std")], color, f"α = {a:g}", row, col,
-                      show=col == 1 and row == 1)
-    fig.update_xaxes(title_text="epoch")
-    for row, y in enumerate(rows, start=1):
-        fig.update_yaxes(title_text=FIG3_ROWS[y][1], row=row, col=1)
-        if y == "train_loss":
-            fig.update_yaxes(type="log", row=row)
-    fig.update_layout(template="plotly_white", height=380 * len(rows), legend_title_text="fixed α",
-                      margin=dict(l=60, r=20, t=80, b=50))
-    return fig
-
-
-def _hex_to_rgb(color: str) -> str:
+def hex_to_rgb(color: str) -> str:
     if color.startswith("#"):
         r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
         return f"rgb({r},{g},{b})"
@@ -196,27 +120,4 @@ def line_panels(data: pd.DataFrame, x: str, panels: Sequence[tuple[str, str]], g
         if j < len(log_y) and log_y[j]:
             fig.update_yaxes(type="log", **where)
     fig.update_layout(height=380 * rows + 60, template="plotly_white", margin=dict(l=60, r=20, t=60, b=50))
-    return fig
-
-
-def verdict_grid(table: pd.DataFrame, claims: Sequence[tuple[str, str]], title: str) -> go.Figure:
-    """The atlas: one panel per claim (id, short title), a cell per setting (rows: initialisation; columns: learning
-    rate and score scaling), green where the claim holds and red where it fails. ``table`` has init, init_scale,
-    lr, scaled_scores, claim_id and holds (one multiplier set)."""
-    t = table.assign(row=table["init"] + " " + table["init_scale"].map("{:g}".format),
-                     col="lr " + table["lr"].map("{:g}".format) + np.where(table["scaled_scores"], ", 1/√d", ", 1"))
-    rows, cols = list(dict.fromkeys(t["row"])), list(dict.fromkeys(t["col"]))
-    n_cols = 2
-    n_rows = -(-len(claims) // n_cols)
-    fig = make_subplots(rows=n_rows, cols=n_cols, subplot_titles=[name for _, name in claims], shared_yaxes=True,
-                        horizontal_spacing=0.04, vertical_spacing=0.3)
-    for i, (cid, _) in enumerate(claims):
-        z = t[t["claim_id"] == cid].pivot(index="row", columns="col", values="holds").reindex(index=rows, columns=cols)
-        fig.add_trace(go.Heatmap(z=z.to_numpy(dtype=float), x=cols, y=rows, zmin=0, zmax=1, showscale=False,
-                                 colorscale=[[0, "#d62728"], [1, "#2ca02c"]], xgap=2, ygap=2,
-                                 text=np.where(z.to_numpy(dtype=float) > 0.5, "holds", "fails"),
-                                 texttemplate="%{text}", hovertemplate="%{y}, %{x}: %{text}<extra></extra>"),
-                      row=i // n_cols + 1, col=i % n_cols + 1)
-    fig.update_layout(title=title, height=n_rows * (130 + 40 * len(rows)) + 60, margin=dict(t=90))
-    fig.update_xaxes(tickangle=-40)
     return fig

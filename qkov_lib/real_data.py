@@ -4,23 +4,22 @@ group (SVA: by number of attractors)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .data import hatexplain, sva
 from .data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
 from .device import cpu_workers
 from .engine import run_independent
-from .metrics import check_bins, mean_ci
+from .metrics import check_bins, dtap_histogram, mean_ci, paired_effects
 from .metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention
 from .models.transformer import ClassifierConfig, classify, init_classifier, trim
 from .optim import RateSchedule
 from .training import FixedSetBatches, TrainConfig, train
-from .validation import is_positive_int
+from .verdicts import claim_table
 
 TABLE_METRICS = ("accuracy", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
 
@@ -40,70 +39,46 @@ class Prepared:
 @dataclass(frozen=True, kw_only=True)
 class RealSetup:
     """A real-data chapter's parameters, typed and checked as they are built (Section 7, Table 1): the seeds; the
-    data (download, subsets, vocabulary floor, length, rationale rule, held-out share); the transformer; training
-    (optimiser, base rate, the faster condition's QK multiplier, batch, weight decay on every circuit, epochs,
-    read-outs per epoch); the metrics (evaluation batch, rollout identity weight, erasure, AC's attention and
-    confidence thresholds, DTAP bins); and Table 5's depths."""
+    data (download, subsets, vocabulary floor, length); the transformer; training (optimiser, base rate, the faster
+    condition's QK multiplier, batch, weight decay on every circuit, epochs, read-outs per epoch); the metrics
+    (evaluation batch, rollout identity weight, erasure, AC's attention and confidence thresholds, DTAP bins). A
+    chapter's setup gives the fields without a default here (its dataset's values in the paper) and adds its own."""
 
-    seeds: tuple[int, ...]
-    download: bool
-    max_train: int | None
-    max_test: int | None
-    data_seed: int
-    min_freq: int
-    max_len: int
-    rationale_rule: str = "union"
-    heldout_fraction: float | None = None
-    d_model: int
-    n_heads: int
-    d_head: int
-    n_layers: int
-    mlp: bool
-    d_mlp: int
-    residual: bool
-    optimizer: str
-    lr: float
-    qk_mult: float
-    batch_size: int
-    weight_decay: float
-    epochs: int
-    evals_per_epoch: int
-    eval_batch: int
-    identity_weight: float
-    k_percents: tuple[float, ...]
-    erase: str
-    threshold: float
-    confidence: float
-    bins: tuple[float, ...]
-    layer_counts: tuple[int, ...] = ()
-
-    @classmethod
-    def of(cls, p: Mapping[str, Any]) -> "RealSetup":
-        """From a chapter's resolved parameters (lists become tuples; Table 5's ``n_layers`` is the deepest of
-        ``layer_counts``); a ValueError names the first bad one."""
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in cls.defaults(p).items()}
-        unknown = set(values) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ValueError(f"not parameters of {cls.__name__}: {', '.join(sorted(unknown))}")
-        return cls(**values)
-
-    @staticmethod
-    def defaults(p: Mapping[str, Any]) -> dict[str, Any]:
-        """The parameters, with what the chapter does not set but the setup needs."""
-        counts = p.get("layer_counts")
-        ok = isinstance(counts, list) and counts and all(map(is_positive_int, counts)) \
-            and len(set(counts)) == len(counts)
-        if counts is not None and not ok:
-            raise ValueError(f"layer_counts must be a non-empty list of distinct integers >= 1 (got {counts!r})")
-        return dict(p, n_layers=max(counts)) if counts else dict(p)
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # "5 runs" (Figures 5-7): model initialisation and batch order
+    download: bool = True  # fetch the canonical release when no offline copy is named
+    max_train: int | None = None  # a seeded subset of the training examples (None: all)
+    max_test: int | None = None  # a seeded subset of the test examples (None: all)
+    data_seed: int = 0  # the subsets, splits and read-out probe
+    min_freq: int = 1  # words seen fewer times in training read as <unk>
+    max_len: int  # tokens per example, the read-out included
+    d_model: int = 64  # the authors' model (the paper states none)
+    n_heads: int = 4  # the authors' heads
+    d_head: int = 64  # the authors' head size
+    n_layers: int  # "1-layer" (Section 7)
+    mlp: bool  # whether a block has an MLP
+    d_mlp: int = 256  # the authors' MLP width
+    residual: bool  # whether a block adds its input back
+    optimizer: str = "adamw"  # "AdamW" (Section 7)
+    lr: float  # the base learning rate (Section 7, per dataset)
+    qk_mult: float  # the faster condition's QK multiplier (Section 7, per dataset)
+    batch_size: int = 32  # the authors' batch
+    weight_decay: float = 1e-4  # AdamW's decoupled decay on every parameter (the authors')
+    epochs: int  # passes over the training set (the authors'; the paper states none)
+    evals_per_epoch: int = 2  # read-outs of the training loss per epoch
+    eval_batch: int = 256  # examples per evaluation batch (changes no number)
+    identity_weight: float = 0.0  # attention rollout's residual weight (Abnar & Zuidema; 0 with one layer)
+    k_percents: tuple[float, ...] = (1.0, 5.0, 10.0, 20.0, 50.0)  # ERASER's top-k% (AOPC over these; App. D.6)
+    erase: str = "remove"  # how ERASER drops words: removed, order kept
+    threshold: float = 0.5  # AC: attention on relevant tokens above this (App. D.6)
+    confidence: float = 0.5  # ACMC: and true-class probability above this (App. D.6)
+    bins: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # DTAP bin edges, 5 x 5 as Figure 2
 
     def __post_init__(self) -> None:
         seeds = self.seeds
-        if not (seeds and all(isinstance(s, int) for s in seeds) and len(set(seeds)) == len(seeds)):
+        if not (seeds and len(set(seeds)) == len(seeds)):
             raise ValueError(f"seeds must be a non-empty list of distinct integers (got {list(self.seeds)!r})")
-        if self.rationale_rule not in hatexplain.RATIONALE_RULES or self.erase not in ERASE_MODES:
-            raise ValueError(f"rationale_rule must be one of {hatexplain.RATIONALE_RULES} and erase one of {ERASE_MODES} "
-                             f"(got {self.rationale_rule!r}, {self.erase!r})")
+        if self.erase not in ERASE_MODES:
+            raise ValueError(f"erase must be one of {ERASE_MODES} (got {self.erase!r})")
         for name in ("max_train", "max_test"):
             if not (getattr(self, name) is None or getattr(self, name) >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, or None for all (got {getattr(self, name)!r})")
@@ -112,7 +87,7 @@ class RealSetup:
                              f"{self.identity_weight}, {self.threshold}, {self.confidence})")
         if not (self.k_percents and all(0 < k <= 100 for k in self.k_percents)):
             raise ValueError(f"k_percents must be non-empty, each in (0, 100] (got {list(self.k_percents)!r})")
-        if not (isinstance(self.epochs, int) and self.epochs >= 1 and self.evals_per_epoch >= 1):
+        if not (self.epochs >= 1 and self.evals_per_epoch >= 1):
             raise ValueError(f"epochs and evals_per_epoch must be integers >= 1 (got {self.epochs!r}, "
                              f"{self.evals_per_epoch!r})")
         self.model(vocab=10, n_classes=2)
@@ -120,8 +95,6 @@ class RealSetup:
         check_bins(list(self.bins))
         if self.max_len < 2:
             raise ValueError(f"max_len must be >= 2 (got {self.max_len})")
-        if self.heldout_fraction is not None and not 0 < self.heldout_fraction < 1:
-            raise ValueError(f"heldout_fraction must lie in (0, 1) (got {self.heldout_fraction!r})")
 
     def model(self, vocab: int, n_classes: int) -> ClassifierConfig:
         """The classifier for a vocabulary and class count (checks the sizes)."""
@@ -133,8 +106,7 @@ class RealSetup:
         """The training loop of one condition: only W_Q and W_K at ``qk_mult`` x the base rate, weight decay on
         every circuit, ``epochs`` x ``per_epoch`` steps, ``evals_per_epoch`` read-outs of the loss per epoch."""
         return TrainConfig(RateSchedule(self.lr, qk_mult=qk_mult), batch_size=self.batch_size,
-                           optimizer=self.optimizer,
-                           weight_decay=tuple((g, self.weight_decay) for g in ("qk", "ov", "other")), target_nll=0.0,
+                           optimizer=self.optimizer, weight_decay=self.weight_decay,
                            max_steps=self.epochs * per_epoch, eval_every=max(1, per_epoch // self.evals_per_epoch))
 
     def conditions(self) -> list[tuple[str, float]]:
@@ -142,13 +114,7 @@ class RealSetup:
         return [("baseline", 1.0), (f"faster QK (x{self.qk_mult:g})", self.qk_mult)]
 
 
-Loader = Callable[[RealSetup], tuple[dict[str, TextSplit], dict]]
-# each dataset: its loader (the chapter's setup -> splits and provenance) and its class names
-DATASETS: dict[str, tuple[Loader, tuple[str, ...]]] = {
-    "hatexplain": (lambda s: hatexplain.load(s.rationale_rule, download=s.download), hatexplain.CLASSES),
-    "sva": (lambda s: sva.load(download=s.download, heldout_fraction=s.heldout_fraction, seed=s.data_seed),
-            sva.CLASSES),
-}
+SMOKE = dict(seeds=(0, 1), max_train=200, max_test=100, epochs=1, d_model=16, d_head=8, d_mlp=32)  # seconds a run
 
 
 def majority_share(labels: np.ndarray) -> float:
@@ -156,12 +122,10 @@ def majority_share(labels: np.ndarray) -> float:
     return 100 * np.bincount(labels).max() / len(labels)
 
 
-def prepare(dataset: str, s: RealSetup) -> Prepared:
-    """Load (offline copies or the cache), subsample as the profile says, build the vocabulary on train, encode."""
-    if dataset not in DATASETS:
-        raise ValueError(f"unknown dataset {dataset!r}; allowed: {', '.join(DATASETS)}")
-    load, classes = DATASETS[dataset]
-    splits, info = load(s)
+def prepare(splits: Mapping[str, TextSplit], info: dict[str, Any], classes: tuple[str, ...], s: RealSetup
+            ) -> Prepared:
+    """A dataset's splits (train, test, optionally heldout) subsampled as the setup says, the vocabulary built on
+    train, every split encoded; ``info`` (the loader's provenance) gains the sizes and the majority baselines."""
     tr: TextSplit = splits["train"].subset(s.max_train, s.data_seed)
     te: TextSplit = splits["test"].subset(s.max_test, s.data_seed)
     held: TextSplit | None = splits.get("heldout")
@@ -353,7 +317,6 @@ def _condition(task: Task, data: Any, s: RealSetup, name: str, qk_mult: float, d
                progress: bool) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame, pd.DataFrame]:
     """Train and evaluate one condition: per-seed metrics, DTAP maps [seeds, y, x], the training curve and the
     accuracy by group (empty without groups)."""
-    from .metrics import dtap_histogram
     params, curve = task.train(data, s, qk_mult, device, progress, desc=name)
     rows, raw = task.evaluate(params, data, s)
     maps = np.stack([dtap_histogram(raw["mass"][i], raw["prob_true"][i], s.bins, s.bins)
@@ -388,19 +351,25 @@ def run_conditions(data: Prepared, s: RealSetup, device: torch.device, progress:
     return run_all(data, [s], device, progress)[0]
 
 
-def run_layers(data: Prepared, s: RealSetup, device: torch.device, progress: bool = True) -> dict[int, RealRun]:
-    """``run_conditions`` for each depth in ``s.layer_counts`` (Appendix D.5, Table 5), all four or more
-    trainings spread over the worker processes at once."""
-    counts = list(s.layer_counts)
-    return dict(zip(counts, run_all(data, [replace(s, n_layers=n) for n in counts], device, progress)))
+ACC_SLACK = 1.0  # "performance unchanged": the task metric at most this many points lower on average
 
 
-def by_depth(runs: dict[int, RealRun], field: str) -> pd.DataFrame:
-    """One of the runs' tables (``per_seed``, ``curves``) at every depth, with a ``layers`` column."""
-    return pd.concat([getattr(run, field).assign(layers=n) for n, run in runs.items()], ignore_index=True)
+def claims(per_seed: pd.DataFrame, performance: str = "accuracy") -> pd.DataFrame:
+    """Section 7 / Table 1, baseline against faster QK, paired by seed: the task metric (``performance``: accuracy,
+    or F1 for SQuAD) comparable (at most ACC_SLACK points lower on average); AC and ACMC up, sufficiency down,
+    comprehensiveness up (95% CI of the paired difference on the claimed side of 0)."""
+    base, faster = per_seed["condition"].unique()[:2]
+    e = paired_effects(per_seed, base, [performance, "AC", "ACMC", "sufficiency", "comprehensiveness"],
+                       by="condition").set_index("metric")
 
+    def text(metric: str) -> str:
+        r = e.loc[metric]
+        return (f"{r['baseline']:.3g} -> {r['with change']:.3g}, difference {r['effect']:+.3g} "
+                f"[{r['ci_low']:+.3g}, {r['ci_high']:+.3g}]")
 
-def layers_table(runs: dict[int, RealRun]) -> pd.DataFrame:
-    """Table 5: ``table1`` per depth, with a ``layers`` column first."""
-    table = pd.concat([table1(run.per_seed).assign(layers=n) for n, run in runs.items()], ignore_index=True)
-    return table[["layers", *table.columns.drop("layers")]]
+    rows = [(f"{performance}_comparable", f"{performance} comparable with faster QK", text(performance),
+             bool(e.loc[performance, "effect"] >= -ACC_SLACK))]
+    rows += [(f"{m}_{'rises' if up else 'falls'}", f"{m} {'rises' if up else 'falls'} with faster QK", text(m),
+              bool(e.loc[m, "ci_low"] > 0) if up else bool(e.loc[m, "ci_high"] < 0))
+             for m, up in (("AC", True), ("ACMC", True), ("sufficiency", False), ("comprehensiveness", True))]
+    return claim_table(rows)

@@ -7,6 +7,7 @@ at a time per results folder (a lock); a staging folder left by a killed run is 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import re
@@ -17,15 +18,22 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+import jupytext
+import nbformat
+import pandas as pd
+import papermill
+from papermill.exceptions import PapermillExecutionError
 from tqdm import tqdm
 
 from . import results
+from .chapter import ParameterError, as_dict, concrete_profile, parameters, resolve as resolve_setup
+from .contents import GATHERERS, chapter_names, run_order
 from .data import data_dir
 from .data.registry import DataUnavailable, data_state
 from .device import cpu_workers, pick_device
-from .profiles import CHAPTERS, ParameterError, chapter_spec, concrete_profile, resolve
 from .progress import PROGRESS_ENV
 
 NOTEBOOKS_DIR = results.REPO_ROOT / "notebooks"
@@ -42,6 +50,28 @@ class ChapterFailed(RuntimeError):
 
 class ChapterBusy(ChapterFailed):
     """Another process is running the same chapter into the same results folder."""
+
+
+def _chapter_module(name: str) -> ModuleType:
+    """A chapter's module, ``qkov_lib.chapters.<name>``: imported by name because the table of contents, not a list
+    in the code, says which chapters the book has."""
+    return importlib.import_module(f"{__package__}.chapters.{name}")
+
+
+CHAPTERS: dict[str, ModuleType] = {name: _chapter_module(name) for name in chapter_names()}
+
+
+def chapter_module(name: str) -> ModuleType:
+    """The module of a chapter of the book; ParameterError naming the chapters for an unknown one."""
+    if name not in CHAPTERS:
+        raise ParameterError(f"unknown chapter {name!r}; chapters: {', '.join(CHAPTERS)}")
+    return CHAPTERS[name]
+
+
+def resolve(chapter: str, profile: str, overrides: dict[str, Any] | None = None,
+            has_gpu: bool | None = None) -> tuple[str, Any]:
+    """(concrete profile, typed setup) of a chapter by name (``chapter.resolve``)."""
+    return resolve_setup(chapter_module(chapter), profile, overrides, has_gpu)
 
 
 SETUP_OR_FIGURE = re.compile(r"\bbegin\(|\bshow\(")  # code cells the book folds: the chapter's setup, its figures
@@ -66,9 +96,9 @@ def split_overrides(chapters: Sequence[str], pairs: Sequence[tuple[str, Any]]) -
         if name in seen:
             raise ParameterError(f"parameter {name!r} is given twice in -p; give each parameter once")
         seen.add(name)
-        owners = [c for c in chapters if name in chapter_spec(c).paper]
+        owners = [c for c in chapters if name in parameters(chapter_module(c).Setup)]
         if not owners:
-            known = sorted({k for c in chapters for k in chapter_spec(c).paper})
+            known = sorted({k for c in chapters for k in parameters(chapter_module(c).Setup)})
             raise ParameterError(f"unknown parameter {name!r} in -p; the selected chapters take: {', '.join(known)}")
         for c in owners:
             out[c][name] = value
@@ -77,16 +107,17 @@ def split_overrides(chapters: Sequence[str], pairs: Sequence[tuple[str, Any]]) -
 
 def select(only: Sequence[str] | None) -> list[str]:
     """Chapters in book order; ``only`` picks some of them by name (None: all; empty or repeated: an error)."""
+    order = run_order(list(CHAPTERS))
     if only is None:
-        return list(CHAPTERS)
+        return order
     if not only:
         raise ParameterError("--only names no chapter; give comma-separated names (`python -m qkov_lib chapters` "
                              "lists them), or leave --only out to run every chapter")
     for i, name in enumerate(only):
-        chapter_spec(name)
+        chapter_module(name)
         if name in only[:i]:
             raise ParameterError(f"chapter {name!r} is named twice in --only; name each chapter once")
-    return [c for c in CHAPTERS if c in only]
+    return [c for c in order if c in only]
 
 
 def _sha(data: bytes) -> str:
@@ -96,19 +127,18 @@ def _sha(data: bytes) -> str:
 def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root: Path = RESULTS_ROOT
                 ) -> dict[str, str]:
     """What a chapter's output depends on, part by part: its source, its resolved parameters, the library, the
-    files and settings of the datasets it reads and, for the scorecard, the other chapters' claim tables and the
-    atlas's verdicts."""
-    spec = chapter_spec(chapter)
+    files and settings of the datasets it reads and, for a page that gathers results, the other chapters' units
+    (their metadata, which holds every file's sha256)."""
+    datasets = getattr(chapter_module(chapter), "DATASETS", ())
     parts = {"source": _sha((NOTEBOOKS_DIR / f"{chapter}.md").read_bytes()),
              "parameters": _sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
              "library": results.library_fingerprint()}
-    if spec.datasets:
-        state = {name: data_state(name) for name in spec.datasets}
+    if datasets:
+        state = {name: data_state(name) for name in datasets}
         parts["data"] = _sha(json.dumps(state, sort_keys=True).encode())
-    if spec.reads_results:
-        folder = results_root / profile
-        claims = sorted([*folder.glob("*.claims.csv"), *folder.glob("*.verdicts.csv")])
-        parts["inputs"] = _sha(b"".join(p.name.encode() + p.read_bytes() for p in claims))
+    if chapter in GATHERERS:
+        units = sorted(p for p in (results_root / profile).glob("*.json") if p.stem not in GATHERERS)
+        parts["inputs"] = _sha(b"".join(p.name.encode() + p.read_bytes() for p in units))
     return parts
 
 
@@ -132,9 +162,9 @@ def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> tuple[str | N
 
 def _try_lock(fh) -> bool:
     try:
-        import fcntl
+        import fcntl  # platform: POSIX only
     except ImportError:  # Windows
-        import msvcrt
+        import msvcrt  # platform: Windows only
         try:
             msvcrt.locking(fh.fileno(), msvcrt.LK_NBLCK, 1)
             return True
@@ -179,10 +209,6 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
              progress: bool = True) -> str | None:
     """Run the chapter with papermill into ``staging`` (notebook and results). Returns None, or the message of the
     DataUnavailable error that stopped it; raises ChapterFailed for any other error."""
-    import jupytext
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
     nb = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.md")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     executed = staging / f"{chapter}.ipynb"
@@ -214,7 +240,6 @@ def _tidy(executed: Path) -> None:
     number the cells instead of papermill's random ids (a rerun writes the same cells), hide the parameters
     cells from the book (the chapter's first output tabulates every effective parameter), and fold the code of the
     setup cell and of each figure behind a toggle (the page shows the output; a click shows the code)."""
-    import nbformat
     nb = nbformat.read(executed, as_version=4)
     for key in ("input_path", "output_path"):
         nb.metadata.get("papermill", {}).pop(key, None)
@@ -245,7 +270,6 @@ def banner(meta: dict[str, Any]) -> str:
 
 def _add_banner(staging: Path, chapter: str) -> None:
     """Put the banner under the page's title (the first line of its first cell)."""
-    import nbformat
     path = staging / f"{chapter}.ipynb"
     nb = nbformat.read(path, as_version=4)
     first = next(c for c in nb.cells if c.cell_type == "markdown")
@@ -257,8 +281,6 @@ def _add_banner(staging: Path, chapter: str) -> None:
 def _without_data(staging: Path, chapter: str, profile: str, params: dict[str, Any], message: str) -> None:
     """Make the stopped run a unit of its own: the page ends at the cell that found no data, with a note on how to
     get it, and a claims table that says the claims were not checked."""
-    import nbformat
-    import pandas as pd
     path = staging / f"{chapter}.ipynb"
     nb = nbformat.read(path, as_version=4)
     cells = [c for c in nb.cells if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
@@ -322,7 +344,8 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
     unit was current; the book's copy of its notebook was missing or different and was copied back in), or
     'no data' (the chapter's dataset is not available; its unit says so). A failure or an interruption leaves the
     published unit as it was."""
-    profile, params = resolve(chapter, profile, overrides)
+    profile, setup = resolve(chapter, profile, overrides)
+    params = as_dict(setup)
     final = results_root / profile
     results_root.mkdir(parents=True, exist_ok=True)
     with chapter_lock(results_root, chapter):

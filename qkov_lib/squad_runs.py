@@ -4,8 +4,7 @@ of the greedy answers, and MRTA, AC, ACMC, sufficiency and comprehensiveness of 
 position that starts the answer onto the window, the gold answer span being the relevant tokens."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,25 +25,25 @@ OUTPUTS = ("vocabulary", "window")
 
 @dataclass(frozen=True, kw_only=True)
 class SquadSetup(RealSetup):
-    """The SQuAD chapter's setup: the real-data one (its length, the window, <q>, question and <a>; always with MLP
-    and residual, as a GPT block), plus the window and cut sizes, the held-out share of articles, and what the
-    answer is scored over (the whole vocabulary, or the window's tokens and <eos>)."""
+    """The SQuAD chapter's setup: the real-data one, always with MLP and residual (a GPT block), its length set by
+    the window, <q>, the question and <a>; plus the window and cut sizes, the held-out share of articles, and what
+    the answer is scored over (the whole vocabulary, or the window's tokens and <eos>)."""
 
-    window: int
-    max_question: int
-    max_answer: int
-    test_fraction: float
-    output: str
-
-    @staticmethod
-    def defaults(p: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(p, max_len=p["window"] + p["max_question"] + 2, mlp=True, residual=True)
+    window: int  # paragraph tokens around the answer
+    max_question: int  # question tokens kept
+    max_answer: int  # answers longer than this are left out
+    test_fraction: float  # the share of articles held out for testing
+    output: str  # what the answer is scored over: "vocabulary" or "window"
+    max_len: int = field(init=False, default=0)  # window + question + <q> + <a>
+    mlp: bool = field(init=False, default=True)  # a GPT block
+    residual: bool = field(init=False, default=True)  # a GPT block
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         for name in ("window", "max_question", "max_answer"):
-            if not (isinstance(getattr(self, name), int) and getattr(self, name) >= 1):
+            if not getattr(self, name) >= 1:
                 raise ValueError(f"{name} must be an integer >= 1 (got {getattr(self, name)!r})")
+        object.__setattr__(self, "max_len", self.window + self.max_question + 2)
+        super().__post_init__()
         if not 0 < self.test_fraction < 1:
             raise ValueError(f"test_fraction must lie in (0, 1) (got {self.test_fraction!r})")
         if self.output not in OUTPUTS:

@@ -92,7 +92,7 @@ def _read(folder: Path, name: str) -> pd.DataFrame:
 
 def _on_dask(fn: CellFn, todo: list[tuple[str, Cell]], common: Mapping[str, Any], folder: Path,
              address: str | None, workers: int | None, progress: bool, desc: str) -> None:
-    from dask.distributed import as_completed
+    from dask.distributed import as_completed  # lazy: Dask takes a second to import; only sweeps on it need it
     with dask_client(address, workers) as client:
         futures = {client.submit(fn, c, common, key=f"{desc}-{i}", pure=False): i for i, c in todo}
         try:
@@ -107,7 +107,7 @@ def _on_dask(fn: CellFn, todo: list[tuple[str, Cell]], common: Mapping[str, Any]
 def dask_client(address: str | None = None, workers: int | None = None) -> Iterator[Any]:
     """A Dask client: connected to ``address``, or to an embedded LocalCluster of ``workers`` single-threaded
     worker processes (default: one per core), closed on exit."""
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import Client, LocalCluster  # lazy: as above
     if address:
         with Client(address) as client:
             yield client

@@ -1,5 +1,7 @@
-"""Training many seeds of an autograd model at once (a leading seed dimension), with per-seed early stopping at a
-target NLL: the real-data classifiers. The synthetic task's models train with ``engine``."""
+"""The real-data training loop (Section 7): many seeds of an autograd model trained at once (a leading seed
+dimension) with ``torch.optim``'s SGD or AdamW, the learning rate set per circuit (QK, OV, other). Also what every
+training loop shares: the optimisers' names, the batch order of a fixed training set, and the error for a loss that
+is no longer finite. The synthetic task's models train with ``engine``."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -16,58 +18,24 @@ OPTIMIZERS = ("sgd", "adamw")
 
 
 def check_optimiser_and_stop(cfg, positive_ints: tuple[str, ...]) -> None:
-    """The checks every training config shares: a known optimiser, ``target_nll`` >= 0 and positive integer sizes."""
+    """The checks every training config shares: a known optimiser, ``target_nll`` >= 0 (where it has one) and
+    positive integer sizes."""
     if cfg.optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)} (got {cfg.optimizer!r})")
     require_positive_ints(cfg, positive_ints)
-    if not cfg.target_nll >= 0:
+    if not getattr(cfg, "target_nll", 0) >= 0:
         raise ValueError(f"target_nll must be >= 0, 0 meaning no early stop (got {cfg.target_nll!r})")
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Mini-batch training until every seed's training NLL is <= ``target_nll`` (checked every ``eval_every``
-    steps; 0 disables the check) or ``max_steps`` is reached. ``weight_decay`` maps a group (qk, ov, other) to
-    decoupled decay."""
-
-    schedule: RateSchedule = field(default_factory=RateSchedule)
-    batch_size: int = 32
-    optimizer: str = "sgd"
-    weight_decay: tuple[tuple[str, float], ...] = ()
-    target_nll: float = 1e-3
-    max_steps: int = 20_000
-    eval_every: int = 200
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-
-    def __post_init__(self) -> None:
-        check_optimiser_and_stop(self, ("batch_size", "max_steps", "eval_every"))
-        for group, value in self.weight_decay:
-            if group not in ("qk", "ov", "other") or not value >= 0:
-                raise ValueError(f"weight_decay entries must be (group in qk/ov/other, value >= 0); got "
-                                 f"({group!r}, {value!r})")
-
-
-@dataclass
-class History:
-    """Per evaluation: the step and each seed's training NLL; per seed: the step it stopped at (-1: hit the cap)."""
-
-    steps: list[int]
-    train_nll: list[np.ndarray]
-    stopped_at: np.ndarray
-
-    @property
-    def hit_cap(self) -> np.ndarray:
-        return self.stopped_at < 0
-
-
-def _check_finite(loss: torch.Tensor, step: int, seeds: list[int], tc: TrainConfig) -> None:
-    bad = ~torch.isfinite(loss)
+def check_finite(losses: torch.Tensor, step: int, model: Callable[[int], str], every: int = 1) -> None:
+    """One clear error when a model's loss (``losses[k]``, summed over the last ``every`` steps) is not finite;
+    ``model(k)`` names the model and its learning rates."""
+    bad = ~torch.isfinite(losses)
     if bad.any():
-        seed = seeds[int(bad.nonzero()[0])]
-        raise FloatingPointError(f"the training loss became {loss[bad][0].item()} at step {step} for seed {seed}; "
-                                 f"lower the learning rate (lr = {tc.schedule.lr}) or the QK multiplier "
-                                 f"(qk_mult = {tc.schedule.qk_mult})")
+        k = int(bad.nonzero()[0])
+        checked = f" (checked every {every} steps)" if every > 1 else ""
+        raise FloatingPointError(f"the training loss became {losses[k].item()} by step {step}{checked} for "
+                                 f"{model(k)}; lower the learning rate or the QK multiplier")
 
 
 class FixedSetBatches:
@@ -99,6 +67,44 @@ class FixedSetBatches:
         return take(self.inputs), take(self.labels)
 
 
+@dataclass(frozen=True)
+class TrainConfig:
+    """``max_steps`` mini-batch steps of ``optimizer`` (SGD, or AdamW with decoupled weight decay, both as in
+    ``torch.optim``) at the schedule's rate per circuit, with ``weight_decay`` on every parameter; the loss is read
+    every ``eval_every`` steps."""
+
+    schedule: RateSchedule = field(default_factory=RateSchedule)
+    batch_size: int = 32
+    optimizer: str = "adamw"
+    weight_decay: float = 0.0
+    max_steps: int = 20_000
+    eval_every: int = 200
+
+    def __post_init__(self) -> None:
+        check_optimiser_and_stop(self, ("batch_size", "max_steps", "eval_every"))
+        if not self.weight_decay >= 0:
+            raise ValueError(f"weight_decay must be >= 0 (got {self.weight_decay!r})")
+
+
+def optimiser(params: dict[str, torch.Tensor], tc: TrainConfig) -> torch.optim.Optimizer:
+    """``torch.optim``'s SGD or AdamW over the stacked parameters, one group per circuit (its rate at step 0);
+    AdamW runs fused (one pass over each tensor) on the CPU and CUDA."""
+    groups = [{"params": [params[n] for n in names], "lr": tc.schedule.rate(g, 0), "weight_decay": tc.weight_decay,
+               "circuit": g} for g, names in circuit_groups(params).items() if names]
+    if tc.optimizer == "sgd":
+        return torch.optim.SGD(groups)
+    fused = all(p.device.type in ("cpu", "cuda") for p in params.values())
+    return torch.optim.AdamW(groups, fused=fused or None)
+
+
+@dataclass
+class History:
+    """Per read-out: the step and each seed's training NLL."""
+
+    steps: list[int] = field(default_factory=list)
+    train_nll: list[np.ndarray] = field(default_factory=list)
+
+
 LossFn = Callable[[dict[str, torch.Tensor], torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -106,62 +112,28 @@ def train(params: dict[str, torch.Tensor], loss_fn: LossFn, tc: TrainConfig,
           batches: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
           monitor: Callable[[dict[str, torch.Tensor]], np.ndarray], seeds: list[int], progress: bool = True,
           desc: str = "training") -> History:
-    """Train stacked models in place on ``batches(step)``; ``loss_fn`` gives one loss per model. Every
-    ``eval_every`` steps ``monitor(params)`` returns each model's NLL; a model that reaches ``target_nll`` is
-    frozen there. Stops when all models are frozen or after ``max_steps``. ``seeds[k]`` names model k in errors.
-    """
-    n_models = len(seeds)
-    group_of = {name: g for g, names in circuit_groups(params).items() for name in names}
-    decay = dict(tc.weight_decay)
-    state = {k: (torch.zeros_like(p), torch.zeros_like(p)) for k, p in params.items()} if tc.optimizer == "adamw" \
-        else {}
-    active = torch.ones(n_models, dtype=torch.bool)
-    hist = History([], [], np.full(n_models, -1))
+    """Train stacked models in place on ``batches(step)`` for ``max_steps`` steps; ``loss_fn`` gives one loss per
+    model (their sum is minimised: the seeds do not interact). Every ``eval_every`` steps, and at the end,
+    ``monitor(params)`` returns each model's NLL. ``seeds[k]`` names model k in errors."""
+    opt = optimiser(params, tc)
+    ramps = tc.schedule.qk_schedule == "ramp"
+    rates = f"lr = {tc.schedule.lr}, qk_mult = {tc.schedule.qk_mult}"
+    hist = History()
     steps = bar(range(tc.max_steps), desc, enabled=progress, leave=False)
     for step in steps:
         inputs, labels = batches(step)
         loss = loss_fn(params, inputs, labels)
-        _check_finite(loss, step, seeds, tc)
-        grads = torch.autograd.grad(loss.sum(), list(params.values()))
-        with torch.no_grad():
-            mask = None if active.all() else active.to(loss.device)
-            for (name, p), g in zip(params.items(), grads):
-                group = group_of[name]
-                _update(p, g, state.get(name), tc, tc.schedule.rate(group, step), decay.get(group, 0.0), step,
-                        None if mask is None else mask.view(-1, *[1] * (p.dim() - 1)))
+        check_finite(loss, step, lambda k: f"seed {seeds[k]} ({rates})")
+        opt.zero_grad(set_to_none=True)
+        loss.sum().backward()
+        if ramps:
+            for group in opt.param_groups:
+                group["lr"] = tc.schedule.rate(group["circuit"], step)
+        opt.step()
         if (step + 1) % tc.eval_every == 0 or step + 1 == tc.max_steps:
             nll = monitor(params)
             hist.steps.append(step + 1)
             hist.train_nll.append(nll)
-            newly = (nll <= tc.target_nll) & active.numpy() if tc.target_nll > 0 else np.zeros(n_models, bool)
-            hist.stopped_at[newly] = step + 1
-            active &= ~torch.as_tensor(newly)
-            steps.set_postfix_str(f"max NLL {nll.max():.2e}, {int(active.sum())} running")
-            if not active.any():
-                break
+            steps.set_postfix_str(f"max NLL {nll.max():.2e}")
     return hist
 
-
-def _update(p: torch.Tensor, g: torch.Tensor, state, tc: TrainConfig, lr: float, wd: float, step: int,
-            mask: torch.Tensor | None) -> None:
-    """One SGD or AdamW step (decoupled weight decay), applied only to the seeds still training (``mask`` [S, 1...];
-    None: all). AdamW's moments m, v are bias-corrected: p -= lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
-    + lr wd p. With every seed training, PyTorch's fused AdamW kernel does it in one pass (the embedding's update was
-    most of a real-data step); else in place with two temporaries."""
-    if tc.optimizer == "sgd":
-        delta = g + wd * p
-    elif mask is None and p.device.type in ("cpu", "cuda"):  # the same step in one fused pass, 10x faster
-        (m, v), (b1, b2) = state, tc.betas
-        torch._fused_adamw_([p], [g], [m], [v], [], [torch.tensor(float(step + 1), device=p.device)], lr=lr,
-                            beta1=b1, beta2=b2, weight_decay=wd, eps=tc.eps, amsgrad=False, maximize=False)
-        return
-    else:
-        m, v = state
-        b1, b2 = tc.betas
-        g = g if mask is None else g * mask
-        m.lerp_(g, 1 - b1)
-        v.mul_(b2).addcmul_(g, g, value=1 - b2)
-        delta = m.div(v.div(1 - b2 ** (step + 1)).sqrt_().add_(tc.eps)).div_(1 - b1 ** (step + 1))
-        if wd:
-            delta.add_(p, alpha=wd)
-    p.sub_(delta if mask is None else delta * mask, alpha=lr)

@@ -1,4 +1,7 @@
-"""Tiny chapters (jupytext MyST sources) for the runner's tests: one that saves a table and a claim, one that fails."""
+"""Tiny chapters (jupytext MyST sources) for the runner's tests: one that saves a table and a claim, one that fails;
+and the module the runner takes each for."""
+import dataclasses
+import types
 
 HEAD = """---
 kernelspec: {display_name: Python 3, language: python, name: python3}
@@ -28,3 +31,13 @@ BROKEN = HEAD + """
 raise ValueError("deliberate failure")
 ```
 """
+
+
+def fake_module(name: str, datasets: tuple[str, ...] = (), **params: int) -> types.ModuleType:
+    """A chapter module as the runner sees it: a ``Setup`` whose parameters are ``params`` (with those defaults),
+    no profile changes, and the datasets it reads."""
+    setup = dataclasses.make_dataclass("Setup", [(k, type(v), dataclasses.field(default=v)) for k, v in params.items()],
+                                       frozen=True, kw_only=True)
+    module = types.ModuleType(f"qkov_lib.chapters.{name}")
+    module.Setup, module.PROFILES, module.DATASETS = setup, {}, datasets
+    return module

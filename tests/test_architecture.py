@@ -1,59 +1,184 @@
-"""ARCHITECTURE.md kept true: the chapter table, the table of contents, the chapter sources and the intro agree, and
-every import of the library points to its own floor or a lower one (the listed exceptions aside)."""
+"""ARCHITECTURE.md kept true: the library's layers (each module imports only from its own layer or the ones below),
+no import cycles, no import inside a function without a stated reason, and a new chapter is its notebook, its
+module and its lines in the table of contents and the intro (a worked example, run through the runner)."""
 import ast
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import yaml
+from fake_chapters import HEAD
 
-from qkov_lib.profiles import CHAPTERS
+from qkov_lib.contents import GATHERERS, run_order
+from qkov_lib.reproduce import CHAPTERS
 from qkov_lib.results import PACKAGE_DIR, REPO_ROOT
 
-FLOORS = {  # ARCHITECTURE.md's table: a top-level module or package -> its floor
-    **dict.fromkeys(["__init__", "device", "progress", "validation", "optim", "results", "models", "data", "metrics",
-                     "theory"], 0),
-    **dict.fromkeys(["training", "engine"], 1),
-    **dict.fromkeys(["experiments", "fixed_attention", "real_data", "squad_runs", "atlas", "sweep"], 2),
-    **dict.fromkeys(["claims", "plots"], 3),
-    **dict.fromkeys(["profiles", "chapter"], 4),
-    **dict.fromkeys(["reproduce", "book", "book_ext", "__main__"], 5),
+LAYERS = {  # ARCHITECTURE.md's table, top down: a top-level module or package -> its layer (0 = the core)
+    **dict.fromkeys(["__main__", "reproduce", "book", "book_ext"], 3),
+    "chapters": 2,
+    **dict.fromkeys(["engine", "training", "synthetic_runs", "fixed_attention", "real_data", "squad_runs", "sweep"], 1),
+    **dict.fromkeys(["__init__", "chapter", "contents", "device", "progress", "validation", "optim", "results",
+                     "plots", "verdicts", "models", "data", "metrics", "theory"], 0),
 }
-EXCEPTIONS = {("atlas", "claims"), ("claims", "profiles")}  # "Known exceptions" there
 
 
-def _imports(path):
-    """The top-level library modules a file imports (relative imports, at any depth of the file)."""
-    tree = ast.parse(path.read_text())
-    inside = path.relative_to(PACKAGE_DIR).parts
-    for node in ast.walk(tree):
+def _module_name(path: Path) -> str:
+    """``theory/dynamics.py`` -> ``theory.dynamics``; ``theory/__init__.py`` -> ``theory``; ``__init__.py`` ->
+    ``__init__``."""
+    parts = list(path.relative_to(PACKAGE_DIR).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_module(dotted: str) -> bool:
+    path = PACKAGE_DIR.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _imports(path: Path):
+    """(node, the library modules it imports) for every relative import of a file, at any depth."""
+    inside = list(path.relative_to(PACKAGE_DIR).parts[:-1])  # the file's package
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level:
-            base = list(inside[:len(inside) - node.level])  # the package the import starts from
-            target = base + (node.module.split(".") if node.module else [])
-            names = [target[0]] if target else [a.name for a in node.names]  # "from . import results"
-            for name in names:  # a name that is no module is an attribute of the package: its __init__
-                is_module = (PACKAGE_DIR / f"{name}.py").exists() or (PACKAGE_DIR / name / "__init__.py").exists()
-                yield name if is_module else "__init__"
+            base = inside[:len(inside) - node.level + 1]
+            target = ".".join(base + (node.module.split(".") if node.module else []))
+            names = [f"{target}.{a.name}".lstrip(".") for a in node.names]
+            found = [n for n in names if _is_module(n)]  # "from . import fig2_dtap", "from .data import squad"
+            yield node, found if found else [target or "__init__"]
 
 
-def test_imports_point_down_the_floors():
-    upward = []
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        own = path.relative_to(PACKAGE_DIR).parts[0].removesuffix(".py")
-        for name in _imports(path):
-            assert name in FLOORS, f"{path.name} imports {name}, which ARCHITECTURE.md does not place on a floor"
-            if FLOORS[name] > FLOORS[own] and (own, name) not in EXCEPTIONS:
-                upward.append(f"{own} -> {name}")
+        graph[_module_name(path)] = {m for _, mods in _imports(path) for m in mods}
+    return graph
+
+
+def test_imports_point_down_the_layers():
+    upward = []
+    for own, targets in _graph().items():
+        assert own.split(".")[0] in LAYERS, f"{own} is on no layer of ARCHITECTURE.md"
+        for target in targets:
+            if LAYERS[target.split(".")[0]] > LAYERS[own.split(".")[0]]:
+                upward.append(f"{own} -> {target}")
     assert upward == []
-    assert set(FLOORS) >= {p.name.removesuffix(".py") for p in PACKAGE_DIR.iterdir()
-                           if p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists())}
 
 
-def test_table_of_contents_chapters_and_sources_agree():
+def test_no_import_cycles():
+    graph, state, cycles = _graph(), {}, []
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycles.append(" -> ".join(trail[trail.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert cycles == []
+
+
+def test_imports_inside_functions_state_their_reason():
+    """An import inside a function is allowed only with a comment on its line saying why (an optional, heavy or
+    platform-specific dependency)."""
+    silent = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    if isinstance(inner, (ast.Import, ast.ImportFrom)) and "#" not in lines[inner.lineno - 1]:
+                        silent.append(f"{path.relative_to(PACKAGE_DIR)}:{inner.lineno}")
+    assert silent == []
+
+
+def test_table_of_contents_modules_and_sources_agree():
     toc = yaml.safe_load((REPO_ROOT / "_toc.yml").read_text())
-    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    files = [toc["root"]] + [c["file"] for part in toc["parts"] for c in part["chapters"]]
     in_toc = [f.removeprefix("book/chapters/") for f in files if f.startswith("book/chapters/")]
     assert sorted(in_toc) == sorted(CHAPTERS)
-    assert in_toc[0] == "scorecard" and list(CHAPTERS)[-1] == "scorecard"  # shown first, run last
     assert sorted(p.stem for p in (REPO_ROOT / "notebooks").glob("*.md")) == sorted(CHAPTERS)
+    assert sorted(p.stem for p in (PACKAGE_DIR / "chapters").glob("*.py") if p.stem != "__init__") == sorted(CHAPTERS)
     intro = (REPO_ROOT / "book" / "intro.md").read_text()
     assert set(re.findall(r"\{doc\}`chapters/(\w+)`", intro)) == set(CHAPTERS)
     assert all((REPO_ROOT / f"{f}.md").exists() for f in files if not f.startswith("book/chapters/"))
+    order = run_order(list(CHAPTERS))
+    assert order[-len(GATHERERS):] == [n for n in in_toc if n in GATHERERS]  # shown where the toc says, run last
+
+
+NEW_MODULE = '''"""A tiny chapter: the sum of two numbers, checked."""
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ..verdicts import claim_table
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setup:
+    """Two numbers."""
+
+    a: int = 1  # the first (the paper's value)
+    b: int = 2  # the second
+
+
+PROFILES = {"smoke": dict(b=3)}
+
+
+def run(setup: Setup) -> pd.DataFrame:
+    return pd.DataFrame({"sum": [setup.a + setup.b]})
+
+
+def claims(table: pd.DataFrame) -> pd.DataFrame:
+    return claim_table([("positive", "the sum is positive", str(table["sum"][0]), bool(table["sum"][0] > 0))])
+'''
+NEW_NOTEBOOK = HEAD.replace("# A chapter for the tests", "# A tiny chapter") + """
+```{code-cell} ipython3
+from qkov_lib.chapter import begin
+from qkov_lib.chapters import tiny
+
+ch = begin(tiny, profile, overrides)
+table = tiny.run(ch.setup)
+ch.save({"main": table, "claims": tiny.claims(table)})
+```
+"""
+
+
+def test_a_new_chapter_is_its_notebook_its_module_and_two_lines(tmp_path):
+    """The worked example of ARCHITECTURE.md: in a copy of the repository, a new chapter touches four files (two new,
+    a line in the table of contents and in the intro) and the runner, the scorecard and the checks above take it."""
+    root = tmp_path / "repo"
+    shutil.copytree(REPO_ROOT / "qkov_lib", root / "qkov_lib", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO_ROOT / "notebooks", root / "notebooks")
+    shutil.copytree(REPO_ROOT / "book", root / "book", ignore=shutil.ignore_patterns("chapters", "_static"))
+    for name in ("_toc.yml", "_config.yml"):
+        shutil.copy(REPO_ROOT / name, root / name)
+    before = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    (root / "qkov_lib" / "chapters" / "tiny.py").write_text(NEW_MODULE)
+    (root / "notebooks" / "tiny.md").write_text(NEW_NOTEBOOK)
+    toc = (root / "_toc.yml").read_text()
+    (root / "_toc.yml").write_text(toc.replace("      - file: book/chapters/errata\n",
+                                               "      - file: book/chapters/errata\n      - file: book/chapters/tiny\n"))
+    intro = root / "book" / "intro.md"
+    intro.write_text(intro.read_text() + "- {doc}`chapters/tiny`: a tiny chapter.\n")
+    after = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    touched = sorted(str(p) for p in after if before.get(p) != after[p])
+    assert touched == ["_toc.yml", "book/intro.md", "notebooks/tiny.md", "qkov_lib/chapters/tiny.py"]
+    env = {**os.environ, "PYTHONPATH": str(root), "QKOV_PROGRESS": "0"}
+    run = [sys.executable, "-m", "qkov_lib", "reproduce", "--profile", "smoke", "--only", "tiny,scorecard",
+           "--out", str(root / "book" / "chapters"), "--results", str(root / "results")]
+    proc = subprocess.run(run, capture_output=True, text=True, env=env, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    listed = subprocess.run([sys.executable, "-m", "qkov_lib", "chapters"], capture_output=True, text=True, env=env,
+                            cwd=root)
+    assert "tiny                         A tiny chapter" in listed.stdout
+    scorecard = (root / "results" / "smoke" / "scorecard.csv").read_text()
+    assert "A tiny chapter,positive,the sum is positive,4,True" in scorecard

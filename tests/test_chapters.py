@@ -14,7 +14,8 @@ from conftest import TEST_REPOSITORY
 from qkov_lib import results
 from qkov_lib.book import _book_config
 from qkov_lib.book_ext import launch_links
-from qkov_lib.profiles import CHAPTERS, ParameterError
+from qkov_lib.chapter import ParameterError
+from qkov_lib.reproduce import CHAPTERS
 from qkov_lib.results import REPO_ROOT
 
 

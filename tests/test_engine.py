@@ -9,12 +9,13 @@ import torch
 from qkov_lib.data.synthetic import SyntheticConfig, make_splits, stack_splits
 from qkov_lib.engine import (FixedBatches, FreshBatches, forms_product, Member, StackConfig, UpdateRatios, count_set,
                              evaluate_counts, flush_denormals, loss_and_grads, train_stack)
-from qkov_lib.experiments import Panel, RunSettings, SyntheticSetup, figure2_panels, synthetic_data, train_runs
+from qkov_lib.chapter import ParameterError
+from qkov_lib.chapters.fig2_dtap import panels as figure2_panels
 from qkov_lib.fixed_attention import OVModel
 from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, forward, init_params
 from qkov_lib.optim import RateSchedule
-from qkov_lib.data.synthetic import synthetic_config
-from qkov_lib.profiles import ParameterError, resolve
+from qkov_lib.reproduce import resolve
+from qkov_lib.synthetic_runs import Panel, RunSettings, SyntheticSetup, _initial, synthetic_data, train_runs
 from qkov_lib.training import FixedSetBatches
 
 CFG = SyntheticConfig()
@@ -68,10 +69,9 @@ def test_fixed_attention_gradients_equal_autograd(factorised, bias, batch):
         torch.testing.assert_close(grads[name], g, rtol=1e-4, atol=1e-7)
 
 
-R = RunSettings(lr=0.5, ramp_steps=6, max_steps=12)
-SETUP = SyntheticSetup(seeds=(), data=CFG, n_train=64, n_test=32, fresh_batches=False, init="identity",
-                       init_scale=0.01, score_scale=1.0, attend_to_query=True, batch_size=16, target_nll=1e-3,
-                       eval_every=4, bins=(0.0, 0.5, 1.0), run=R)
+SETUP = SyntheticSetup(seeds=(0,), n_train=64, n_test=32, init_scale=0.01, batch_size=16, eval_every=4,
+                       bins=(0.0, 0.5, 1.0), lr=0.5, ramp_steps=6, max_steps=12)
+R = SETUP.run
 RUNS = [(Panel("a", "FAFO"), R), (Panel("e", "FAFO", 3.0), R), (Panel("f", "FAFO", 4.0, "ramp"), R),
         (Panel("d", "FAFO", ov_decay=0.01), R), (Panel("i", "FAFO", ov_init_mult=0.5), replace(R, max_steps=8)),
         (Panel("c", "CACO", 2.0, "ramp"), R), (Panel("adam", "FAFO", 2.0, optimizer="adamw"), replace(R, lr=0.01))]
@@ -183,13 +183,12 @@ def test_fixed_batches_give_each_model_its_own_order_as_models_leave():
 
 
 def test_official_preset_runs_a_panel_with_fresh_batches():
-    _, p = resolve("fig2_dtap", "official", {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 6,
-                                              "eval_every": 2})
-    cfg = synthetic_config(p)
-    assert cfg.vocab == 50 and p["fresh_batches"] and p["score_scale"] == pytest.approx(50 ** -0.5)
-    setup = SyntheticSetup.of(p)
-    result = train_runs([(figure2_panels(20, 40, 5, 10)[0], setup.run)], setup, synthetic_data(cfg, p["seeds"], 64, 64),
-                        CPU, progress=False)[0]
+    _, setup = resolve("fig2_dtap", "official", {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 6,
+                                                  "eval_every": 2})
+    cfg = setup.data
+    assert cfg.vocab == 50 and setup.fresh_batches and setup.score_scale == pytest.approx(50 ** -0.5)
+    data = synthetic_data(cfg, setup.seeds, 64, 64)
+    result = train_runs([(figure2_panels(20, 40, 5, 10)[0], setup.run)], setup, data, CPU, progress=False)[0]
     assert result.heatmaps.shape == (2, 5, 5) and np.allclose(result.heatmaps.sum((1, 2)), 100)
     assert list(result.summary["steps"]) == [6, 6] and result.summary["hit_cap"].all()
 
@@ -197,13 +196,12 @@ def test_official_preset_runs_a_panel_with_fresh_batches():
 def test_official_panels_start_from_the_authors_per_panel_initialisation():
     """Panels a (W_K, W_Q) and d (W_QK, W_OV) start from PyTorch's default draw; every other matrix as the
     chapter's identity init gives it (1e-6 I, a collapsed circuit the product)."""
-    from qkov_lib.experiments import _initial
-    _, p = resolve("fig2_dtap", "official")
-    panels = figure2_panels(20, 40, 5, 10, 127, p["pytorch_init"])
+    _, official = resolve("fig2_dtap", "official")
+    panels = figure2_panels(20, 40, 5, 10, 127, official.pytorch_init)
     assert [panel.key for panel in panels if panel.pytorch_init] == ["a", "d", "g", "h"]
     assert "PyTorch init W_K W_Q" in panels[0].label
     for panel in panels[:4]:
-        start = _initial([(panel, None)], replace(SyntheticSetup.of(p), seeds=(0, 1)), CPU)
+        start = _initial([(panel, None)], replace(official, seeds=(0, 1)), CPU)
         default, own = (init_params(AttentionConfig(panel.parameterisation, vocab=50, init=kind, init_scale=scale),
                                     [0, 1]) for kind, scale in (("pytorch", 1.0), ("identity", 1e-6)))
         for name, value in start.items():
@@ -212,7 +210,7 @@ def test_official_panels_start_from_the_authors_per_panel_initialisation():
 
 
 def test_pytorch_init_must_name_the_panels_own_matrices():
-    with pytest.raises(ParameterError, match=r"pytorch_init\['d'\] names \('W_K',\), but panel d \(CACO\)"):
+    with pytest.raises(ParameterError, match=r"pytorch_init\['d'\] names \['W_K'\], but panel d \(CACO\)"):
         resolve("fig2_dtap", "paper", {"pytorch_init": {"d": ["W_K"]}})
     with pytest.raises(ParameterError, match="pytorch_init must map panel keys a-h"):
         resolve("fig2_dtap", "paper", {"pytorch_init": {"z": ["W_K"]}})
@@ -318,3 +316,31 @@ def test_panel_caps_and_stop_rules_reach_the_members():
     with pytest.raises(ValueError, match="stop_epoch = 3 must be a multiple of eval_every = 2"):
         train_runs([(Panel("a", "FAFO", stop_epoch=3), R)], replace(SETUP, eval_every=2, seeds=(0,)),
                    synthetic_data(CFG, [0], 64, 32), CPU, progress=False)
+
+
+def test_the_engines_adamw_is_torchs_adamw_per_model():
+    """The engine's stacked AdamW (per-model rates, decoupled decay on OV only) against ``torch.optim.AdamW`` run on
+    each model alone, step by step on the same gradients."""
+    from qkov_lib.engine import _Optimiser
+    gen = torch.Generator().manual_seed(0)
+    start = {"W_QK": torch.randn(2, 6, 6, generator=gen), "W_O": torch.randn(2, 4, 6, generator=gen),
+             "W_V": torch.randn(2, 6, 6, generator=gen)}
+    rates = {"qk": torch.tensor([3e-3, 1e-2]), "ov": torch.tensor([1e-3, 1e-2])}
+    decay = torch.tensor([0.0, 0.1])
+    stacked = {k: v.clone() for k, v in start.items()}
+    opt = _Optimiser(StackConfig(qk="collapsed", optimizer="adamw"), stacked)
+    alone = [{k: v[i].clone().requires_grad_() for k, v in start.items()} for i in range(2)]
+    torch_opts = [torch.optim.AdamW([{"params": [p["W_QK"]], "lr": float(rates["qk"][i]), "weight_decay": 0.0},
+                                     {"params": [p["W_O"], p["W_V"]], "lr": float(rates["ov"][i]),
+                                      "weight_decay": float(decay[i])}], foreach=False) for i, p in enumerate(alone)]
+    for step in range(50):
+        grads = {k: torch.randn(v.shape, generator=gen) * 10.0 ** -(step % 4) for k, v in start.items()}
+        opt.step(stacked, {k: g.clone() for k, g in grads.items()}, rates, decay, step + 1)
+        for i, (p, o) in enumerate(zip(alone, torch_opts)):
+            for k in p:
+                p[k].grad = grads[k][i].clone()
+            o.step()
+    for i, p in enumerate(alone):
+        for k, v in p.items():
+            moved = (v.detach() - start[k][i]).abs().max()
+            assert (stacked[k][i] - v.detach()).abs().max() <= 1e-5 * moved, (i, k)

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fake_chapters import BROKEN, TINY
+from fake_chapters import BROKEN, TINY, fake_module
 from fake_data import seal, write_hatexplain_canonical, write_hatexplain_offline, write_sva_canonical, write_sva_offline
 
 from qkov_lib import reproduce as runner
 from qkov_lib.__main__ import _interrupt, main
-from qkov_lib.claims import scorecard
+from qkov_lib.chapters import scorecard
 from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, hatexplain, registry, sva
-from qkov_lib.profiles import ChapterSpec, concrete_profile
+from qkov_lib.chapter import concrete_profile
 from qkov_lib.results import REPO_ROOT, RESULTS_ENV, ROOT_ENV, ResultsError, check, save
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -46,8 +46,8 @@ def book(tmp_path, monkeypatch):
     (notebooks / "broken.md").write_text(BROKEN)
     shutil.copy(REPO_ROOT / "notebooks" / "sva.md", notebooks / "sva.md")
     monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
-    monkeypatch.setitem(runner.CHAPTERS, "tiny", ChapterSpec(title="Tiny", paper={"x": 1}, datasets=("sva",)))
-    monkeypatch.setitem(runner.CHAPTERS, "broken", ChapterSpec(title="Broken", paper={"x": 1}))
+    monkeypatch.setitem(runner.CHAPTERS, "tiny", fake_module("tiny", datasets=("sva",), x=1))
+    monkeypatch.setitem(runner.CHAPTERS, "broken", fake_module("broken", x=1))
     data = tmp_path / "data"
     write_sva_offline(data)
     monkeypatch.setenv(DATA_ENV, str(data))
@@ -75,9 +75,9 @@ CLI_CASES = [
     ("unknown profile", ["--only", "tiny", "--profile", "fast"], {}, "unknown profile 'fast'"),
     ("unknown parameter", ["--only", "tiny", "-p", "y", "1"], {}, "unknown parameter 'y'"),
     ("a parameter twice", ["--only", "tiny", "-p", "x", "1", "-p", "x", "2"], {}, "'x' is given twice"),
-    ("a value of the wrong type", ["--only", "tiny", "-p", "x", "'one'"], {}, "'x' of tiny must be a int"),
+    ("a value of the wrong type", ["--only", "tiny", "-p", "x", "'one'"], {}, "'x' of tiny must be an int"),
     ("a value that is code", ["--only", "tiny", "-p", "x", "__import__('os').system('touch pwned')"], {},
-     "'x' of tiny must be a int"),
+     "'x' of tiny must be an int"),
     ("an unknown device", ["--only", "tiny,broken"], {"QKOV_DEVICE": "tpu"}, "QKOV_DEVICE='tpu' is not a device"),
     ("an absent device", ["--only", "tiny"], {"QKOV_DEVICE": "cuda"}, "QKOV_DEVICE='cuda' was asked for but is"),
     ("a bad worker count", ["--only", "tiny"], {"QKOV_WORKERS": "two"}, "QKOV_WORKERS='two' must be a whole"),
@@ -147,7 +147,7 @@ def test_scorecard_marks_damaged_results(smoke_book, tmp_path):
     folder = tmp_path / "smoke"
     shutil.copytree(smoke_book / "data" / "results" / "smoke", folder)
     (folder / "fig4_mu_trajectories.claims.csv").write_text("claim,this run,reproduced\n")
-    table = scorecard(folder)
+    table = scorecard.gather(folder)
     row = table[table["chapter"].str.startswith("Figure 4")]
     assert len(row) == 1 and "results unusable" in row["claim"].iloc[0] and row["reproduced"].isna().all()
 
@@ -173,7 +173,8 @@ def test_a_chapter_run_by_hand_writes_apart_from_the_runners_units(book, monkeyp
     before = snapshot(book / "res" / "smoke")
     monkeypatch.setenv(ROOT_ENV, str(book / "res"))
     monkeypatch.delenv(RESULTS_ENV, raising=False)
-    Chapter("tiny", "smoke", {"x": 5}, {"device": "cpu"}).save({"main": pd.DataFrame({"x": [5]})})
+    by_hand = Chapter("tiny", "smoke", fake_module("tiny", x=1).Setup(x=5), {"device": "cpu"})
+    by_hand.save({"main": pd.DataFrame({"x": [5]})})
     assert "apart from the runner's (results/interactive/smoke)" in capsys.readouterr().out
     assert check(book / "res" / "interactive" / "smoke", "tiny")["parameters"] == {"x": 5}
     assert snapshot(book / "res" / "smoke") == before and run(book) == "skipped"
@@ -439,7 +440,7 @@ def test_a_chapter_without_its_data_gets_a_page_saying_so(book, monkeypatch, cap
     assert "sva data not available" in page and "QKOV_DATA_DIR" in page and "reproduce --only sva" in page
     assert "most recent call last" not in page and "papermill-error-cell-tag" not in page
     assert check(book / "res" / "smoke", "sva")["status"] == "data unavailable"
-    table = scorecard(book / "res" / "smoke")
+    table = scorecard.gather(book / "res" / "smoke")
     assert table[table["chapter"].str.contains("subject-verb")]["claim"].str.contains("not checked").all()
     assert cli(book, *no_download, "--strict") == 1  # unchanged, so skipped, and still without data
     assert "without their data" in capsys.readouterr().err

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 import torch
 
-from qkov_lib.claims import figure3
+from qkov_lib.chapters.fig3_incentive import claims as figure3
 from qkov_lib.data.synthetic import SyntheticSplit
 from qkov_lib.fixed_attention import (OVModel, bag_features, effective_input, fade_epochs, run_fixed_attention,
                                       run_models)

@@ -7,8 +7,8 @@ import torch
 
 from qkov_lib import device
 from qkov_lib.__main__ import main
-from qkov_lib.profiles import CHAPTERS, PROFILES, ParameterError, concrete_profile, parse_value, resolve
-from qkov_lib.reproduce import split_overrides
+from qkov_lib.chapter import PROFILES, ParameterError, as_dict, concrete_profile, parse_value
+from qkov_lib.reproduce import CHAPTERS, resolve, split_overrides
 
 FIG4 = "fig4_mu_trajectories"
 
@@ -26,21 +26,38 @@ def test_every_profile_resolves_for_every_chapter():
 
 
 def test_paper_profile_is_the_paper_setting():
-    _, p = resolve(FIG4, "paper")
-    assert (p["m"], p["n"], p["b"], p["M"], p["eta_ov"]) == (5, 50, 50, 5, 1.0)
-    assert p["ratios"] == [0.01, 0.1, 1.0, 10.0, 100.0] and p["target_loss"] == 1e-4
-    assert resolve(FIG4, "official")[1]["M"] == 20
-    assert resolve(FIG4, "smoke")[1]["target_loss"] == 1e-3
+    _, s = resolve(FIG4, "paper")
+    assert (s.m, s.n, s.b, s.M, s.eta_ov) == (5, 50, 50, 5, 1.0)
+    assert s.ratios == (0.01, 0.1, 1.0, 10.0, 100.0) and s.target_loss == 1e-4
+    assert resolve(FIG4, "official")[1].M == 20
+    assert resolve(FIG4, "smoke")[1].target_loss == 1e-3
 
 
 def test_overrides_apply_and_keep_types():
-    _, p = resolve(FIG4, "default", {"M": 20, "eta_ov": 2, "ratios": [1, 10]})
-    assert p["M"] == 20 and p["eta_ov"] == 2.0 and isinstance(p["eta_ov"], float) and p["ratios"] == [1.0, 10.0]
+    _, s = resolve(FIG4, "default", {"M": 20, "eta_ov": 2, "ratios": [1, 10]})
+    assert s.M == 20 and s.eta_ov == 2.0 and isinstance(s.eta_ov, float) and s.ratios == (1.0, 10.0)
+    assert as_dict(s)["ratios"] == [1.0, 10.0]  # the metadata's plain form
+
+
+def test_every_setup_field_has_a_comment_and_every_profile_names_real_parameters():
+    """A chapter's Setup says where each default comes from (a comment on its line), and its profiles change only
+    parameters it has."""
+    import ast
+    import inspect
+    from qkov_lib.chapter import parameters
+    for name, module in CHAPTERS.items():
+        source = inspect.getsource(module.Setup)
+        for node in ast.parse(source).body[0].body:
+            if isinstance(node, ast.AnnAssign):
+                line = source.splitlines()[node.end_lineno - 1]
+                assert "#" in line, f"{name}.Setup.{node.target.id} has no comment saying where its value comes from"
+        for profile, changes in module.PROFILES.items():
+            assert profile in PROFILES and set(changes) <= set(parameters(module.Setup)), (name, profile)
 
 
 @pytest.mark.parametrize("overrides, message", [
     ({"bogus": 1}, "unknown parameter 'bogus'.*allowed: m, n, b, M"),
-    ({"M": "five"}, "parameter 'M' .* must be a int"),
+    ({"M": "five"}, "parameter 'M' .* must be an int"),
     ({"ratios": [0.0, 1.0]}, "ratios must contain only finite numbers > 0"),
     ({"ratios": [-1.0]}, "ratios must contain only finite numbers > 0"),
     ({"ratios": []}, "ratios must be a non-empty list"),
@@ -60,17 +77,17 @@ def test_bad_parameters(overrides, message):
 def test_placeholder_parameters_take_none_or_their_own_type():
     """A parameter whose paper value is None takes None or its own type: the atlas's scheduler a string, its
     workers and Figure 2's seq_len_gh an int."""
-    assert resolve("atlas", "default")[1]["scheduler"] is None
-    _, p = resolve("atlas", "default", {"scheduler": "tcp://10.0.0.5:8786", "workers": 3})
-    assert p["scheduler"] == "tcp://10.0.0.5:8786" and p["workers"] == 3
-    for overrides, message in [({"scheduler": 3}, "'scheduler' of atlas must be None or a str"),
+    assert resolve("atlas", "default")[1].scheduler is None
+    _, s = resolve("atlas", "default", {"scheduler": "tcp://10.0.0.5:8786", "workers": 3})
+    assert s.scheduler == "tcp://10.0.0.5:8786" and s.workers == 3
+    for overrides, message in [({"scheduler": 3}, "'scheduler' of atlas must be a str or None"),
                                ({"scheduler": ""}, "scheduler must be None, 'serial' or a scheduler address"),
                                ({"workers": 0}, r"workers must be None \(one per core\) or an integer >= 1"),
-                               ({"workers": "two"}, "'workers' of atlas must be None or a int"),
-                               ({"workers": True}, "'workers' of atlas must be None or a int")]:
+                               ({"workers": "two"}, "'workers' of atlas must be an int or None"),
+                               ({"workers": True}, "'workers' of atlas must be an int or None")]:
         with pytest.raises(ParameterError, match=message):
             resolve("atlas", "default", overrides)
-    with pytest.raises(ParameterError, match="'seq_len_gh' of fig2_dtap must be None or a int"):
+    with pytest.raises(ParameterError, match="'seq_len_gh' of fig2_dtap must be an int or None"):
         resolve("fig2_dtap", "default", {"seq_len_gh": "long"})
 
 
@@ -128,8 +145,8 @@ def test_device_choice(monkeypatch):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"mult_e": 0.0}, r"QK multiplier \(mult_e, ramp_f, mult_g, ramp_h\) must be a finite number > 0"),
-    ({"ramp_h": -1.0}, r"QK multiplier"),
+    ({"mult_e": 0.0}, r"the QK multiplier mult_e must be a finite number > 0"),
+    ({"ramp_h": -1.0}, r"the QK multiplier ramp_h"),
     ({"bins": [0.0, 0.5, 1.5]}, r"bins must lie in \[0, 1\]"),
     ({"bins": [0.0, 0.6, 0.4, 1.0]}, "bins must be strictly increasing"),
     ({"gamma": 1.2}, r"gamma .* must lie in \(0, 1\)"),
@@ -146,9 +163,9 @@ def test_bad_figure2_parameters(overrides, message):
 
 
 def test_figure2_profiles():
-    assert resolve("fig2_dtap", "paper")[1]["lr"] == 0.01
+    assert resolve("fig2_dtap", "paper")[1].lr == 0.01
     official = resolve("fig2_dtap", "official")[1]
-    assert official["layout"] == "official" and official["vocab_size"] == 50 and official["mult_e"] == 20.0
+    assert official.layout == "official" and official.vocab_size == 50 and official.mult_e == 20.0
 
 
 @pytest.mark.parametrize("overrides, message", [

@@ -12,7 +12,10 @@ import torch
 from fake_data import (seal, squad_file, write_hatexplain_canonical, write_hatexplain_offline, write_squad_canonical,
                        write_squad_offline, write_sva_canonical, write_sva_offline)
 
-from qkov_lib import claims, squad_runs
+from qkov_lib import squad_runs
+from qkov_lib.chapter import ParameterError
+from qkov_lib.chapters import hatexplain as hatexplain_chapter, hatexplain_layers, sva as sva_chapter
+from qkov_lib.chapters import squad as squad_chapter
 from qkov_lib.data import CACHE_ENV, DATA_ENV, hatexplain, pos_tags, registry, squad, sva
 from qkov_lib.data.registry import DataError
 from qkov_lib.data.text import TextSplit, Vocab, encode
@@ -20,9 +23,8 @@ from qkov_lib.metrics.rationale import erase, faithfulness, mass_metrics, readou
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
 from qkov_lib.optim import circuit_groups
 from qkov_lib.plots import dtap_conditions
-from qkov_lib.profiles import ParameterError, resolve
-from qkov_lib.real_data import (TABLE_METRICS, RealSetup, by_depth, group_table, layers_table, prepare, run_conditions,
-                                run_layers, table1, table1_display)
+from qkov_lib.real_data import TABLE_METRICS, claims, group_table, run_conditions, table1, table1_display
+from qkov_lib.reproduce import resolve
 
 
 @pytest.fixture
@@ -192,13 +194,14 @@ SQUAD_SMOKE = dict(seeds=[0, 1], download=False, test_fraction=0.2, data_seed=0,
                    max_answer=3, max_train=None, max_test=None, min_freq=1, n_layers=2, d_model=16, n_heads=2, d_head=8,
                    d_mlp=32, optimizer="adamw", lr=1e-2, qk_mult=20.0, batch_size=16, weight_decay=1e-4, epochs=2,
                    evals_per_epoch=1, eval_batch=8, identity_weight=0.5, k_percents=[10.0, 50.0], erase="remove",
-                   threshold=0.1, confidence=0.1, bins=[0.0, 0.05, 0.1, 0.5, 1.0], output="vocabulary")
+                   threshold=0.1, confidence=0.1, bins=[0.0, 0.05, 0.1, 0.5, 1.0])
 
 
 @pytest.mark.parametrize("output", ["vocabulary", "window"])
 def test_squad_runs_score_generated_answers_and_attention_on_the_answer_span(offline, output):
     write_squad_offline(offline)
-    p = squad_runs.SquadSetup.of(dict(SQUAD_SMOKE, output=output))
+    p = squad_chapter.Setup(**{k: tuple(v) if isinstance(v, list) else v for k, v in SQUAD_SMOKE.items()},
+                            output=output)
     data = squad_runs.prepare(p)
     enc = data.test
     a = data.vocab.stoi["<a>"]
@@ -210,7 +213,7 @@ def test_squad_runs_score_generated_answers_and_attention_on_the_answer_span(off
     assert list(run.per_seed.columns[:-1]) == ["seed", *squad_runs.QA_METRICS] and len(run.per_seed) == 4
     assert run.per_seed[["F1", "EM"]].apply(lambda c: c.between(0, 100)).all().all()
     assert all(m.shape == (2, 4, 4) for m in run.maps.values()) and run.by_group.empty
-    table = claims.table1(run.per_seed, performance="F1")
+    table = claims(run.per_seed, performance="F1")
     assert table["claim"].iloc[0] == "F1 comparable with faster QK"
     shown = table1_display(table1(run.per_seed, metrics=squad_runs.QA_METRICS), metrics=squad_runs.QA_METRICS)
     assert list(shown.columns) == list(squad_runs.QA_METRICS)
@@ -402,8 +405,8 @@ def test_rollout_erase_and_faithfulness():
 
 def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     write_hatexplain_offline(offline)
-    p = RealSetup.of(resolve("hatexplain", "smoke", {"epochs": 3})[1])
-    data = prepare("hatexplain", p)
+    p = resolve("hatexplain", "smoke", {"epochs": 3})[1]
+    data = hatexplain_chapter.data(p)
     run = run_conditions(data, p, torch.device("cpu"), progress=False)
     per_seed = run.per_seed
     assert set(per_seed["condition"]) == {"baseline", "faster QK (x30)"} and len(per_seed) == 4
@@ -425,17 +428,17 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     shown = table1_display(t)  # one "mean ± half-width" column per metric
     assert list(shown.columns) == list(TABLE_METRICS) and shown.loc["baseline", "accuracy"] == (
         f"{t['accuracy'].iloc[0]:.1f} ± {t['accuracy ±'].iloc[0]:.1f}")
-    table = claims.table1(per_seed)
+    table = claims(per_seed)
     assert len(table) == 5 and table["reproduced"].dtype == bool
     forged = per_seed.copy()
     forged.loc[forged["condition"] != "baseline", "AC"] += 10 + forged["seed"]
-    assert claims.table1(forged).set_index("claim").loc["AC rises with faster QK", "reproduced"]
+    assert claims(forged).set_index("claim").loc["AC rises with faster QK", "reproduced"]
 
 
 def test_sva_accuracy_by_attractors(offline):
     write_sva_offline(offline)
-    p = RealSetup.of(resolve("sva", "smoke", {"max_train": None, "max_test": None})[1])
-    data = prepare("sva", p)
+    p = resolve("sva", "smoke", {"max_train": None, "max_test": None})[1]
+    data = sva_chapter.data(p)
     run = run_conditions(data, p, torch.device("cpu"), progress=False)
     g = run.by_group
     assert set(g["split"]) == {"held-out", "test"} and len(set(g["condition"])) == 2
@@ -455,18 +458,18 @@ def test_sva_accuracy_by_attractors(offline):
 
 def test_table5_runs_each_depth_with_its_own_rollout_and_names_the_depth_in_its_claims(offline):
     write_hatexplain_offline(offline)
-    p = RealSetup.of(resolve("hatexplain_layers", "smoke", {"layer_counts": [1, 2]})[1])
+    p = resolve("hatexplain_layers", "smoke", {"layer_counts": [1, 2]})[1]
     assert p.n_layers == 2 and p.layer_counts == (1, 2)
-    data = prepare("hatexplain", p)
-    runs = run_layers(data, p, torch.device("cpu"), progress=False)
+    data = hatexplain_chapter.data(p)
+    runs = hatexplain_layers.run(p, data, torch.device("cpu"), progress=False)
     assert list(runs) == [1, 2]
-    one = run_conditions(data, dataclasses.replace(p, n_layers=1), torch.device("cpu"), progress=False)
+    one = run_conditions(data, p.at_depth(1), torch.device("cpu"), progress=False)
     pd.testing.assert_frame_equal(runs[1].per_seed, one.per_seed, check_exact=True)  # depth 1 = Table 1's run
     assert not runs[2].per_seed[list(TABLE_METRICS)].equals(runs[1].per_seed[list(TABLE_METRICS)])
-    table = layers_table(runs)
+    table = hatexplain_layers.table(runs)
     assert list(table["layers"]) == [1, 1, 2, 2] and list(table.columns[:2]) == ["layers", "condition"]
-    assert list(by_depth(runs, "per_seed")["layers"].unique()) == [1, 2]
-    checked = claims.table5({n: run.per_seed for n, run in runs.items()})
+    assert list(hatexplain_layers.by_depth(runs, "per_seed")["layers"].unique()) == [1, 2]
+    checked = hatexplain_layers.claims({n: run.per_seed for n, run in runs.items()})
     assert len(checked) == 10 and checked["claim"].iloc[5] == "2 layers: accuracy comparable with faster QK"
     for bad in ([], [2, 2], [0], [1.5]):
         with pytest.raises(ParameterError, match="layer_counts"):
@@ -487,17 +490,17 @@ def test_real_data_parameters_are_validated():
 def test_the_real_data_setup_checks_what_the_run_uses():
     """The validator is the setup's construction, and the run trains with the setup's own loop: weight decay on
     every circuit (not only the one the validator once checked), only W_Q and W_K faster."""
-    setup = RealSetup.of(resolve("hatexplain", "default")[1])
+    setup = resolve("hatexplain", "default")[1]
     assert setup.seeds == (0, 1, 2, 3, 4) and setup.bins == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     tc = setup.train_config(setup.qk_mult, per_epoch=100)
-    assert dict(tc.weight_decay) == {"qk": 1e-4, "ov": 1e-4, "other": 1e-4}
+    assert tc.weight_decay == 1e-4
     assert tc.max_steps == setup.epochs * 100 and tc.schedule.qk_mult == 30.0
     assert setup.conditions() == [("baseline", 1.0), ("faster QK (x30)", 30.0)]
     with pytest.raises(ValueError, match="weight_decay"):
         dataclasses.replace(setup, weight_decay=-1.0)  # a setup is checked whenever it is built, replace included
     with pytest.raises(ValueError, match="epochs"):
         dataclasses.replace(setup, epochs=0)
-    squad = squad_runs.SquadSetup.of(resolve("squad", "default")[1])
+    squad = resolve("squad", "default")[1]
     assert squad.max_len == squad.window + squad.max_question + 2 and squad.mlp and squad.residual
     with pytest.raises(ParameterError, match="output"):
         resolve("squad", "default", {"output": "span"})
@@ -507,3 +510,37 @@ def test_gzip_fixture_is_really_gzip(tmp_path):
     write_sva_canonical(tmp_path)
     with gzip.open(tmp_path / "sva" / "agr_50_mostcommon_10K.tsv.gz", "rt") as fh:
         assert fh.readline().startswith("sentence")
+
+
+def test_the_training_loop_steps_as_torch_adamw_does_whatever_the_gradients_layout():
+    """The real-data loop's fused AdamW equals ``torch.optim.AdamW``'s reference (one tensor at a time) on a
+    classifier whose W_Q, W_K, W_O gradients come out of autograd in another memory layout than their parameters
+    (a fused kernel fed those directly pairs parameters with the wrong gradient entries)."""
+    from qkov_lib.optim import RateSchedule
+    from qkov_lib.training import TrainConfig, optimiser, train
+    cfg = ClassifierConfig(vocab=50, n_classes=3, max_len=16, d_model=16, n_heads=4, d_head=8, n_layers=2, mlp=True,
+                           d_mlp=32, residual=True)
+    start = init_classifier(cfg, [0, 1])
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randint(1, 50, (2, 8, 16), generator=gen), torch.randint(0, 3, (2, 8), generator=gen)
+
+    def loss_fn(prm, ids, labels):
+        return torch.nn.functional.cross_entropy(classify(prm, cfg, ids)[0].transpose(1, 2), labels,
+                                                 reduction="none").mean(1)
+
+    grads = torch.autograd.grad(loss_fn(start, x, y).sum(), list(start.values()))
+    assert not all(g.is_contiguous() for g in grads)  # the case a fused kernel gets wrong
+    tc = TrainConfig(RateSchedule(1e-3, qk_mult=30.0), weight_decay=1e-4, max_steps=10, eval_every=5)
+    ours = {k: v.detach().clone().requires_grad_() for k, v in start.items()}
+    train(ours, loss_fn, tc, lambda step: (x, y), lambda prm: np.zeros(2), [0, 1], progress=False)
+    ref = {k: v.detach().clone().requires_grad_() for k, v in start.items()}
+    groups = optimiser(ref, tc).param_groups
+    opt = torch.optim.AdamW([{"params": g["params"], "lr": g["lr"], "weight_decay": g["weight_decay"]}
+                             for g in groups], foreach=False)
+    for _ in range(10):
+        opt.zero_grad()
+        loss_fn(ref, x, y).sum().backward()
+        opt.step()
+    for k, v in ours.items():
+        moved = (ref[k] - start[k]).abs().max()
+        assert (v - ref[k]).abs().max() <= 1e-4 * moved, k

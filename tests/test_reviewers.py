@@ -4,10 +4,11 @@ import pandas as pd
 import pytest
 import torch
 
-from qkov_lib import claims
-from qkov_lib.experiments import Panel, RunSettings, SyntheticSetup, corollary_runs, effective_ratios
+from qkov_lib.chapter import ParameterError
+from qkov_lib.chapters import corollaries, factorised_dynamics
 from qkov_lib.metrics import mean_ci, paired_effects
-from qkov_lib.profiles import ParameterError, resolve
+from qkov_lib.reproduce import resolve
+from qkov_lib.synthetic_runs import Panel, RunSettings
 from qkov_lib.theory import OrthogonalSetting, rhs
 from qkov_lib.theory.factorised import collapse, imbalance
 from qkov_lib.theory.instance import InstanceConfig, OrthogonalInstance
@@ -54,10 +55,10 @@ def test_falsifier_and_its_claims():
                             "mu_QK error": e, "alpha error": e, "max off-ansatz": 0.0}
                            for m, o, e in (("collapsed", "collapsed ODE", 1e-9), ("factorised", "rescaled ODE", 1e-9),
                                            ("factorised", "collapsed ODE", 0.5), ("collapsed", "rescaled ODE", 0.5))])
-    table = claims.factorised_dynamics(errors, matched, after, base.alpha0)
+    table = factorised_dynamics.claims(errors, matched, after, base.alpha0)
     assert table["reproduced"].all()
     worse = errors.assign(**{"mu_OV error": 0.5, "mu_QK error": 0.5})
-    assert not claims.factorised_dynamics(worse, matched, after, base.alpha0)["reproduced"].iloc[0]
+    assert not factorised_dynamics.claims(worse, matched, after, base.alpha0)["reproduced"].iloc[0]
 
 
 def test_effective_ratio_summary():
@@ -65,16 +66,16 @@ def test_effective_ratio_summary():
     runs = [(Panel("a", "FAFO"), run), (Panel("b", "FAFO", qk_mult=10.0), run)]
     rows = [{"panel": p, "seed": m, "step": s, "effective_ratio": r * (1 + m)}
             for p, r in (("a", 1.0), ("b", 5.0)) for m in range(3) for s in range(4)]
-    table = effective_ratios(pd.DataFrame(rows), runs).set_index("panel")
+    table = corollaries.effective_ratios(pd.DataFrame(rows), runs).set_index("panel")
     assert table.loc["a", "effective, whole run"] == pytest.approx(2.0)
     assert table.loc["b", "nominal ratio"] == 10.0 and table.loc["b", "effective, whole run"] == pytest.approx(10.0)
 
 
 def test_corollary_runs_scale_the_cap_of_the_slow_ov_run():
-    _, p = resolve("corollaries", "smoke", {})
-    runs = dict((panel.key, (panel, run)) for panel, run in corollary_runs(p, SyntheticSetup.of(p)))
-    assert runs["OV lr"][1].max_steps == round(p["max_steps"] / p["ov_mult"])
-    assert runs["OV lr"][0].label.endswith("OV lr x0.1") and runs["OV decay"][0].ov_decay == p["ov_decay"]
+    _, setup = resolve("corollaries", "smoke", {})
+    runs = dict((panel.key, (panel, run)) for panel, run in corollaries.runs(setup))
+    assert runs["OV lr"][1].max_steps == round(setup.max_steps / setup.ov_mult)
+    assert runs["OV lr"][0].label.endswith("OV lr x0.1") and runs["OV decay"][0].ov_decay == setup.ov_decay
     assert {panel.optimizer for panel, _ in runs.values()} == {"sgd", "adamw"}
 
 
@@ -97,9 +98,9 @@ def test_corollary_claims_follow_the_confidence_interval():
                             "effective, whole run": 2.0},
                            {"panel": "b", "optimizer": "adamw", "lr": 0.01, "nominal ratio": 10.0,
                             "effective, whole run": 1.0}])
-    table = claims.corollaries(effects, ratios, {"x": "(x) FAFO, OV decay"})
+    table = corollaries.claims(effects, ratios, {"x": "(x) FAFO, OV decay"})
     assert table["reproduced"].tolist() == [True, True]
-    assert not claims.corollaries(effects.assign(ci_low=-1.0), ratios.assign(**{"effective, whole run": [1.0, 10.0]}),
+    assert not corollaries.claims(effects.assign(ci_low=-1.0), ratios.assign(**{"effective, whole run": [1.0, 10.0]}),
                                   {})["reproduced"].any()
 
 

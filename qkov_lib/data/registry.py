@@ -167,7 +167,7 @@ def canonical_file(dataset: str, name: str, download: bool = False) -> Path | No
         return checked(target, *expected_hash(root, f"{dataset}/{name}", remote.sha256))
     if not download:
         return None
-    import pooch
+    import pooch  # lazy: it imports tqdm.auto, which warns inside a notebook kernel; only a download needs it
     try:
         path = pooch.retrieve(remote.url, known_hash=f"sha256:{remote.sha256}" if remote.sha256 else None,
                               fname=name, path=target.parent, progressbar=False,

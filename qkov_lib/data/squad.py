@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..metrics.qa import exact_match, f1_score
 from .registry import DataError, canonical_file, not_found, offline_file, read_json
 from .text import Vocab
 
@@ -148,7 +149,6 @@ def fixed_span_baseline(train: list[Example], test: list[Example], max_answer: i
                         ) -> dict[str, float]:
     """The trivial baseline: the window span of a fixed start and length with the best mean F1 on (an evenly spaced
     ``n_select`` of) the training examples, applied to the test examples; its start, length, EM and F1 (percent)."""
-    from ..metrics.qa import exact_match, f1_score
     window = max(len(e.context) for e in train)
     train = train[::max(1, len(train) // n_select)]
 

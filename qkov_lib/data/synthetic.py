@@ -6,9 +6,7 @@ P(l | n) = gamma / C for l distinct to the class, (1 - gamma) / D for l common, 
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -24,14 +22,14 @@ FIELDS = ("tokens", "labels", "classes", "distinct")
 class SyntheticConfig:
     """Task sizes and sampling. ``vocab_size=None`` means exactly the tokens the layout needs."""
 
-    n_classes: int = 4
-    n_distinct: int = 10
-    n_common: int = 10
-    seq_len: int = 64
-    gamma: float = 11 / 31
-    vocab_size: int | None = None
-    distinct_weights: str = "uniform"
-    layout: str = "disjoint"
+    n_classes: int = 4  # "4 classes" (Section 4)
+    n_distinct: int = 10  # distinct tokens per class (Section 4)
+    n_common: int = 10  # common tokens (Section 4)
+    seq_len: int = 64  # "sequence length 64" (Section 4): 63 context tokens and the query
+    gamma: float = 11 / 31  # the distinct tokens' share (never stated; the authors' notebook samples 11/31)
+    vocab_size: int | None = None  # None: exactly the tokens the layout needs (58; the paper says 50)
+    distinct_weights: str = "uniform"  # P(l | n) = gamma / C (Section 4); the authors': "linear"
+    layout: str = "disjoint"  # every token its own id; "official": the authors' 50 ids
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("n_classes", "n_distinct", "n_common", "seq_len"))
@@ -57,6 +55,12 @@ class SyntheticConfig:
     def vocab(self) -> int:
         return self.vocab_size or self.min_vocab
 
+    @property
+    def data(self) -> "SyntheticConfig":
+        """The task alone: a plain ``SyntheticConfig`` of these sizes and sampling (a chapter's setup that extends
+        this class adds its own fields)."""
+        return SyntheticConfig(**{f.name: getattr(self, f.name) for f in fields(SyntheticConfig)})
+
     def token_ids(self) -> dict[str, np.ndarray]:
         """Ids of common tokens [D], distinct tokens [classes, C], queries [classes] and next tokens [classes]."""
         k, c, d = self.n_classes, self.n_distinct, self.n_common
@@ -79,13 +83,6 @@ class SyntheticConfig:
             probs[cls, ids["common"]] += (1 - self.gamma) / self.n_common
             probs[cls, ids["distinct"][cls]] += self.gamma * w / w.sum()
         return probs
-
-
-def synthetic_config(p: Mapping[str, Any]) -> SyntheticConfig:
-    """The SyntheticConfig a chapter's parameters describe (vocab_size None means 'exactly the tokens needed')."""
-    return SyntheticConfig(n_classes=p["n_classes"], n_distinct=p["n_distinct"], n_common=p["n_common"],
-                           seq_len=p["seq_len"], gamma=p["gamma"], vocab_size=p["vocab_size"],
-                           distinct_weights=p["distinct_weights"], layout=p["layout"])
 
 
 @dataclass

@@ -2,9 +2,9 @@
 from .bounds import bound_ratios, lemma3_bounds, lemma3_tightness, log2_regime_end, log2_share
 from .dynamics import (OrthogonalSetting, Trajectory, attention_mass, check_loss_threshold, integrate,
                        integrate_many, loss, normalised_time, rhs)
-from .matched import Figure4Setup, RatioSweep, alpha_table, crossing_times, matched_readout, simulate_ratios
+from .matched import RatioSweep, alpha_table, crossing_times, matched_readout, simulate_ratios
 
-__all__ = ["Figure4Setup", "OrthogonalSetting", "RatioSweep", "Trajectory", "alpha_table", "bound_ratios",
+__all__ = ["OrthogonalSetting", "RatioSweep", "Trajectory", "alpha_table", "bound_ratios",
            "attention_mass", "check_loss_threshold", "crossing_times", "integrate", "integrate_many", "lemma3_bounds",
            "lemma3_tightness", "log2_regime_end", "log2_share", "loss", "matched_readout", "normalised_time", "rhs",
            "simulate_ratios"]

@@ -5,16 +5,13 @@ scores s = X W_QK x_T. ``vec`` stacks columns (the convention under which the pr
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 import torch
 from scipy.integrate import solve_ivp
 
-from ..validation import require_positive_numbers
 from .model import attention, weighted_loss
 
 Params = dict[str, torch.Tensor]
@@ -243,26 +240,3 @@ def tidy_checks(groups: dict[str, dict[str, float]]) -> pd.DataFrame:
     """Every group's checks in one long table (check label, value, group), as the chapter stores them."""
     return pd.concat([pd.DataFrame({"check": [label(k) for k in c], "value": list(c.values()), "group": g})
                       for g, c in groups.items()])
-
-
-@dataclass(frozen=True)
-class AppendixDSetup:
-    """The Appendix D chapter's checks, typed once: the seed of the random instance, its sizes d >= M >= 2, the
-    time span of the flows and the gradient-descent step sizes (each at most the span)."""
-
-    seed: int
-    d: int
-    M: int
-    t_end: float
-    lrs: tuple[float, ...]
-
-    @classmethod
-    def of(cls, p: Mapping[str, Any]) -> "AppendixDSetup":
-        """From the chapter's resolved parameters; a ValueError names the first bad one."""
-        if not (isinstance(p["M"], int) and isinstance(p["d"], int) and 2 <= p["M"] <= p["d"]):
-            raise ValueError(f"need integers 2 <= M <= d (got M={p['M']!r}, d={p['d']!r})")
-        require_positive_numbers("lrs", p["lrs"])
-        if not p["t_end"] > 0 or max(p["lrs"]) > p["t_end"]:
-            raise ValueError(f"t_end must be > 0 and every lr <= t_end (got t_end={p['t_end']!r}, "
-                             f"lrs={p['lrs']!r})")
-        return cls(p["seed"], p["d"], p["M"], p["t_end"], tuple(p["lrs"]))

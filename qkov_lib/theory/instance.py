@@ -15,15 +15,14 @@ paper never specifies).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+import pandas as pd
 import torch
 
-from ..validation import require_positive_ints, require_positive_numbers
-from .dynamics import OrthogonalSetting, attention_mass, rhs
+from ..validation import require_positive_ints
+from .dynamics import OrthogonalSetting, attention_mass, integrate, rhs
 from .factorised import Params, collapse, gradient_flow
 from .model import attention, weighted_loss
 
@@ -275,9 +274,6 @@ CASE_LABELS = {case_id: name for case_id, name, *_ in CASES}  # stable id -> the
 def assumption_cases(base: InstanceConfig | None = None, points: list[tuple[float, float]] = CHECK_POINTS):
     """One row per case of ``CASES``: the worst closure residual and theorem error over ``points`` (0 up to
     rounding when Theorem 1 holds exactly), and, where a modified theorem holds, its worst error."""
-    import pandas as pd
-    from dataclasses import replace
-
     base = base or InstanceConfig()
     rows = []
     for _, name, tests, changes, variant in CASES:
@@ -293,8 +289,6 @@ def assumption_cases(base: InstanceConfig | None = None, points: list[tuple[floa
 
 def size_checks(sizes: list[list[int]], seed: int = 0, points: list[tuple[float, float]] = CHECK_POINTS):
     """Theorem 1 against autograd on exact instances of several sizes [M, b, m, n, q], every assumption met."""
-    import pandas as pd
-
     rows = []
     for M, b, m, n, q in sizes:
         inst = OrthogonalInstance(InstanceConfig(M=M, b=b, m=m, n=n, q=q, seed=seed))
@@ -306,10 +300,6 @@ def size_checks(sizes: list[list[int]], seed: int = 0, points: list[tuple[float,
 def flow_vs_theorem(inst: OrthogonalInstance, ratio: float, t_end: float, n_out: int = 40):
     """Full-matrix population gradient flow from W = 0 (eta_OV = 1, eta_QK = ratio) next to Theorem 1's ODE
     solution for the same sizes: mu_OV, mu_QK, alpha of both, the largest |mu gap| and the off-ansatz norm."""
-    import pandas as pd
-
-    from .dynamics import integrate
-
     c = inst.cfg
     t_eval = np.concatenate([[0.0], np.geomspace(t_end * 1e-4, t_end, n_out - 1)])
     fl = flow(inst, zero_start(inst), t_eval, {"W_QK": ratio})
@@ -326,42 +316,8 @@ def flow_vs_theorem(inst: OrthogonalInstance, ratio: float, t_end: float, n_out:
 def flow_comparison(base: InstanceConfig, ratios: list[float], t_end: float):
     """``flow_vs_theorem`` for every ratio, on the instance meeting every assumption and on the same instance with
     Assumption 1 as printed; one long table with columns ``instance`` and ``ratio``."""
-    import pandas as pd
-    from dataclasses import replace
-
     parts = []
     for name, changes in (("all assumptions", {}), ("Assumption 1 as printed", {"assumption": "literal"})):
         inst = OrthogonalInstance(replace(base, **changes))
         parts += [flow_vs_theorem(inst, r, t_end).assign(instance=name, ratio=r) for r in ratios]
     return pd.concat(parts, ignore_index=True)
-
-
-@dataclass(frozen=True)
-class Theorem1Setup:
-    """The Theorem 1 chapter's checks, typed once: the exact instances' sizes [M, b, m, n, q] and their seed, the
-    (mu_OV, mu_QK) points at which the rates are compared, and the gradient flow's ratios and horizon."""
-
-    sizes: tuple[tuple[int, int, int, int, int], ...]
-    seed: int
-    points: tuple[tuple[float, float], ...]
-    flow_ratios: tuple[float, ...]
-    flow_t_end: float
-
-    @classmethod
-    def of(cls, p: Mapping[str, Any]) -> "Theorem1Setup":
-        """From the chapter's resolved parameters; a ValueError names the first bad one."""
-        sizes, points = p["sizes"], p["points"]
-        if not (isinstance(sizes, list) and sizes and all(isinstance(r, list) and len(r) == 5 for r in sizes)):
-            raise ValueError(f"sizes must be a non-empty list of [M, b, m, n, q] lists (got {sizes!r})")
-        if not (isinstance(points, list) and points and all(len(x) == 2 for x in points)):
-            raise ValueError(f"points must be a non-empty list of [mu_OV, mu_QK] pairs (got {points!r})")
-        require_positive_numbers("flow_ratios", p["flow_ratios"])
-        require_positive_numbers("flow_t_end", [p["flow_t_end"]])
-        setup = cls(tuple(tuple(r) for r in sizes), p["seed"], tuple(tuple(x) for x in points),
-                    tuple(p["flow_ratios"]), p["flow_t_end"])
-        setup.instances()  # checks every size
-        return setup
-
-    def instances(self) -> list[InstanceConfig]:
-        """One instance per size, every assumption met (checks the sizes)."""
-        return [InstanceConfig(M=M, b=b, m=m, n=n, q=q, seed=self.seed) for M, b, m, n, q in self.sizes]

@@ -1,10 +1,8 @@
 """Matched stopping losses (Figure 4 b-d): the state at the first time the loss falls below each threshold."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
@@ -84,65 +82,27 @@ def simulate_ratios(base: OrthogonalSetting, ratios: Sequence[float], target_los
     return trajs, curves, pd.concat(parts, ignore_index=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RatioSweep:
-    """Theorem 1's ODEs at several rate ratios r = eta_QK / eta_OV, typed and checked once (Figure 4, Lemma 3):
-    the base setting (sizes, eta_OV), the ratios, and the loss at which each trajectory stops."""
+    """Theorem 1's ODEs at several rate ratios r = eta_QK / eta_OV, typed and checked once (Section 6, Figure 4):
+    the sizes and eta_OV of the orthogonal setting, the ratios, and the loss at which each trajectory stops."""
 
-    base: OrthogonalSetting
-    ratios: tuple[float, ...]
-    target_loss: float
+    m: int = 5  # class-specific positions per sequence (Figure 4)
+    n: int = 50  # background positions per sequence (Figure 4)
+    b: int = 50  # tokens per class (Figure 4)
+    M: int = 5  # classes (Figure 4's caption; the authors' notebook uses 20)
+    eta_ov: float = 1.0  # the OV learning rate (Figure 4)
+    ratios: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)  # r = eta_QK / eta_OV (Figure 4)
+    target_loss: float = 1e-4  # each trajectory stops at this loss (the authors' notebook; the paper: "to zero")
 
-    @classmethod
-    def of(cls, p: Mapping[str, Any]) -> "RatioSweep":
-        """From a chapter's resolved parameters (m, n, b, M, eta_ov, ratios, target_loss); a ValueError names the
-        first bad one."""
-        base = OrthogonalSetting(m=p["m"], n=p["n"], b=p["b"], M=p["M"], eta_ov=p["eta_ov"])
-        check_loss_threshold(p["target_loss"], p["M"], "target_loss")
-        require_positive_numbers("ratios", p["ratios"])
-        return cls(base, tuple(p["ratios"]), p["target_loss"])
+    def __post_init__(self) -> None:
+        check_loss_threshold(self.target_loss, self.base.M, "target_loss")
+        require_positive_numbers("ratios", self.ratios)
+
+    @property
+    def base(self) -> OrthogonalSetting:
+        """The orthogonal setting at r = 1 (checks the sizes and eta_OV)."""
+        return OrthogonalSetting(m=self.m, n=self.n, b=self.b, M=self.M, eta_ov=self.eta_ov)
 
     def settings(self) -> list[OrthogonalSetting]:
         return [self.base.with_ratio(r) for r in self.ratios]
-
-
-@dataclass(frozen=True)
-class Figure4Setup:
-    """Figure 4's run: the ratio sweep, the stopping losses of its table, how many log-spaced losses the matched
-    curves read, and the time axis (normalised t * min(eta_OV, eta_QK), as the authors plot it, or raw t)."""
-
-    sweep: RatioSweep
-    table_losses: tuple[float, ...]
-    n_matched: int
-    normalise_time: bool
-
-    @classmethod
-    def of(cls, p: Mapping[str, Any]) -> "Figure4Setup":
-        sweep = RatioSweep.of(p)
-        require_positive_numbers("table_losses", p["table_losses"])
-        for thr in p["table_losses"]:
-            check_loss_threshold(thr, p["M"], "each of table_losses")
-        if min(p["table_losses"]) < p["target_loss"]:
-            raise ValueError(f"table_losses must all be >= target_loss = {p['target_loss']} (the run stops there); "
-                             f"got {p['table_losses']}")
-        if not (isinstance(p["n_matched"], int) and p["n_matched"] >= 2):
-            raise ValueError(f"n_matched must be an integer >= 2 (got {p['n_matched']!r})")
-        if p["time_axis"] not in ("normalised", "raw"):
-            raise ValueError(f"time_axis must be 'normalised' or 'raw' (got {p['time_axis']!r})")
-        return cls(sweep, tuple(p["table_losses"]), p["n_matched"], p["time_axis"] == "normalised")
-
-    @property
-    def thresholds(self) -> list[float]:
-        """The matched read-out's losses: ``n_matched`` log-spaced from just below log M to the target, and the
-        table's, largest first."""
-        grid = np.geomspace(0.99 * np.log(self.sweep.base.M), self.sweep.target_loss, self.n_matched)
-        return sorted(set(grid.tolist()) | set(self.table_losses), reverse=True)
-
-    @property
-    def time_label(self) -> str:
-        return "normalised time t·min(η_OV, η_QK)" if self.normalise_time else "time t"
-
-    def run(self) -> tuple[list[Trajectory], pd.DataFrame, pd.DataFrame]:
-        """``simulate_ratios`` on this setup: trajectories, loss curves, matched read-out."""
-        return simulate_ratios(self.sweep.base, list(self.sweep.ratios), self.sweep.target_loss, self.thresholds,
-                               normalise_time=self.normalise_time)

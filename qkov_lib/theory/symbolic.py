@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
 import sympy as sp
 
 M, b, m, n, c = sp.symbols("M b m n c", positive=True)
@@ -28,7 +29,6 @@ class Check:
 
 def as_table(checks: list[Check]):
     """The checks as a DataFrame: identity, derived, paper (as strings), holds."""
-    import pandas as pd
     return pd.DataFrame([{"identity": c.name, "derived": str(c.derived), "paper": str(c.paper), "holds": c.holds}
                          for c in checks])
 

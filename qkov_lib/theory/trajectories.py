@@ -2,18 +2,15 @@
 products, and compared with Theorem 1's collapsed ODE and the Lemma-2 rescaled ODE (the reviewers' test)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 import torch
 
-from ..validation import require_positive_numbers
-from .dynamics import OrthogonalSetting, attention_mass, check_loss_threshold, integrate, integrate_many, loss
+from .dynamics import OrthogonalSetting, attention_mass, integrate, integrate_many, loss
 from .factorised import Params, factorise
-from .instance import InstanceConfig, OrthogonalInstance, flow
+from .instance import OrthogonalInstance, flow
 from .matched import crossing_times, matched_readout
 
 STARTS = ("ansatz", "random")
@@ -115,36 +112,3 @@ def falsifier(base: OrthogonalSetting, ratios: list[float], losses: list[float],
                 after.append({"model": label, "ratio": tr.setting.ratio, "time / t_L": k, "t": t_l * k,
                               "alpha": a, "loss": float(loss(mo[0], a, base.M)), "mu_qk": float(mq[0])})
     return pd.concat(matched, ignore_index=True), pd.DataFrame(after)
-
-
-@dataclass(frozen=True)
-class DynamicsSetup:
-    """The factorised-dynamics chapter, typed once: the exact instance and the ratios, horizon, starting kinds and
-    scale of its gradient flows; Theorem 1's ODE setting of the falsifier (sizes, mu_0) with its ratios, matched
-    losses and horizon multiples."""
-
-    instance: InstanceConfig
-    ratios: tuple[float, ...]
-    t_end: float
-    starts: tuple[str, ...]
-    start_scale: float
-    ode: OrthogonalSetting
-    falsifier_ratios: tuple[float, ...]
-    losses: tuple[float, ...]
-    horizon: tuple[float, ...]
-
-    @classmethod
-    def of(cls, p: Mapping[str, Any]) -> "DynamicsSetup":
-        """From the chapter's resolved parameters; a ValueError names the first bad one."""
-        instance = InstanceConfig(M=p["M"], b=p["b"], m=p["m"], n=p["n"], q=p["q"], seed=p["seed"])
-        ode = OrthogonalSetting(m=p["ode_m"], n=p["ode_n"], b=p["ode_b"], M=p["ode_M"], mu0_ov=p["mu0"],
-                                mu0_qk=p["mu0"])
-        for name in ("ratios", "falsifier_ratios", "horizon"):
-            require_positive_numbers(name, p[name])
-        require_positive_numbers("t_end and start_scale", [p["t_end"], p["start_scale"], p["mu0"]])
-        for thr in p["losses"]:
-            check_loss_threshold(thr, p["ode_M"], "each of losses")
-        if not set(p["starts"]) <= set(STARTS) or not p["starts"]:
-            raise ValueError(f"starts must be a non-empty subset of {list(STARTS)} (got {p['starts']!r})")
-        return cls(instance, tuple(p["ratios"]), p["t_end"], tuple(p["starts"]), p["start_scale"], ode,
-                   tuple(p["falsifier_ratios"]), tuple(p["losses"]), tuple(p["horizon"]))

@@ -1,9 +1,9 @@
-"""Runs on the synthetic task (Section 4): the panels of Figure 2 and the summaries the chapters tabulate."""
+"""Runs on the synthetic task (Section 4): a panel (a parameterisation and how it trains), the setup every run of a
+chapter shares, training many panels and seeds with the engine, and the summaries the chapters tabulate."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 import pandas as pd
@@ -13,9 +13,10 @@ from .data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack_
 from .device import cpu_workers
 from .engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
                      evaluate_counts, flush_denormals, run_independent, train_stack)
-from .metrics import attention_summary, dtap_histogram
+from .metrics import attention_summary, check_bins, dtap_histogram
 from .models import AttentionConfig, init_params
 from .optim import RateSchedule, circuit_groups
+from .validation import require_positive_ints
 
 
 @dataclass(frozen=True)
@@ -66,32 +67,6 @@ class Panel:
         return run.max_steps if self.max_steps is None else min(self.max_steps, run.max_steps)
 
 
-def figure2_panels(mult_e: float, ramp_f: float, mult_g: float, ramp_h: float, seq_len_gh: int | None = None,
-                   pytorch_init: Mapping[str, Sequence[str]] | None = None,
-                   panel_steps: Mapping[str, int] | None = None,
-                   panel_stop: Mapping[str, int | None] | None = None) -> list[Panel]:
-    """(a-d) the four parameterisations at equal rates; (e) FAFO QK x k; (f) FAFO ramp; (g) CACO x k; (h) ramp.
-    ``seq_len_gh`` (None: the chapter's) gives panels g and h their own sequence length (the authors' notebook);
-    the maps from a panel key give a panel the authors' own choices: ``pytorch_init`` the matrices that start from
-    PyTorch's default init, ``panel_steps`` its step cap, ``panel_stop`` the authors' stop rule with epochs of that
-    many steps (None: no early stop)."""
-    panels = [Panel("a", "FAFO"), Panel("b", "FACO"), Panel("c", "CAFO"), Panel("d", "CACO"),
-              Panel("e", "FAFO", mult_e), Panel("f", "FAFO", ramp_f, "ramp"),
-              Panel("g", "CACO", mult_g, seq_len=seq_len_gh),
-              Panel("h", "CACO", ramp_h, "ramp", seq_len=seq_len_gh)]
-    init, steps, stops = pytorch_init or {}, panel_steps or {}, panel_stop or {}
-    return [replace(panel, pytorch_init=tuple(init.get(panel.key, ())), max_steps=steps.get(panel.key),
-                    stop_epoch=stops.get(panel.key), early_stop=not (panel.key in stops and stops[panel.key] is None))
-            for panel in panels]
-
-
-def figure2_runs(p: Mapping[str, Any], setup: "SyntheticSetup") -> list[tuple[Panel, "RunSettings"]]:
-    """Figure 2's eight panels from the chapter's parameters, each under the chapter's run settings."""
-    panels = figure2_panels(p["mult_e"], p["ramp_f"], p["mult_g"], p["ramp_h"], p["seq_len_gh"], p["pytorch_init"],
-                            p["panel_steps"], p["panel_stop"])
-    return [(panel, setup.run) for panel in panels]
-
-
 @dataclass
 class PanelResult:
     panel: Panel
@@ -116,51 +91,70 @@ class RunSettings:
     max_steps: int
 
 
-@dataclass(frozen=True)
-class SyntheticSetup:
-    """What every run of a synthetic chapter shares, typed and checked (Section 4): the seeds, the task and its data
-    sizes, how models start and score, the training loop, the DTAP bins, and the chapter's run settings."""
+@dataclass(frozen=True, kw_only=True)
+class SyntheticTask(SyntheticConfig):
+    """Section 4's task (``SyntheticConfig``: its sizes and sampling) with what every synthetic chapter trains it
+    with, typed and checked: the seeds, the data sizes, where batches come from, the read-out, the training loop and
+    its stop, and the DTAP bins."""
 
-    seeds: tuple[int, ...]
-    data: SyntheticConfig
-    n_train: int
-    n_test: int
-    fresh_batches: bool
-    init: str
-    init_scale: float
-    score_scale: float
-    attend_to_query: bool
-    batch_size: int
-    target_nll: float
-    eval_every: int
-    bins: tuple[float, ...]
-    run: RunSettings
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # "5 seeds" (Section 4); each fixes data and initialisation
+    fresh_batches: bool = False  # the paper trains on a fixed subset; the authors' notebooks draw every batch anew
+    n_train: int = 6400  # "200 batches of size 32" (Section 4)
+    n_test: int = 6400  # a disjoint held-out set ("evaluate on the rest"; the authors' 200 x 32 test sequences)
+    attend_to_query: bool = True  # eq. (1): the softmax runs over every position, the query's own included
+    batch_size: int = 32  # Section 4
+    target_nll: float = 1e-3  # "train until NLL <= 0.001" (Section 4)
+    max_steps: int = 700_000  # a step cap the paper does not state; capped seeds are reported
+    eval_every: int = 200  # steps between read-outs of the loss (one pass over 6400 sequences)
+    ramp_steps: int = 200_000  # the QK ramps' length ("1x -> kx over training"; the authors' 2000 x 100 steps)
+    bins: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # DTAP bin edges of both axes (Figure 2)
 
-    @classmethod
-    def of(cls, p: Mapping[str, Any]) -> "SyntheticSetup":
-        """From a chapter's resolved parameters; a ValueError names the first bad one."""
-        from .data.synthetic import synthetic_config
-        from .metrics import check_bins
-        from .training import TrainConfig
-        setup = cls(tuple(p["seeds"]), synthetic_config(p), p["n_train"], p["n_test"], p["fresh_batches"], p["init"],
-                    p["init_scale"], p["score_scale"], p["attend_to_query"], p["batch_size"], p["target_nll"],
-                    p["eval_every"], tuple(p["bins"]), RunSettings(p["lr"], p["ramp_steps"], p["max_steps"]))
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.seeds and len(set(self.seeds)) == len(self.seeds)):
+            raise ValueError(f"seeds must be a non-empty list of distinct integers (got {list(self.seeds)!r})")
+        require_positive_ints(self, ("n_train", "n_test", "batch_size", "max_steps", "eval_every", "ramp_steps"))
         for name in ("n_train", "n_test"):
-            if getattr(setup, name) < setup.data.n_classes:
-                raise ValueError(f"{name} must be >= n_classes = {setup.data.n_classes} (got {getattr(setup, name)})")
-        if setup.batch_size > setup.n_train:
-            raise ValueError(f"batch_size = {setup.batch_size} exceeds n_train = {setup.n_train}")
-        TrainConfig(batch_size=setup.batch_size, target_nll=setup.target_nll, max_steps=setup.run.max_steps,
-                    eval_every=setup.eval_every)
-        check_bins(list(setup.bins))
-        return setup
+            if getattr(self, name) < self.n_classes:
+                raise ValueError(f"{name} must be >= n_classes = {self.n_classes} (got {getattr(self, name)})")
+        if self.batch_size > self.n_train:
+            raise ValueError(f"batch_size = {self.batch_size} exceeds n_train = {self.n_train}")
+        if not self.target_nll >= 0:
+            raise ValueError(f"target_nll must be >= 0, 0 meaning no early stop (got {self.target_nll!r})")
+        check_bins(list(self.bins))
 
-    def model(self, panel: "Panel") -> AttentionConfig:
+
+@dataclass(frozen=True, kw_only=True)
+class SyntheticSetup(SyntheticTask):
+    """The task and its training (``SyntheticTask``), with how models start and score and the base learning rate:
+    what every run of a chapter shares; each run's ``RunSettings`` its rate, ramp and cap."""
+
+    init: str = "identity"  # every factor 1e-6 * I, the authors' notebooks (the paper states none)
+    init_scale: float = 1e-6  # the authors' identity scale
+    score_scale: float = 1.0  # eq. (1) has no score scaling (the authors': 1/sqrt(50))
+    lr: float = 1e-2  # SGD's rate: the authors' 0.01 (the paper states none)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.model(Panel("base", "FAFO"))
+        RateSchedule(lr=self.lr, ramp_steps=self.ramp_steps)
+
+    @property
+    def run(self) -> RunSettings:
+        """The chapter's run settings: its base rate, ramp length and step cap."""
+        return RunSettings(self.lr, self.ramp_steps, self.max_steps)
+
+    def model(self, panel: Panel) -> AttentionConfig:
         """The panel's model config (checks init, scale and score scaling)."""
-        return AttentionConfig(panel.parameterisation, vocab=self.data.vocab, init=self.init,
+        return AttentionConfig(panel.parameterisation, vocab=self.vocab, init=self.init,
                                init_scale=self.init_scale, score_scale=self.score_scale)
 
-    def schedule(self, panel: "Panel", run: RunSettings) -> RateSchedule:
+    def shared(self, **changes) -> "SyntheticSetup":
+        """What the runs share as a plain ``SyntheticSetup`` (a chapter's setup adds its own fields), with
+        ``changes``; what a training task is sent."""
+        return SyntheticSetup(**{f.name: getattr(self, f.name) for f in fields(SyntheticSetup) if f.init} | changes)
+
+    def schedule(self, panel: Panel, run: RunSettings) -> RateSchedule:
         """The panel's learning rates under ``run`` (checks the rate, multiplier and ramp)."""
         return RateSchedule(lr=run.lr, qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule,
                             ramp_steps=run.ramp_steps, ov_mult=panel.ov_mult)
@@ -225,8 +219,8 @@ def train_runs(runs: Sequence[Run], setup: SyntheticSetup, data: tuple[Synthetic
     tasks = []
     for index in order:
         cfg, train_set, test_set = counted[runs[index[0]][0].seq_len or data_cfg.seq_len]
-        tasks.append(([runs[i] for i in index], replace(setup, data=cfg), train_set, test_set, device, progress,
-                      UpdateRatios(recorder.every) if recorder else None))
+        tasks.append(([runs[i] for i in index], setup.shared(seq_len=cfg.seq_len), train_set, test_set, device,
+                      progress, UpdateRatios(recorder.every) if recorder else None))
     results: dict[int, PanelResult] = {}
     for index, (stacked, rows) in zip(order, run_independent(_train_stack, tasks, workers)):
         results.update(zip(index, stacked))
@@ -318,46 +312,3 @@ def heatmap_cells(results: Sequence[PanelResult], seeds: Sequence[int], bins: Se
 def curve_table(results: Sequence[PanelResult]) -> pd.DataFrame:
     """Training NLL (mean mini-batch loss per ``eval_every`` steps) in long form: label, step, seed, train_nll."""
     return pd.concat([r.curves for r in results], ignore_index=True)
-
-
-def corollary_runs(p: Mapping[str, Any], setup: SyntheticSetup) -> list[Run]:
-    """Section 8's untested corollaries on the Figure 2 task, each with the parameters it runs under.
-
-    FAFO baseline; QK x k (the paper's intervention, for reference); OV learning rate x ov_mult at the base QK rate
-    (its step cap ``ov_lr_max_steps``, or when None the cap divided by ov_mult: the same ratio on a slower clock);
-    decoupled weight decay on W_O, W_V only; OV factors initialised x ov_init_mult; and AdamW at each of
-    ``adam_lrs`` with multipliers 1 and k."""
-    k, run = p["qk_mult"], setup.run
-    cap = p["ov_lr_max_steps"]
-    slow = replace(run, max_steps=round(run.max_steps / p["ov_mult"]) if cap is None else cap)
-    runs = [(Panel("base", "FAFO"), run), (Panel("QK", "FAFO", qk_mult=k), run),
-            (Panel("OV lr", "FAFO", ov_mult=p["ov_mult"]), slow),
-            (Panel("OV decay", "FAFO", ov_decay=p["ov_decay"]), run),
-            (Panel("OV init", "FAFO", ov_init_mult=p["ov_init_mult"]), run)]
-    for lr in p["adam_lrs"]:
-        adam = replace(run, lr=lr, max_steps=p["adam_max_steps"])
-        runs += [(Panel(f"AdamW {lr:g}", "FAFO", optimizer="adamw"), adam),
-                 (Panel(f"AdamW {lr:g} QK", "FAFO", qk_mult=k, optimizer="adamw"), adam)]
-    return runs
-
-
-def effective_ratios(ratios: pd.DataFrame, runs: Sequence[Run]) -> pd.DataFrame:
-    """Per run: the nominal QK/OV rate ratio, and over seeds the mean (with 95% CI) of each seed's median
-    effective ratio over its recorded steps (``UpdateRatios`` rows with a ``panel`` column), split into the first
-    and second half of its training."""
-    from .metrics import mean_ci
-    rows = []
-    for panel, run in runs:
-        part = ratios[ratios["panel"] == panel.key]
-        if part.empty:
-            continue
-        half = part.groupby("seed")["step"].transform("max") / 2
-        row = {"panel": panel.key, "optimizer": panel.optimizer, "lr": run.lr,
-               "nominal ratio": panel.qk_mult / panel.ov_mult}
-        for name, sel in (("whole run", part), ("first half", part[part["step"] <= half]),
-                          ("second half", part[part["step"] > half])):
-            med = sel.groupby("seed")["effective_ratio"].median()
-            mean, ci = mean_ci(med.to_numpy()) if len(med) else (np.nan, np.nan)
-            row[f"effective, {name}"], row[f"± 95% CI, {name}"] = mean, ci
-        rows.append(row)
-    return pd.DataFrame(rows)

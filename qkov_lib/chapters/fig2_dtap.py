@@ -1,0 +1,152 @@
+"""Figure 2 (Section 4): DTAP heatmaps of the four parameterisations and of the faster-QK panels on the synthetic
+next-token task."""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import torch
+
+from ..metrics import mean_std
+from ..plots import dtap_grid
+from ..synthetic_runs import Panel, PanelResult, RunSettings, SyntheticSetup, synthetic_data, train_runs
+from ..validation import is_positive_int
+from ..verdicts import claim_table
+
+PANEL_KEYS = "abcdefgh"
+MULTIPLIERS = ("mult_e", "ramp_f", "mult_g", "ramp_h")
+
+# Figure 2 as the authors' notebooks train each panel: the matrices they leave at PyTorch's default, the epochs x
+# batches of each training loop, and its stop rule per epoch of that many batches. (a)-(d) from the heatmap notebook,
+# (e)-(h) from the row-2 notebook.
+OFFICIAL_INIT = {"a": ("W_K", "W_Q"), "d": ("W_QK", "W_OV"), "g": ("W_QK", "W_OV"), "h": ("W_QK", "W_OV")}
+# Each loop as (epochs, batches per epoch, whether it checks the stop rule after an epoch).
+OFFICIAL_LOOPS = {"a": (2500, 250, True), "b": (2500, 250, True), "c": (5000, 200, True), "d": (2500, 200, True),
+                  "e": (1000, 100, True), "f": (2000, 100, False), "g": (2000, 100, False), "h": (2000, 100, False)}
+OFFICIAL_STEPS = {k: epochs * batches for k, (epochs, batches, _) in OFFICIAL_LOOPS.items()}
+OFFICIAL_STOP = {k: batches if stops else None for k, (_, batches, stops) in OFFICIAL_LOOPS.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setup(SyntheticSetup):
+    """The shared synthetic setup (task, model, training, bins; ``SyntheticSetup``) and Figure 2's eight panels: the
+    faster-QK multipliers, panels g-h's sequence length, and each panel's PyTorch-initialised matrices, step cap and
+    stop rule (the last three empty: every panel as the chapter; the ``official`` profile sets the authors')."""
+
+    mult_e: float = 10.0  # (e) FAFO with the QK rate x10 (Figure 2)
+    ramp_f: float = 20.0  # (f) FAFO with the QK rate rising 1x -> 20x
+    mult_g: float = 5.0  # (g) CACO with the QK rate x5
+    ramp_h: float = 10.0  # (h) CACO with the QK rate rising 1x -> 10x
+    seq_len_gh: int | None = None  # panels (g), (h)'s own sequence length (None: the chapter's)
+    pytorch_init: dict[str, tuple[str, ...]] = field(default_factory=dict)  # panel -> matrices at PyTorch's init
+    panel_steps: dict[str, int] = field(default_factory=dict)  # panel -> its own step cap
+    panel_stop: dict[str, int | None] = field(default_factory=dict)  # panel -> the authors' stop epoch, None: none
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in MULTIPLIERS:
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise ValueError(f"the QK multiplier {name} must be a finite number > 0 (got {getattr(self, name)!r})")
+        if self.seq_len_gh is not None:
+            replace(self.data, seq_len=self.seq_len_gh)
+        _check_panel_map("panel_steps", self.panel_steps, is_positive_int, "{'e': 100000}")
+        _check_panel_map("panel_stop", self.panel_stop,
+                         lambda v: v is None or (is_positive_int(v) and v % self.eval_every == 0),
+                         f"{{'a': 250, 'f': None}} (epochs that are multiples of eval_every = {self.eval_every})")
+        _check_panel_map("pytorch_init", self.pytorch_init, lambda v: True, "{'a': ['W_K', 'W_Q']}")
+        for panel, run in runs(self):
+            cfg = self.model(panel)
+            self.schedule(panel, run)
+            names = {"W_K", "W_Q"} if cfg.qk_factorised else {"W_QK"}
+            names |= {"W_O", "W_V"} if cfg.ov_factorised else {"W_OV"}
+            if not set(panel.pytorch_init) <= names:
+                raise ValueError(f"pytorch_init[{panel.key!r}] names {list(panel.pytorch_init)}, but panel "
+                                 f"{panel.key} ({panel.parameterisation}) has only {sorted(names)}")
+
+
+def _check_panel_map(name: str, value: Mapping[str, Any], valid: Callable[[Any], bool], example: str) -> None:
+    """A map from Figure 2's panel keys (a-h) to per-panel values that ``valid`` accepts."""
+    if not all(len(k) == 1 and k in PANEL_KEYS and valid(v) for k, v in value.items()):
+        raise ValueError(f"{name} must map panel keys a-h to values like {example} (got {dict(value)!r})")
+
+
+PROFILES = {
+    "smoke": dict(seeds=(0, 1), n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20, ramp_steps=200),
+    "official": dict(layout="official", distinct_weights="linear", vocab_size=50, seq_len=63, seq_len_gh=127,
+                     score_scale=50 ** -0.5, fresh_batches=True, max_steps=1_000_000, mult_e=20.0, ramp_f=40.0,
+                     eval_every=50, pytorch_init=OFFICIAL_INIT, panel_steps=OFFICIAL_STEPS,
+                     panel_stop=OFFICIAL_STOP),
+}
+
+
+def panels(mult_e: float, ramp_f: float, mult_g: float, ramp_h: float, seq_len_gh: int | None = None,
+           pytorch_init: Mapping[str, Sequence[str]] | None = None, panel_steps: Mapping[str, int] | None = None,
+           panel_stop: Mapping[str, int | None] | None = None) -> list[Panel]:
+    """(a-d) the four parameterisations at equal rates; (e) FAFO QK x k; (f) FAFO ramp; (g) CACO x k; (h) ramp.
+    ``seq_len_gh`` (None: the chapter's) gives panels g and h their own sequence length (the authors' notebook);
+    the maps from a panel key give a panel the authors' own choices: ``pytorch_init`` the matrices that start from
+    PyTorch's default init, ``panel_steps`` its step cap, ``panel_stop`` the authors' stop rule with epochs of that
+    many steps (None: no early stop)."""
+    eight = [Panel("a", "FAFO"), Panel("b", "FACO"), Panel("c", "CAFO"), Panel("d", "CACO"),
+             Panel("e", "FAFO", mult_e), Panel("f", "FAFO", ramp_f, "ramp"),
+             Panel("g", "CACO", mult_g, seq_len=seq_len_gh),
+             Panel("h", "CACO", ramp_h, "ramp", seq_len=seq_len_gh)]
+    init, steps, stops = pytorch_init or {}, panel_steps or {}, panel_stop or {}
+    return [replace(panel, pytorch_init=tuple(init.get(panel.key, ())), max_steps=steps.get(panel.key),
+                    stop_epoch=stops.get(panel.key), early_stop=not (panel.key in stops and stops[panel.key] is None))
+            for panel in eight]
+
+
+def runs(setup: Setup) -> list[tuple[Panel, RunSettings]]:
+    """Figure 2's eight panels, each under the chapter's run settings."""
+    eight = panels(setup.mult_e, setup.ramp_f, setup.mult_g, setup.ramp_h, setup.seq_len_gh, setup.pytorch_init,
+                   setup.panel_steps, setup.panel_stop)
+    return [(panel, setup.run) for panel in eight]
+
+
+def run(setup: Setup, device: torch.device) -> list[PanelResult]:
+    """Every panel and seed trained on its seed's training set and evaluated on its held-out set."""
+    data = synthetic_data(setup.data, setup.seeds, setup.n_train, setup.n_test)
+    return train_runs(runs(setup), setup, data, device)
+
+
+SUBSTANTIAL = 25.0  # "substantial mass top-left" is read as at least this percent of test examples
+ACC_SLACK = 1.0  # "without hurting prediction": test accuracy at most this many points lower
+
+
+def claims(means: pd.DataFrame) -> pd.DataFrame:
+    """Section 4 / Figure 2, from per-panel means (index: panel key a-h; columns ACMC, top_left, accuracy, in %)."""
+    m = means
+
+    def fmt(keys: str, col: str) -> str:
+        return ", ".join(f"({k}) {m.loc[k, col]:.1f}" for k in keys)
+
+    faster = [("e", "a"), ("f", "a"), ("g", "d"), ("h", "d")]
+    rows = [
+        ("collapsed_ov_top_right", "collapsed-OV models (FACO b, CACO d) concentrate mass near the top-right", f"ACMC % {fmt('bd', 'ACMC')}",
+         bool((m.loc[["b", "d"], "ACMC"] >= 50).all())),
+        ("fafo_top_left", "FAFO (a) puts substantial mass top-left (attention <= 0.5, probability > 0.5)",
+         f"top-left % {fmt('a', 'top_left')} (for contrast: {fmt('bd', 'top_left')})",
+         bool(m.loc["a", "top_left"] >= SUBSTANTIAL)),
+        ("faster_qk_top_right", "faster QK moves mass to the top-right for every parameterisation (e, f vs a; g, h vs d)",
+         f"ACMC % {fmt('aefdgh', 'ACMC')}", all(m.loc[f, "ACMC"] > m.loc[b, "ACMC"] for f, b in faster)),
+        ("prediction_kept", "... without hurting prediction", f"test accuracy % {fmt('aefdgh', 'accuracy')}",
+         all(m.loc[f, "accuracy"] >= m.loc[b, "accuracy"] - ACC_SLACK for f, b in faster)),
+    ]
+    return claim_table(rows)
+
+
+CLAIM_IDS = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "prediction_kept")  # ``claims``' rows
+
+
+def heatmaps(results: Sequence[PanelResult], bins: Sequence[float]) -> list[go.Figure]:
+    """The panels' DTAP heatmaps: the mean over seeds (the paper's Figure 2), then the standard deviation (its
+    Appendix D.5)."""
+    labels = [r.panel.label for r in results]
+    means, stds = zip(*(mean_std(r.heatmaps) for r in results))
+    return [dtap_grid(means, labels, bins, "DTAP, mean over seeds (% of test set)"),
+            dtap_grid(stds, labels, bins, "DTAP, standard deviation over seeds (percentage points)")]

@@ -1,0 +1,47 @@
+"""Table 1 and Figure 7 (Section 7): HateXplain, a one-layer transformer classifying posts, baseline against faster QK,
+the annotators' rationales as the relevant tokens."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..data import hatexplain
+from ..real_data import SMOKE, Prepared, RealRun, RealSetup, prepare, run_conditions
+
+DATASETS = ("hatexplain",)  # its files are part of the chapter's fingerprint
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setup(RealSetup):
+    """HateXplain's row of Table 1: the real-data setup (``RealSetup``) at HateXplain's values, and which annotators'
+    rationales count as relevant."""
+
+    rationale_rule: str = "union"  # relevant tokens: any annotator's rationale (the authors' ERASER files)
+    max_len: int = 128  # the authors' BERT length (the paper states none)
+    n_layers: int = 1  # "1-layer" (Section 7)
+    mlp: bool = True  # the authors' block: attention and MLP
+    residual: bool = True  # the authors' block adds its input back
+    lr: float = 5e-5  # base learning rate (Section 7)
+    qk_mult: float = 30.0  # QK multiplier (Section 7)
+    epochs: int = 30  # the authors' notebooks (the paper states none)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rationale_rule not in hatexplain.RATIONALE_RULES:
+            raise ValueError(f"rationale_rule must be one of {hatexplain.RATIONALE_RULES} "
+                             f"(got {self.rationale_rule!r})")
+
+
+PROFILES = {"default": dict(max_len=64, lr=1e-3, epochs=3), "smoke": dict(SMOKE, max_len=32, lr=1e-3)}
+
+
+def data(setup: Setup) -> Prepared:
+    """HateXplain's official splits, encoded (offline copies, the cache, or a download)."""
+    splits, info = hatexplain.load(setup.rationale_rule, download=setup.download)
+    return prepare(splits, info, hatexplain.CLASSES, setup)
+
+
+def run(setup: Setup, prepared: Prepared, device: torch.device, progress: bool = True) -> RealRun:
+    """Both conditions, side by side on the CPU's cores."""
+    return run_conditions(prepared, setup, device, progress)
