@@ -21,7 +21,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from . import results
+from . import codehash, results
 from .data import data_dir
 from .data.registry import DataUnavailable, data_state
 from .device import cpu_workers, pick_device
@@ -93,15 +93,21 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def chapter_code(chapter: str) -> codehash.CodeState:
+    """The library code the chapter can execute (its imports' closure in qkov_lib) and the numerical libraries'
+    versions (``codehash``)."""
+    return codehash.chapter_code(NOTEBOOKS_DIR / f"{chapter}.md")
+
+
 def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root: Path = RESULTS_ROOT
                 ) -> dict[str, str]:
-    """What a chapter's output depends on, part by part: its source, its resolved parameters, the library, the
-    files and settings of the datasets it reads and, for the scorecard, the other chapters' claim tables and the
-    atlas's verdicts."""
+    """What a chapter's output depends on, part by part: its source, its resolved parameters, its code (the library
+    modules it can execute, docstrings aside, and the numerical libraries' versions), the files and settings of the
+    datasets it reads and, for the scorecard, the other chapters' claim tables and the atlas's verdicts."""
     spec = chapter_spec(chapter)
     parts = {"source": _sha((NOTEBOOKS_DIR / f"{chapter}.md").read_bytes()),
              "parameters": _sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
-             "library": results.library_fingerprint()}
+             "code": chapter_code(chapter).digest}
     if spec.datasets:
         state = {name: data_state(name) for name in spec.datasets}
         parts["data"] = _sha(json.dumps(state, sort_keys=True).encode())
@@ -124,10 +130,19 @@ def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> tuple[str | N
         return "the results were not written by this runner (a chapter run by hand, or an older version)", meta
     changed = sorted(k for k in fp.keys() | old.keys() if fp.get(k) != old.get(k))
     if changed:
-        return f"{', '.join(changed)} changed", meta
+        return f"{', '.join(_named(k, chapter, meta) for k in changed)} changed", meta
     if f"{chapter}.ipynb" not in meta.get("files", {}):
         return "the results hold no executed notebook", meta
     return None, meta
+
+
+def _named(part: str, chapter: str, meta: dict[str, Any]) -> str:
+    """A changed fingerprint part; for the code, with the modules (and library versions) that changed when the
+    unit recorded its code."""
+    if part != "code" or not isinstance(meta.get("code"), dict):
+        return part
+    what = codehash.what_changed(meta["code"], chapter_code(chapter))
+    return f"code ({', '.join(what)})" if what else part
 
 
 def _try_lock(fh) -> bool:
@@ -277,12 +292,13 @@ def _without_data(staging: Path, chapter: str, profile: str, params: dict[str, A
 
 
 def _seal(staging: Path, chapter: str, fp: dict[str, str], wall: float) -> None:
-    """Stamp the staged unit: every file with its sha256, the fingerprint, the runner's wall time; then check it."""
+    """Stamp the staged unit: every file with its sha256, the fingerprint (and each code module's digest, to name
+    what changed later), the runner's wall time; then check it."""
     strays = [p.name for p in staging.iterdir() if not p.name.startswith(f"{chapter}.")]
     if strays:
         raise ChapterFailed(f"chapter {chapter!r} wrote files not named {chapter}.*: {', '.join(strays)}")
     meta = results.read_meta(staging, chapter)
-    meta.update(fingerprint=fp, runner_wall_time_s=round(wall, 3),
+    meta.update(fingerprint=fp, code=chapter_code(chapter).as_meta(), runner_wall_time_s=round(wall, 3),
                 files={p.name: results.sha256_file(p) for p in sorted(staging.iterdir())
                        if p.name != f"{chapter}.json"})
     results.write_meta(staging, chapter, meta)

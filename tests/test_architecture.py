@@ -10,7 +10,7 @@ from qkov_lib.results import PACKAGE_DIR, REPO_ROOT
 
 FLOORS = {  # ARCHITECTURE.md's table: a top-level module or package -> its floor
     **dict.fromkeys(["__init__", "device", "progress", "validation", "optim", "results", "models", "data", "metrics",
-                     "theory"], 0),
+                     "theory", "codehash"], 0),
     **dict.fromkeys(["training", "engine"], 1),
     **dict.fromkeys(["experiments", "fixed_attention", "real_data", "squad_runs", "atlas", "sweep"], 2),
     **dict.fromkeys(["claims", "plots"], 3),
