@@ -10,7 +10,7 @@ from pathlib import Path
 from .data.registry import CANONICAL, DataError, canonical_file
 from .profiles import CHAPTERS, CHOICES, ParameterError, parse_value
 from .book import build_book
-from .reproduce import BOOK_CHAPTERS, RESULTS_ROOT, Summary, reproduce
+from .reproduce import BOOK_CHAPTERS, RESULTS_ROOT, Summary, format_plan, plan, reproduce
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--strict", action="store_true", help="treat a chapter whose data is not available as a failure")
     rep.add_argument("--out", type=Path, default=BOOK_CHAPTERS, help="where executed notebooks go")
     rep.add_argument("--results", type=Path, default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
+    rep.add_argument("--dry-run", action="store_true", help="say which chapters are current or stale, and why; run "
+                                                            "nothing")
+    rep.add_argument("--budget-minutes", type=float, metavar="M", help="start no stale chapter whose last wall time "
+                     "would end the run past M minutes; the book shows its last results (default: no budget)")
     book = sub.add_parser("book", help="render the executed chapters with Jupyter Book")
     book.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
     book.add_argument("--repo-url", help="the repository's web address, for the repository link and the chapters' "
@@ -40,7 +44,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:28} {spec.title}")
         elif args.command == "reproduce":
             pairs = [(name, parse_value(value)) for name, value in args.param]
-            summary = reproduce(args.profile, pairs, _only(args.only), args.force, args.out, args.results)
+            if args.dry_run:
+                print(format_plan(plan(args.profile, pairs, _only(args.only), args.force, args.results,
+                                       args.budget_minutes)))
+                return 0
+            summary = reproduce(args.profile, pairs, _only(args.only), args.force, args.out, args.results,
+                                args.budget_minutes)
             return _report(summary, args.strict)
         elif args.command == "fetch":
             for name in CANONICAL[args.dataset]:
