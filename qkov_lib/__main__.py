@@ -1,4 +1,4 @@
-"""Command line: ``python -m qkov_lib reproduce|book|chapters|fetch`` (see README)."""
+"""Command line: ``python -m qkov_lib reproduce|book|chapters|fetch|results`` (see README)."""
 from __future__ import annotations
 
 import argparse
@@ -7,6 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
+from . import bundle
 from .data.registry import CANONICAL, DataError, canonical_file
 from .profiles import CHAPTERS, CHOICES, ParameterError, parse_value
 from .book import build_book
@@ -37,8 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("chapters", help="list the chapters")
     fetch = sub.add_parser("fetch", help="download a dataset's canonical release into the cache (needs the internet)")
     fetch.add_argument("dataset", choices=sorted(CANONICAL))
+    bundle.add_commands(sub)  # results pack|unpack (qkov_lib/bundle.py)
     args = parser.parse_args(argv)
     try:
+        if args.command == "results":
+            return bundle.command(args)
         if args.command == "chapters":
             for name, spec in CHAPTERS.items():
                 print(f"{name:28} {spec.title}")
