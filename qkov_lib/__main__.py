@@ -1,4 +1,4 @@
-"""Command line: ``python -m qkov_lib reproduce|book|chapters|fetch|results`` (see README)."""
+"""Command line: ``python -m qkov_lib reproduce|book|chapters|fetch|results|publish`` (see README)."""
 from __future__ import annotations
 
 import argparse
@@ -7,14 +7,15 @@ import signal
 import sys
 from pathlib import Path
 
-from . import bundle
+from . import bundle, publish
 from .data.registry import CANONICAL, DataError, canonical_file
 from .profiles import CHAPTERS, CHOICES, ParameterError, parse_value
 from .book import build_book
 from .reproduce import BOOK_CHAPTERS, RESULTS_ROOT, Summary, format_plan, plan, reproduce
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (the workflow's test parses its commands with it)."""
     parser = argparse.ArgumentParser(prog="python -m qkov_lib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("reproduce", help="run chapters with papermill under a profile")
@@ -39,10 +40,17 @@ def main(argv: list[str] | None = None) -> int:
     fetch = sub.add_parser("fetch", help="download a dataset's canonical release into the cache (needs the internet)")
     fetch.add_argument("dataset", choices=sorted(CANONICAL))
     bundle.add_commands(sub)  # results pack|unpack (qkov_lib/bundle.py)
-    args = parser.parse_args(argv)
+    publish.add_commands(sub)  # publish (qkov_lib/publish.py)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         if args.command == "results":
             return bundle.command(args)
+        if args.command == "publish":
+            return publish.command(args)
         if args.command == "chapters":
             for name, spec in CHAPTERS.items():
                 print(f"{name:28} {spec.title}")
