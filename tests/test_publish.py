@@ -193,3 +193,27 @@ def test_a_page_computed_at_an_older_commit_says_where_the_book_is():
     older = mark_older(body, "fedcba9876543210" * 2 + "01234567")
     assert "0123456789ab</span></code> (the book is at <code class=\"docutils literal notranslate\"><span " \
            "class=\"pre\">fedcba987654</span></code>)." in older
+
+
+def test_the_book_rebuilds_every_page_only_when_more_than_a_notebook_changed(tmp_path):
+    """book.build_book passes --all to jupyter-book only when the configuration, the table of contents, the book's
+    own pages or the extension changed since the last build that succeeded (at least as strictly)."""
+    from qkov_lib.book import book_inputs, needs_full_build
+    root = tmp_path / "tree"
+    for name in ("_config.yml", "_toc.yml", "book/intro.md", "book/chapters/tiny.ipynb"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(name)
+    config, stamp = root / "_config.yml", root / "_build" / "stamp.json"
+    inputs = book_inputs(root, config)
+    assert needs_full_build(stamp, inputs, strict=True)  # never built
+    stamp.parent.mkdir()
+    stamp.write_text(json.dumps({"inputs": inputs, "strict": True}))
+    assert not needs_full_build(stamp, inputs, strict=True) and not needs_full_build(stamp, inputs, strict=False)
+    (root / "book" / "chapters" / "tiny.ipynb").write_text("rerun")  # Sphinx rereads it by itself
+    assert book_inputs(root, config) == inputs
+    (root / "book" / "intro.md").write_text("reworded")
+    assert needs_full_build(stamp, book_inputs(root, config), strict=True)
+    stamp.write_text(json.dumps({"inputs": inputs, "strict": False}))
+    assert needs_full_build(stamp, inputs, strict=True)  # its warnings were not errors: build every page strictly
+    stamp.write_text("{damaged")
+    assert needs_full_build(stamp, inputs, strict=False)
