@@ -32,6 +32,7 @@ from .reproduce import RESULTS_ROOT, chapter_lock
 FORMAT = "qkov-results-bundle"
 VERSION = 1
 MANIFEST = "manifest.json"
+GZIP_MAGIC = b"\x1f\x8b"
 SWEEPS = "sweeps"  # <results root>/sweeps/<name>/<digest>/<cell>.csv
 SWEEP_DEPTH = 4  # sweeps / name / digest / cell.csv
 PACK_HINT = "pack the results again with `python -m qkov_lib results pack`"
@@ -217,19 +218,19 @@ def _extract(tar: tarfile.TarFile, manifest: dict[str, Any], members: Mapping[st
 
 
 def _check_gzip(where: Path) -> None:
-    """Read the whole gzip stream once: a truncated, damaged (CRC, deflate) or non-gzip file is one BundleError."""
+    """Read the whole gzip stream once: a file that is not gzip, or whose stream ends early (truncated) or fails its
+    checks (damaged), is one BundleError."""
+    with open(where, "rb") as fh:
+        if fh.read(2) != GZIP_MAGIC:
+            raise BundleError(f"{where} is not a results bundle (not a tar.gz archive); give a file written by "
+                              f"`python -m qkov_lib results pack`")
     try:
         with gzip.open(where, "rb") as fh:
             while fh.read(1 << 20):
                 pass
     except EOFError:
         raise BundleError(f"{where} is truncated (the archive ends early); copy it again, or {PACK_HINT}") from None
-    except gzip.BadGzipFile as err:
-        if "Not a gzipped file" in str(err):
-            raise BundleError(f"{where} is not a results bundle (not a tar.gz archive); give a file written by "
-                              f"`python -m qkov_lib results pack`") from None
-        raise BundleError(f"{where} is damaged ({err}); copy it again, or {PACK_HINT}") from None
-    except zlib.error as err:
+    except (gzip.BadGzipFile, zlib.error) as err:
         raise BundleError(f"{where} is damaged ({err}); copy it again, or {PACK_HINT}") from None
 
 

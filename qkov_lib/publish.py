@@ -49,12 +49,14 @@ def restore(path: Path, profile: str, results_root: Path, log: Callable[[str], N
     """Unpack the profile's last bundle into ``results_root``; False (and a line in the log) when there is none or
     it cannot be used, which means starting fresh."""
     if not path.is_file():
-        log(f"no results bundle at {path}: starting fresh (every chapter runs)")
+        log(f"no results bundle at {path}: starting fresh (every chapter without current results in "
+            f"{results_root} runs)")
         return False
     try:
         done = bundle.unpack(path, results_root, profile)
     except bundle.BundleError as err:
-        log(f"the results bundle cannot be used ({err}): starting fresh (every chapter runs)")
+        log(f"the results bundle cannot be used ({err}): starting fresh (every chapter without current results in "
+            f"{results_root} runs)")
         return False
     commit = (done.manifest.get("commit") or "an unknown commit")[:12]
     log(f"restored {len(done.units)} units of {profile} and {done.sweep_cells} sweep cells from {path} (packed at "
