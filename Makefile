@@ -19,7 +19,8 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 # to get it); the exit status is then reproduce's: 1 for a failure (or, with STRICT=1, missing data), else 0.
 # BUDGET=M (minutes): no stale chapter is started that would end the run past M; its page shows its last results.
 book: venv
-	$(PY) -m qkov_lib reproduce --profile $(PROFILE) $(if $(STRICT),--strict) $(if $(BUDGET),--budget-minutes $(BUDGET)); status=$$?; \
+	$(PY) -m qkov_lib reproduce --profile $(PROFILE) $(if $(STRICT),--strict) \
+		$(if $(BUDGET),--budget-minutes $(BUDGET)); status=$$?; \
 	if [ $$status -le 1 ]; then $(PY) -m qkov_lib book $(if $(REPO_URL),--repo-url $(REPO_URL)) || exit $$?; fi; \
 	exit $$status
 

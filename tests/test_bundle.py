@@ -108,7 +108,8 @@ def members(path: Path) -> tuple[dict, dict[str, bytes]]:
 
 def write(path: Path, manifest: dict | None, files: dict[str, bytes], links: tuple[str, ...] = ()) -> None:
     with tarfile.open(path, "w:gz") as tar:
-        items = ([(bundle.MANIFEST, json.dumps(manifest).encode())] if manifest is not None else []) + list(files.items())
+        head = [(bundle.MANIFEST, json.dumps(manifest).encode())] if manifest is not None else []
+        items = head + list(files.items())
         for name, data in items:
             info = tarfile.TarInfo(name)
             info.size = len(data)

@@ -123,7 +123,8 @@ def test_import_forms_resolve_to_modules(tmp_path):
     for name, code in {"__init__.py": "", "top.py": "X = 1\n", "unused.py": "",
                        "a/__init__.py": "from .b import f\n", "a/b.py": "from ..top import X\nfrom . import c, g\n",
                        "a/c.py": "from .. import deep\n", "a/g.py": "", "deep/__init__.py": "",
-                       "deep/d.py": "import pkg.top\n", "deep/e/__init__.py": "", "deep/e/f.py": "from ... import top\n",
+                       "deep/d.py": "import pkg.top\n", "deep/e/__init__.py": "",
+                       "deep/e/f.py": "from ... import top\n",
                        "lazy.py": "def f():\n    from .deep.e import f\n    import os.path\n"}.items():
         (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_text(code)

@@ -179,7 +179,8 @@ def test_make_book_passes_the_budget_to_the_runner(tmp_path):
     (venv / ".installed").touch()
     out = subprocess.run(["make", "-n", "-o", str(venv / ".installed"), "book", "PROFILE=default", "BUDGET=300",
                           f"VENV={venv}"], cwd=results.REPO_ROOT, capture_output=True, text=True, check=True).stdout
-    assert "-m qkov_lib reproduce --profile default  --budget-minutes 300;" in out
+    command = " ".join(out.replace("\\\n", " ").split())  # one line, continuations joined
+    assert "-m qkov_lib reproduce --profile default --budget-minutes 300;" in command
     assert publish.make_args("paper", 660, "https://github.com/o/r", True) == [
         "book", "PROFILE=paper", "BUDGET=660", "REPO_URL=https://github.com/o/r", "STRICT=1"]
 
