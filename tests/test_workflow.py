@@ -132,7 +132,8 @@ def test_publishing_jobs_restore_build_pack_and_cache_by_branch():
                     and "results-" in s["with"]["key"])
         assert sample(restore["with"]["path"]) == sample(save["with"]["path"]) == str(args.bundle)
         assert "${{ github.ref_name }}" in restore["with"]["key"] and save["with"]["key"] == restore["with"]["key"]
-        assert restore["with"]["restore-keys"] + "${{ github.run_id }}" == restore["with"]["key"]
+        assert restore["with"]["restore-keys"] + "${{ github.run_id }}-${{ github.run_attempt }}" == \
+            restore["with"]["key"], "the newest cache of the branch is restored; each run saves its own"
         assert save["if"].startswith("always()"), "the results are kept also when a chapter failed"
         assert "actions/upload-pages-artifact" in uses and str(args.site) == ".publish/site"
         assert any("gh run download" in s.get("run", "") for s in steps[:publish_at]), "the artifact fallback"
