@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from . import bundle, publish
+from .codehash import DynamicImport
 from .data.registry import CANONICAL, DataError, canonical_file
 from .profiles import CHAPTERS, CHOICES, ParameterError, parse_value
 from .book import build_book
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     except ParameterError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except DataError as err:
+    except (DataError, DynamicImport) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

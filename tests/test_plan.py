@@ -108,3 +108,13 @@ def test_a_bad_budget_is_one_error(book, capsys):
                  "--budget-minutes", "0"]) == 2
     assert "--budget-minutes 0.0 is not a positive number of minutes" in capsys.readouterr().err
     assert json.loads((book / "res" / "smoke" / "tiny.json").read_text())["parameters"] == {"x": 1}
+
+
+def test_code_the_fingerprint_cannot_follow_is_one_error(book, capsys, monkeypatch):
+    copy = book / "qkov_lib"
+    shutil.copytree(codehash.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(codehash, "PACKAGE_DIR", copy)
+    (copy / "results.py").write_text((copy / "results.py").read_text() + "\nexec('import os')\n")
+    assert main(["reproduce", "--profile", "smoke", "--only", "tiny", "--results", str(book / "res"), "--dry-run"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "results.py:" in err and "exec(...) runs code the fingerprint cannot" in err
