@@ -23,6 +23,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 NUMERICAL = ("torch", "numpy", "scipy", "sympy", "pandas", "numba")  # their versions are part of every fingerprint
 IMPORT_CALLS = {"import_module", "__import__"}  # importlib.import_module(name), __import__(name)
 CODE_CALLS = {"exec", "eval"}  # code the analysis cannot read
+RUN_CALLS = {"run_path", "run_module", "exec_module"}  # runpy, importlib loaders: code from a file
+RUN_MAGICS = {"run", "load"}  # IPython's %run and %load in a notebook's cells
 
 
 class DynamicImport(RuntimeError):
@@ -86,6 +88,15 @@ def _call_name(call: ast.Call) -> str | None:
     return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
 
 
+def _runs_a_file(call: ast.Call) -> bool:
+    """``runpy.run_path(...)``, a loader's ``exec_module(...)``, or ``%run``/``%load`` in a notebook."""
+    name = _call_name(call)
+    if name in ("run_line_magic", "run_cell_magic"):
+        first = call.args[0] if call.args else None
+        return isinstance(first, ast.Constant) and first.value in RUN_MAGICS
+    return name in RUN_CALLS and isinstance(call.func, ast.Attribute)
+
+
 def _base(module: str, is_package: bool, level: int, target: str | None, where: str) -> str:
     """The absolute module a relative import (``level`` dots, then ``target``) names from ``module``."""
     parts = module.split(".") if is_package else module.split(".")[:-1]
@@ -107,13 +118,16 @@ def _imports(tree: ast.Module, module: str, is_package: bool, where: str) -> Imp
             base = _base(module, is_package, node.level, node.module, f"{where}:{node.lineno}") if node.level \
                 else node.module or ""
             found.append((base, tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.Call) and _runs_a_file(node):
+            raise DynamicImport(f"{where}:{node.lineno}: {_call_name(node)}(...) runs code the fingerprint cannot "
+                                f"follow; use a plain import statement")
         elif isinstance(node, ast.Call) and (name := _call_name(node)) in IMPORT_CALLS | CODE_CALLS:
             if name in CODE_CALLS and not isinstance(node.func, ast.Name):
                 continue  # a method such as model.eval(), not the builtin
             arg = node.args[0] if node.args else None
             value = arg.value if isinstance(arg, ast.Constant) else constants.get(arg.id) \
                 if isinstance(arg, ast.Name) else None
-            if name in CODE_CALLS or not isinstance(value, str):
+            if name in CODE_CALLS or not isinstance(value, str) or value.startswith("."):
                 raise DynamicImport(f"{where}:{node.lineno}: {name}(...) runs code the fingerprint cannot follow; "
                                     f"use a plain import statement (or import a constant module name)")
             found.append((value, ()))

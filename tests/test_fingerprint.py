@@ -97,6 +97,8 @@ DYNAMIC = [
     ("__import__", "mod = __import__(f'qkov_lib.{NAME}')\n", "__import__"),
     ("exec", "exec('from qkov_lib import plots')\n", "exec"),
     ("eval", "x = eval('1 + 1')\n", "eval"),
+    ("a relative import_module", "import importlib\nimportlib.import_module('.plots', 'qkov_lib')\n", "import_module"),
+    ("runpy", "import runpy\nrunpy.run_path('script.py')\n", "run_path"),
 ]
 
 
@@ -108,6 +110,15 @@ def test_a_dynamic_import_is_an_error_naming_file_and_line(package, code, name):
     with pytest.raises(codehash.DynamicImport, match=rf"errata\.py:{line}: {name}\(\.\.\.\) runs code the "
                                                      r"fingerprint cannot follow; use a plain import"):
         codehash.chapter_code(NOTEBOOKS["errata"], package)
+
+
+def test_a_notebook_running_a_file_is_an_error(tmp_path):
+    notebook = tmp_path / "chapter.md"
+    notebook.write_text("```{code-cell} ipython3\n%run helper.py\nfrom qkov_lib import results\n```\n")
+    with pytest.raises(codehash.DynamicImport, match=r"chapter.md \(code cell 1\):1: run_line_magic\(\.\.\.\) runs"):
+        codehash.notebook_modules(notebook)
+    notebook.write_text("```{code-cell} ipython3\n%matplotlib inline\nfrom qkov_lib import results\n```\n")
+    assert codehash.notebook_modules(notebook) == {"qkov_lib", "qkov_lib.results"}
 
 
 def test_a_dynamic_import_of_a_constant_name_is_followed(package):
