@@ -17,8 +17,10 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 # The book is rendered even when a chapter failed (its page shows the failure) or had no data (its page says how
 # to get it); the exit status is then reproduce's: 1 for a failure (or, with STRICT=1, missing data), else 0.
+# BUDGET=M (minutes): no stale chapter is started that would end the run past M; its page shows its last results.
 book: venv
-	$(PY) -m qkov_lib reproduce --profile $(PROFILE) $(if $(STRICT),--strict); status=$$?; \
+	$(PY) -m qkov_lib reproduce --profile $(PROFILE) $(if $(STRICT),--strict) \
+		$(if $(BUDGET),--budget-minutes $(BUDGET)); status=$$?; \
 	if [ $$status -le 1 ]; then $(PY) -m qkov_lib book $(if $(REPO_URL),--repo-url $(REPO_URL)) || exit $$?; fi; \
 	exit $$status
 

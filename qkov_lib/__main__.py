@@ -1,4 +1,4 @@
-"""Command line: ``python -m qkov_lib reproduce|book|chapters|fetch`` (see README)."""
+"""Command line: ``python -m qkov_lib reproduce|book|chapters|fetch|results|publish`` (see README)."""
 from __future__ import annotations
 
 import argparse
@@ -7,14 +7,17 @@ import signal
 import sys
 from pathlib import Path
 
+from . import bundle, publish
 from .book import build_book
 from .chapter import CHOICES, ParameterError, parse_value
+from .codehash import DynamicImport
 from .contents import title
 from .data.registry import CANONICAL, DataError, canonical_file
-from .reproduce import BOOK_CHAPTERS, CHAPTERS, RESULTS_ROOT, Summary, reproduce
+from .reproduce import BOOK_CHAPTERS, CHAPTERS, RESULTS_ROOT, Summary, format_plan, plan, reproduce
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (the workflow's test parses its commands with it)."""
     parser = argparse.ArgumentParser(prog="python -m qkov_lib", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("reproduce", help="run chapters with papermill under a profile")
@@ -26,6 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--strict", action="store_true", help="treat a chapter whose data is not available as a failure")
     rep.add_argument("--out", type=Path, default=BOOK_CHAPTERS, help="where executed notebooks go")
     rep.add_argument("--results", type=Path, default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
+    rep.add_argument("--dry-run", action="store_true", help="say which chapters are current or stale, and why; run "
+                                                            "nothing")
+    rep.add_argument("--budget-minutes", type=float, metavar="M", help="start no stale chapter whose last wall time "
+                     "would end the run past M minutes; the book shows its last results (default: no budget)")
     book = sub.add_parser("book", help="render the executed chapters with Jupyter Book")
     book.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
     book.add_argument("--repo-url", help="the repository's web address, for the repository link and the chapters' "
@@ -34,14 +41,29 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("chapters", help="list the chapters")
     fetch = sub.add_parser("fetch", help="download a dataset's canonical release into the cache (needs the internet)")
     fetch.add_argument("dataset", choices=sorted(CANONICAL))
-    args = parser.parse_args(argv)
+    bundle.add_commands(sub)  # results pack|unpack (qkov_lib/bundle.py)
+    publish.add_commands(sub)  # publish (qkov_lib/publish.py)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
+        if args.command == "results":
+            return bundle.command(args)
+        if args.command == "publish":
+            return publish.command(args)
         if args.command == "chapters":
             for name in CHAPTERS:
                 print(f"{name:28} {title(name)}")
         elif args.command == "reproduce":
             pairs = [(name, parse_value(value)) for name, value in args.param]
-            summary = reproduce(args.profile, pairs, _only(args.only), args.force, args.out, args.results)
+            if args.dry_run:
+                print(format_plan(plan(args.profile, pairs, _only(args.only), args.force, args.results,
+                                       args.budget_minutes)))
+                return 0
+            summary = reproduce(args.profile, pairs, _only(args.only), args.force, args.out, args.results,
+                                args.budget_minutes)
             return _report(summary, args.strict)
         elif args.command == "fetch":
             for name in CANONICAL[args.dataset]:
@@ -51,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     except ParameterError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except DataError as err:
+    except (DataError, DynamicImport) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -3,6 +3,8 @@ served from the build so that the book works offline: plotly.js from the plotly 
 installed copy, Debian's ``libjs-mathjax`` or the folder named by $QKOV_MATHJAX."""
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -13,7 +15,7 @@ from pathlib import Path
 import plotly
 import yaml
 
-from . import results
+from . import book_ext, results
 from .chapter import ParameterError
 from .contents import chapter_names
 
@@ -84,6 +86,33 @@ def _book_config(root: Path, repo_url: str | None, branch: str) -> Path:
     return derived
 
 
+BUILD_STAMP = ".qkov-build.json"  # <root>/_build/.qkov-build.json: the last build that succeeded, and its inputs
+
+
+def book_inputs(root: Path, config: Path) -> str:
+    """A digest of what the book's pages depend on besides the chapters' notebooks: the configuration, the table of
+    contents, the book's own pages and bibliography, and the Sphinx extension's code. Sphinx notices a changed
+    notebook by itself; a change here rebuilds every page (``--all``)."""
+    files = [root / "_config.yml", root / "_toc.yml", config, Path(book_ext.__file__)]
+    files += sorted(p for p in (root / "book").rglob("*") if p.is_file() and not p.relative_to(root / "book").parts[0]
+                    in ("chapters", "_static"))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root) if path.is_relative_to(root) else path.name).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def needs_full_build(stamp: Path, inputs: str, strict: bool) -> bool:
+    """Rebuild every page unless the last build succeeded with the same inputs and was at least as strict (so the
+    pages Sphinx does not reread had no warning)."""
+    try:
+        last = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        return True
+    return last.get("inputs") != inputs or (strict and not last.get("strict"))
+
+
 def build_book(root: Path = results.REPO_ROOT, out_dir: Path | None = None, strict: bool = True,
                repo_url: str | None = None, branch: str = "main") -> Path:
     """Render the book with Jupyter Book 1.x from executed chapters (no execution at build time); returns index.html.
@@ -98,10 +127,16 @@ def build_book(root: Path = results.REPO_ROOT, out_dir: Path | None = None, stri
     if not copy_mathjax(static):
         print(f"no local MathJax (install libjs-mathjax, or set {MATHJAX_ENV}): formulas will load it from a CDN")
     config = _book_config(root, repo_url or os.environ.get(REPO_URL_ENV), branch)
-    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--all", "--config", str(config)]
+    stamp, inputs = root / "_build" / BUILD_STAMP, book_inputs(root, config)
+    full = needs_full_build(stamp, inputs, strict)
+    stamp.unlink(missing_ok=True)  # a failed or interrupted build leaves none: the next one rebuilds every page
+    cmd = [str(Path(sys.executable).parent / "jupyter-book"), "build", str(root), "--config", str(config)]
+    cmd += ["--all"] if full else []  # else Sphinx rereads only the notebooks that changed
     cmd += ["-W", "-n", "--keep-going"] if strict else []
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
+    if proc.returncode == 0:
+        results.write_atomic(stamp, json.dumps({"inputs": inputs, "strict": strict}) + "\n")
+    else:
         raise RuntimeError(f"jupyter-book build failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}"
                            f"\n{proc.stderr[-4000:]}")
     return root / "_build" / "html" / "index.html"

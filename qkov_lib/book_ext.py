@@ -1,13 +1,20 @@
 """A small Sphinx extension for the book (named in ``_config.yml``): plotly.js (4.8 MB) is linked only from pages
 that hold a figure, and, when the book names its repository (``repository.url``), each chapter page gets links to
 open its source, ``notebooks/<chapter>.md``, live on Binder (JupyterLab, opened as a notebook through jupytext) and
-to read it in the repository."""
+to read it in the repository; a chapter computed at another commit than the book's says so in its header
+("commit X (the book is at Y)")."""
 from __future__ import annotations
 
 import html
 import re
 from typing import Any
 
+from .results import git_commit
+
+BOOK_COMMIT = "qkov_book_commit"  # a config value: the commit the book is built at (a change rewrites every page)
+# the commit in a chapter's banner (reproduce.banner), as Sphinx renders ``commit `0123abcd…```
+BANNER_COMMIT = re.compile(r'(commit <code class="[^"]*"><span class="pre">)([0-9a-f]{7,40})((?:\+dirty)?</span>'
+                           r'</code>)')
 PLOTLY_JS = "plotly.min.js"
 FIGURE_MARK = "plotly-graph-div"  # the class of the div each figure's HTML draws into (plots.show)
 CHAPTER_PAGES = "book/chapters/"  # where the executed chapters are; their sources are notebooks/<name>.md
@@ -32,10 +39,23 @@ def _links_html(links: dict[str, str]) -> str:
     return f'<p class="qkov-launch">Run this chapter yourself: {items}</p>'
 
 
+def mark_older(body: str, book_commit: str | None) -> str:
+    """Add "(the book is at Y)" after the commit in a chapter's banner when the chapter was computed at another
+    commit than the book's ``Y``."""
+    found = BANNER_COMMIT.search(body)
+    if not found or not book_commit or book_commit.removesuffix("+dirty").startswith(found.group(2)):
+        return body
+    short = html.escape(book_commit[:12] + ("+dirty" if book_commit.endswith("+dirty") else ""))
+    note = f' (the book is at <code class="docutils literal notranslate"><span class="pre">{short}</span></code>)'
+    return body[:found.end()] + note + body[found.end():]
+
+
 def _page(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
     body = context.get("body", "")
     if FIGURE_MARK in body:
         app.builder.add_js_file(PLOTLY_JS, priority=800)  # this page only: Sphinx resets the list per page
+    if pagename.startswith(CHAPTER_PAGES):
+        body = context["body"] = mark_older(body, app.config[BOOK_COMMIT])
     options = app.config.html_theme_options
     if pagename.startswith(CHAPTER_PAGES) and options.get("repository_url") and "</h1>" in body:
         links = launch_links(options["repository_url"], options.get("repository_branch") or "main",
@@ -44,5 +64,6 @@ def _page(app: Any, pagename: str, templatename: str, context: dict[str, Any], d
 
 
 def setup(app: Any) -> dict[str, Any]:
+    app.add_config_value(BOOK_COMMIT, git_commit(), "html")
     app.connect("html-page-context", _page)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

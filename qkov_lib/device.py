@@ -67,7 +67,7 @@ def _cpu_id(info: dict[str, str]) -> str:
 def describe(device: torch.device | None = None) -> dict[str, str]:
     """Device, its name, and what a number can depend on beyond code, data and seeds: library versions, and the CPU
     model and instruction set that torch's kernels are chosen by. (Not the core count: training runs one torch
-    thread per process, ``engine.run_independent``.)"""
+    thread per process, ``workers.run_independent``.)"""
     device = device or pick_device()
     info = _cpuinfo()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model(info)

@@ -16,9 +16,10 @@ import torch
 from .data.synthetic import SyntheticSplit
 from .models import AttentionConfig, init_params
 from .device import cpu_workers
-from .engine import Member, StackConfig, run_independent, train_stack
+from .engine import Member, StackConfig, train_stack
 from .optim import RateSchedule
 from .training import FixedSetBatches
+from .workers import run_independent
 
 OTHERS = ("common", "all")
 

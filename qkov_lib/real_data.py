@@ -13,13 +13,13 @@ import torch
 
 from .data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
 from .device import cpu_workers
-from .engine import run_independent
 from .metrics import check_bins, dtap_histogram, mean_ci, paired_effects
 from .metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention
 from .models.transformer import ClassifierConfig, classify, init_classifier, trim
 from .optim import RateSchedule
 from .training import FixedSetBatches, TrainConfig, train
 from .verdicts import claim_table
+from .workers import run_independent
 
 TABLE_METRICS = ("accuracy", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
 

@@ -28,9 +28,9 @@ import papermill
 from papermill.exceptions import PapermillExecutionError
 from tqdm import tqdm
 
-from . import results
+from . import codehash, results
 from .chapter import ParameterError, as_dict, concrete_profile, parameters, resolve as resolve_setup
-from .contents import GATHERERS, chapter_names, run_order
+from .contents import GATHERERS, chapter_names, run_order, title
 from .data import data_dir
 from .data.registry import DataUnavailable, data_state
 from .device import cpu_workers, pick_device
@@ -82,7 +82,7 @@ UNAVAILABLE = "data unavailable"  # the status of a unit whose chapter stopped f
 class Summary:
     """What a ``reproduce`` run did: chapters by outcome, and the failure messages."""
 
-    done: dict[str, list[str]] = field(default_factory=dict)  # 'ran' | 'skipped' | 'restored' -> chapters
+    done: dict[str, list[str]] = field(default_factory=dict)  # 'ran' | 'skipped' | 'restored' | 'deferred' -> chapters
     no_data: list[str] = field(default_factory=list)  # chapters whose dataset is not available here
     failures: list[str] = field(default_factory=list)
 
@@ -124,15 +124,22 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def chapter_code(chapter: str) -> codehash.CodeState:
+    """The library code the chapter can execute (its imports' closure in qkov_lib) and the numerical libraries'
+    versions (``codehash``)."""
+    return codehash.chapter_code(NOTEBOOKS_DIR / f"{chapter}.md")
+
+
 def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root: Path = RESULTS_ROOT
                 ) -> dict[str, str]:
-    """What a chapter's output depends on, part by part: its source, its resolved parameters, the library, the
-    files and settings of the datasets it reads and, for a page that gathers results, the other chapters' units
-    (their metadata, which holds every file's sha256)."""
+    """What a chapter's output depends on, part by part: its source, its resolved parameters, its code (the library
+    modules it can execute, docstrings aside, and the numerical libraries' versions), the files and settings of the
+    datasets it reads and, for a page that gathers results, the other chapters' units (their metadata, which holds
+    every file's sha256)."""
     datasets = getattr(chapter_module(chapter), "DATASETS", ())
     parts = {"source": _sha((NOTEBOOKS_DIR / f"{chapter}.md").read_bytes()),
              "parameters": _sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
-             "library": results.library_fingerprint()}
+             "code": chapter_code(chapter).digest}
     if datasets:
         state = {name: data_state(name) for name in datasets}
         parts["data"] = _sha(json.dumps(state, sort_keys=True).encode())
@@ -154,10 +161,19 @@ def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> tuple[str | N
         return "the results were not written by this runner (a chapter run by hand, or an older version)", meta
     changed = sorted(k for k in fp.keys() | old.keys() if fp.get(k) != old.get(k))
     if changed:
-        return f"{', '.join(changed)} changed", meta
+        return f"{', '.join(_named(k, chapter, meta) for k in changed)} changed", meta
     if f"{chapter}.ipynb" not in meta.get("files", {}):
         return "the results hold no executed notebook", meta
     return None, meta
+
+
+def _named(part: str, chapter: str, meta: dict[str, Any]) -> str:
+    """A changed fingerprint part; for the code, with the modules (and library versions) that changed when the
+    unit recorded its code."""
+    if part != "code" or not isinstance(meta.get("code"), dict):
+        return part
+    what = codehash.what_changed(meta["code"], chapter_code(chapter))
+    return f"code ({', '.join(what)})" if what else part
 
 
 def _try_lock(fh) -> bool:
@@ -273,8 +289,8 @@ def _add_banner(staging: Path, chapter: str) -> None:
     path = staging / f"{chapter}.ipynb"
     nb = nbformat.read(path, as_version=4)
     first = next(c for c in nb.cells if c.cell_type == "markdown")
-    title, _, rest = first.source.partition("\n")
-    first.source = f"{title}\n\n{banner(results.read_meta(staging, chapter))}\n{rest}"
+    heading, _, rest = first.source.partition("\n")
+    first.source = f"{heading}\n\n{banner(results.read_meta(staging, chapter))}\n{rest}"
     nbformat.write(nb, path)
 
 
@@ -299,12 +315,13 @@ def _without_data(staging: Path, chapter: str, profile: str, params: dict[str, A
 
 
 def _seal(staging: Path, chapter: str, fp: dict[str, str], wall: float) -> None:
-    """Stamp the staged unit: every file with its sha256, the fingerprint, the runner's wall time; then check it."""
+    """Stamp the staged unit: every file with its sha256, the fingerprint (and each code module's digest, to name
+    what changed later), the runner's wall time; then check it."""
     strays = [p.name for p in staging.iterdir() if not p.name.startswith(f"{chapter}.")]
     if strays:
         raise ChapterFailed(f"chapter {chapter!r} wrote files not named {chapter}.*: {', '.join(strays)}")
     meta = results.read_meta(staging, chapter)
-    meta.update(fingerprint=fp, runner_wall_time_s=round(wall, 3),
+    meta.update(fingerprint=fp, code=chapter_code(chapter).as_meta(), runner_wall_time_s=round(wall, 3),
                 files={p.name: results.sha256_file(p) for p in sorted(staging.iterdir())
                        if p.name != f"{chapter}.json"})
     results.write_meta(staging, chapter, meta)
@@ -418,24 +435,138 @@ def check_environment() -> None:
         raise ParameterError(str(err)) from None
 
 
-def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Sequence[str] | None = None,
-              force: bool = False, out_dir: Path = BOOK_CHAPTERS, results_root: Path = RESULTS_ROOT) -> Summary:
-    """Run the selected chapters; every parameter and setting is checked before any chapter starts. A chapter
-    whose dataset is not available ends with a page saying how to get it and is listed in ``no_data``."""
+@dataclass
+class Plan:
+    """One chapter as ``reproduce`` finds it before running: current (``reason`` None) or stale and why, and how long
+    its last run took (None: never run, or unreadable)."""
+
+    chapter: str
+    profile: str
+    reason: str | None
+    estimate_s: float | None
+    deferred: bool = False  # stale, but it would not fit in the time budget
+    note: str = ""
+
+
+def last_wall_time(final: Path, chapter: str) -> float | None:
+    """The runner's wall time of the chapter's last unit in ``final``, None when there is none."""
+    try:
+        wall = results.read_meta(final, chapter).get("runner_wall_time_s")
+    except results.ResultsError:
+        return None
+    return float(wall) if isinstance(wall, (int, float)) else None
+
+
+def chapter_state(chapter: str, profile: str, overrides: dict[str, Any], results_root: Path, force: bool = False
+                  ) -> Plan:
+    """Whether the chapter's published unit is current, and why not (read-only: takes no lock, writes nothing)."""
+    profile, setup = resolve(chapter, profile, overrides)
+    final = results_root / profile
+    fp = fingerprint(chapter, profile, as_dict(setup), results_root)
+    reason = "--force" if force else stale_reason(final, chapter, fp)[0]
+    return Plan(chapter, profile, reason, last_wall_time(final, chapter))
+
+
+def _prepare(profile: str, pairs: Sequence[tuple[str, Any]], only: Sequence[str] | None,
+             budget_minutes: float | None) -> tuple[list[str], str, dict[str, dict[str, Any]]]:
+    """Check every argument and setting up front: the chapters, the concrete profile, each chapter's overrides."""
+    if budget_minutes is not None and not budget_minutes > 0:
+        raise ParameterError(f"--budget-minutes {budget_minutes} is not a positive number of minutes; give one, or "
+                             f"leave it out to run every stale chapter")
     chapters = select(only)
     check_environment()
     profile = concrete_profile(profile)
     per_chapter = split_overrides(chapters, pairs)
     for c in chapters:
         resolve(c, profile, per_chapter[c])
+    return chapters, profile, per_chapter
+
+
+def plan(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Sequence[str] | None = None,
+         force: bool = False, results_root: Path = RESULTS_ROOT, budget_minutes: float | None = None) -> list[Plan]:
+    """What ``reproduce`` would do, chapter by chapter, without running or writing anything (``--dry-run``). With a
+    budget, the stale chapters whose last wall time would no longer fit are marked deferred."""
+    chapters, profile, per_chapter = _prepare(profile, pairs, only, budget_minutes)
+    plans, spent = [], 0.0
+    for c in chapters:
+        p = chapter_state(c, profile, per_chapter[c], results_root, force)
+        if p.reason is not None and budget_minutes is not None:
+            p.deferred = _over_budget(spent, p.estimate_s, budget_minutes)
+            spent += 0.0 if p.deferred else p.estimate_s or 0.0
+        if p.reason is None and c in GATHERERS and any(q.reason and not q.deferred for q in plans):
+            p.note = "reruns if the chapters above change their claims"
+        plans.append(p)
+    return plans
+
+
+def format_plan(plans: Sequence[Plan]) -> str:
+    """The dry run's table: chapter, current or stale (or deferred), its last wall time, and the reason."""
+    rows = [("chapter", "state", "last run", "reason")]
+    for p in plans:
+        state = "current" if p.reason is None else "deferred" if p.deferred else "stale"
+        last = "?" if p.estimate_s is None else f"{p.estimate_s / 60:.1f} min"
+        rows.append((p.chapter, state, last, p.reason or p.note))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join(f"{r[0]:{widths[0]}}  {r[1]:{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in rows)
+
+
+def _over_budget(spent_s: float, estimate_s: float | None, budget_minutes: float) -> bool:
+    """Whether a chapter expected to take ``estimate_s`` (unknown: 0) would end past the budget."""
+    return spent_s + (estimate_s or 0.0) > budget_minutes * 60
+
+
+def defer(chapter: str, profile: str, reason: str, final: Path, out_dir: Path) -> None:
+    """Leave a stale chapter for the next run (the time budget is spent): the book shows its last unit, with a line
+    saying it was not rerun and why; or, when there is none intact, a page saying the chapter is not computed yet.
+    The published unit is left as it is."""
+    note = (f"*Not rerun in this build, for want of time ({reason}): this page is from the run named above. "
+            f"The next build reruns it.*")
+    try:
+        results.check(final, chapter)
+        nb = nbformat.read(final / f"{chapter}.ipynb", as_version=4)
+    except (results.ResultsError, OSError, ValueError):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+            f"# {title(chapter, NOTEBOOKS_DIR)}\n\n*Not computed yet (profile `{profile}`): this build's time "
+            f"budget ran out before this chapter. The next build runs it.*")])
+    else:
+        first = next(c for c in nb.cells if c.cell_type == "markdown")
+        heading, _, rest = first.source.partition("\n")
+        first.source = f"{heading}\n\n{note}\n{rest}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{chapter}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        nbformat.write(nb, tmp)
+        os.replace(tmp, out_dir / f"{chapter}.ipynb")
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Sequence[str] | None = None,
+              force: bool = False, out_dir: Path = BOOK_CHAPTERS, results_root: Path = RESULTS_ROOT,
+              budget_minutes: float | None = None) -> Summary:
+    """Run the selected chapters; every parameter and setting is checked before any chapter starts. A chapter
+    whose dataset is not available ends with a page saying how to get it and is listed in ``no_data``. With a
+    budget, a stale chapter whose last wall time would end the run past it is not started ('deferred')."""
+    chapters, profile, per_chapter = _prepare(profile, pairs, only, budget_minutes)
     _writable_folder(out_dir, "--out")
     _writable_folder(results_root, "--results")
     summary = Summary()
+    began = time.perf_counter()
     for c in (bar := tqdm(chapters, desc=f"chapters ({profile})", unit="chapter")):
         bar.set_postfix_str(c)
         start = time.perf_counter()
         try:
-            status = run_chapter(c, profile, per_chapter[c], out_dir, results_root, force)
+            status = None
+            if budget_minutes is not None:
+                state = chapter_state(c, profile, per_chapter[c], results_root, force)
+                if state.reason and _over_budget(start - began, state.estimate_s, budget_minutes):
+                    last = "unknown" if state.estimate_s is None else f"{state.estimate_s / 60:.1f} min"
+                    tqdm.write(f"not starting {c} ({state.reason}; its last run took {last}): the "
+                               f"{budget_minutes:g}-minute budget would be exceeded")
+                    defer(c, state.profile, state.reason, results_root / state.profile, out_dir)
+                    status = "deferred"
+            status = status or run_chapter(c, profile, per_chapter[c], out_dir, results_root, force)
         except ChapterFailed as err:
             summary.failures.append(str(err))
             tqdm.write(f"FAILED {err}")

@@ -123,11 +123,3 @@ def git_commit() -> str | None:
         return None
     return head + ("+dirty" if dirty else "")
 
-
-def library_fingerprint() -> str:
-    """sha256 over every qkov_lib source file: changes whenever the library changes."""
-    digest = hashlib.sha256()
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        digest.update(str(path.relative_to(PACKAGE_DIR)).encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()

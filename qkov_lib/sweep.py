@@ -22,8 +22,9 @@ from typing import Any
 
 import pandas as pd
 
+from .codehash import task_fingerprint
 from .progress import bar
-from .results import library_fingerprint, results_root, write_atomic
+from .results import results_root, write_atomic
 
 SCHEDULER_ENV = "QKOV_DASK_SCHEDULER"  # address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786
 SERIAL = "serial"
@@ -38,10 +39,11 @@ def cell_id(cell: Cell) -> str:
     return hashlib.sha256(json.dumps(dict(cell), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def cell_folder(name: str, common: Mapping[str, Any]) -> Path:
+def cell_folder(name: str, common: Mapping[str, Any], fn: CellFn) -> Path:
     """Where a sweep keeps its finished cells: results/sweeps/<name>/<digest of the settings every cell shares and
-    of the library>, so cells are reused only by the same code with the same shared settings."""
-    digest = hashlib.sha256((json.dumps(dict(common), sort_keys=True) + library_fingerprint()).encode()).hexdigest()
+    of the code ``fn`` can execute (its module's closure in qkov_lib, ``codehash``)>, so cells are reused only by
+    the same code with the same shared settings."""
+    digest = hashlib.sha256((json.dumps(dict(common), sort_keys=True) + task_fingerprint(fn)).encode()).hexdigest()
     return results_root() / "sweeps" / name / digest[:16]
 
 

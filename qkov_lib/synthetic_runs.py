@@ -12,11 +12,12 @@ import torch
 from .data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack_splits
 from .device import cpu_workers
 from .engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
-                     evaluate_counts, flush_denormals, run_independent, train_stack)
+                     evaluate_counts, flush_denormals, train_stack)
 from .metrics import attention_summary, check_bins, dtap_histogram
 from .models import AttentionConfig, init_params
 from .optim import RateSchedule, circuit_groups
 from .validation import require_positive_ints
+from .workers import run_independent
 
 
 @dataclass(frozen=True)

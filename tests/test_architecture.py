@@ -17,11 +17,11 @@ from qkov_lib.reproduce import CHAPTERS
 from qkov_lib.results import PACKAGE_DIR, REPO_ROOT
 
 LAYERS = {  # ARCHITECTURE.md's table, top down: a top-level module or package -> its layer (0 = the core)
-    **dict.fromkeys(["__main__", "reproduce", "book", "book_ext"], 3),
+    **dict.fromkeys(["__main__", "reproduce", "book", "book_ext", "bundle", "publish"], 3),
     "chapters": 2,
     **dict.fromkeys(["engine", "training", "synthetic_runs", "fixed_attention", "real_data", "squad_runs", "sweep"], 1),
-    **dict.fromkeys(["__init__", "chapter", "contents", "device", "progress", "validation", "optim", "results",
-                     "plots", "verdicts", "models", "data", "metrics", "theory"], 0),
+    **dict.fromkeys(["__init__", "chapter", "contents", "codehash", "device", "progress", "validation", "optim",
+                     "results", "plots", "verdicts", "workers", "models", "data", "metrics", "theory"], 0),
 }
 
 

@@ -17,11 +17,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..device import pick_device
-from ..engine import one_thread
 from ..metrics.stats import mean_ci
 from ..models.attention import INITS
 from ..synthetic_runs import Panel, SyntheticSetup, SyntheticTask, synthetic_data, train_runs
 from ..validation import is_positive_int
+from ..workers import one_thread
 from . import fig2_dtap
 
 SETTING = ["init", "init_scale", "lr", "scaled_scores"]  # the grid's axes; with mult_set, a verdict's key

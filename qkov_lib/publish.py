@@ -1,0 +1,191 @@
+"""The publishing workflow's steps, as one command the workflow calls (``python -m qkov_lib publish``):
+
+1. restore the profile's last results from a bundle (the workflow's cache or the previous run's artifact); a missing
+   or unusable bundle means starting fresh, said in the log;
+2. optionally fetch the datasets (best effort; a chapter whose data is missing says so on its page);
+3. ``make book PROFILE=<profile>``, so only stale chapters rerun, within a time budget (``BUDGET`` minutes: a stale
+   chapter that would not fit is not started and its page shows its last results, saying so);
+4. pack the results into the bundle again (also after a failed chapter: what finished is kept);
+5. put the built HTML under ``<site>/<profile>/`` beside the other profiles' last builds, with an index page
+   linking them (one Pages site: ``/default/``, ``/paper/``).
+
+The exit status is ``make book``'s (1 when a chapter failed)."""
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import bundle, results
+from .chapter import PROFILES, ParameterError
+from .data.registry import CANONICAL, DataError, canonical_file
+from .reproduce import RESULTS_ROOT, format_plan, plan
+
+HTML = results.REPO_ROOT / "_build" / "html"
+STAMP = "publish.json"  # <site>/<profile>/publish.json: what the index page says about that build
+DESCRIPTIONS = {  # the index page's line per profile
+    "default": "every chapter at reduced sizes on a CPU, rebuilt on every push to main (only the chapters a change "
+               "touches rerun)",
+    "paper": "the paper's settings, run by hand on a GPU runner",
+    "official": "the authors' notebooks' settings where they differ from the paper, run by hand on a GPU runner",
+    "smoke": "tiny settings that check the pipeline, not the claims",
+}
+Build = Callable[[Sequence[str]], int]  # make's arguments -> exit status
+
+
+def make(args: Sequence[str]) -> int:
+    """Run ``make`` in the repository with ``args``; its exit status."""
+    return subprocess.run(["make", *args], cwd=results.REPO_ROOT).returncode
+
+
+def restore(path: Path, profile: str, results_root: Path, log: Callable[[str], None]) -> bool:
+    """Unpack the profile's last bundle into ``results_root``; False (and a line in the log) when there is none or
+    it cannot be used, which means starting fresh."""
+    if not path.is_file():
+        log(f"no results bundle at {path}: starting fresh (every chapter without current results in "
+            f"{results_root} runs)")
+        return False
+    try:
+        done = bundle.unpack(path, results_root, profile)
+    except bundle.BundleError as err:
+        log(f"the results bundle cannot be used ({err}): starting fresh (every chapter without current results in "
+            f"{results_root} runs)")
+        return False
+    commit = (done.manifest.get("commit") or "an unknown commit")[:12]
+    log(f"restored {len(done.units)} units of {profile} and {done.sweep_cells} sweep cells from {path} (packed at "
+        f"{commit}); the book reruns only the stale chapters")
+    for chapter, why in done.failing.items():
+        log(f"  {chapter} fails its check and reruns: {why}")
+    return True
+
+
+def fetch_datasets(log: Callable[[str], None]) -> None:
+    """Download every dataset's canonical release into the cache, best effort: a failure is logged, and the chapter
+    that needs the data then says on its page how to get it."""
+    for dataset, names in CANONICAL.items():
+        try:
+            for name in names:
+                canonical_file(dataset, name, download=True)
+        except (DataError, OSError) as err:
+            log(f"could not fetch {dataset} ({err}); its chapters will say so")
+
+
+def make_args(profile: str, budget_minutes: float | None, repo_url: str | None, strict: bool) -> list[str]:
+    """``make book``'s arguments for this build."""
+    args = ["book", f"PROFILE={profile}"]
+    args += [f"BUDGET={budget_minutes:g}"] if budget_minutes is not None else []
+    args += [f"REPO_URL={repo_url}"] if repo_url else []
+    return args + (["STRICT=1"] if strict else [])
+
+
+def place_site(html_dir: Path, site: Path, profile: str, stamp: dict[str, Any]) -> Path:
+    """Copy the built book to ``<site>/<profile>/`` (replacing the previous one whole) and write the index page for
+    every profile the site holds; returns the index page."""
+    if not (html_dir / "index.html").is_file():
+        raise FileNotFoundError(f"{html_dir} holds no built book (index.html); the book build failed")
+    site.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=site, prefix=f".{profile}-"))
+    try:
+        shutil.copytree(html_dir, staged, dirs_exist_ok=True)
+        (staged / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
+        old = site / f".{profile}-old"
+        shutil.rmtree(old, ignore_errors=True)
+        if (site / profile).exists():
+            os.replace(site / profile, old)
+        os.replace(staged, site / profile)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    (site / ".nojekyll").touch()  # serve folders starting with _ (Sphinx's _static)
+    index = site / "index.html"
+    results.write_atomic(index, index_page(site))
+    return index
+
+
+def index_page(site: Path) -> str:
+    """A small page linking every profile's book under ``site``, with the commit and date each was built at."""
+    items = []
+    for folder in sorted(p for p in site.iterdir() if p.is_dir() and (p / "index.html").is_file()
+                         and not p.name.startswith(".")):
+        try:
+            stamp = json.loads((folder / STAMP).read_text())
+        except (OSError, ValueError):
+            stamp = {}
+        built = f" Built at commit <code>{html.escape(str(stamp.get('commit') or '?')[:12])}</code> on " \
+                f"{html.escape(str(stamp.get('date', '?')))}." if stamp else ""
+        items.append(f'<li><a href="{folder.name}/index.html"><strong>{html.escape(folder.name)}</strong></a>: '
+                     f"{html.escape(DESCRIPTIONS.get(folder.name, 'another profile'))}.{built}</li>")
+    return ("<!doctype html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            "<title>Faster Query-Key Learning Sharpens Attention: a reproducible companion</title></head>\n"
+            "<body style=\"font-family: sans-serif; max-width: 48em; margin: 2em auto; line-height: 1.5\">\n"
+            "<h1>Faster Query-Key Learning Sharpens Attention: a reproducible companion</h1>\n"
+            "<p>The same book, run under each profile (each chapter's module says what a profile changes); every page says at which "
+            "commit it was computed.</p>\n<ul>\n" + "\n".join(items) + "\n</ul>\n</body>\n</html>\n")
+
+
+def publish(profile: str, bundle_path: Path, site: Path, budget_minutes: float | None = None,
+            repo_url: str | None = None, strict: bool = False, fetch: bool = False,
+            results_root: Path = RESULTS_ROOT, html_dir: Path = HTML, build: Build = make,
+            log: Callable[[str], None] = print) -> int:
+    """Restore, build (only stale chapters rerun), pack and place the site; the build's exit status."""
+    if budget_minutes is not None and not budget_minutes > 0:
+        raise ParameterError(f"--budget-minutes {budget_minutes} is not a positive number of minutes; give one, or "
+                             f"leave it out to rerun every stale chapter")
+    say = lambda line: log(f"publish: {line}")  # noqa: E731
+    restore(bundle_path, profile, results_root, say)
+    if fetch:
+        fetch_datasets(say)
+    args = make_args(profile, budget_minutes, repo_url, strict)
+    say(f"make {' '.join(args)}")
+    status = build(args)
+    try:
+        packed = bundle.pack(profile, bundle_path, results_root)
+        say(f"packed {len(packed.units)} units and {packed.sweep_cells} sweep cells into {bundle_path}")
+    except bundle.BundleError as err:
+        say(f"nothing to pack ({err})")
+    if status not in (0, 1):
+        say(f"make book failed (exit {status}); the site is not updated")
+        return status
+    stale = [p for p in plan(profile, results_root=results_root) if p.reason is not None]
+    if stale:
+        say(f"{len(stale)} chapter(s) stale after this build (a deferred one's page says so; the next build reruns "
+            f"them):\n" + format_plan(stale))
+    stamp = {"profile": profile, "commit": results.git_commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                                       time.gmtime()),
+             "not_current": [p.chapter for p in stale]}
+    say(f"site: {place_site(html_dir, site, profile, stamp)}")
+    return status
+
+
+def add_commands(sub: Any) -> None:
+    """``publish`` on the command line's subparsers."""
+    cmd = sub.add_parser("publish", help="the publishing workflow: restore a profile's results, rebuild the book "
+                                         "(only stale chapters), pack the results, place the site")
+    cmd.add_argument("--profile", required=True, choices=PROFILES)
+    cmd.add_argument("--bundle", type=Path, required=True, help="the results bundle to restore from and write to")
+    cmd.add_argument("--site", type=Path, required=True, help="the Pages folder: the book goes to SITE/<profile>/")
+    cmd.add_argument("--budget-minutes", type=float, metavar="M", help="start no stale chapter that would end the "
+                                                                        "run past M minutes")
+    cmd.add_argument("--repo-url", help="the repository's web address (REPO_URL of make book)")
+    cmd.add_argument("--strict", action="store_true", help="a chapter without its data fails the build")
+    cmd.add_argument("--fetch", action="store_true", help="download the datasets first (best effort)")
+    cmd.add_argument("--results", type=Path, default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
+
+
+def command(args: Any) -> int:
+    """Run ``publish``."""
+    try:
+        return publish(args.profile, args.bundle, args.site, args.budget_minutes, args.repo_url, args.strict,
+                       args.fetch, args.results)
+    except FileNotFoundError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1

@@ -1,0 +1,190 @@
+"""Per-chapter code fingerprints (qkov_lib/codehash.py), on a temporary copy of the package (the real tree is never
+edited): a docstring edit makes no chapter stale; a code edit makes exactly the chapters whose closure holds the
+module stale; a new import edge is picked up; a dynamic import the analysis cannot follow is an error."""
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fake_chapters import TINY, fake_module
+
+from qkov_lib import codehash, results
+from qkov_lib import reproduce as runner
+
+NOTEBOOKS = {p.stem: p for p in sorted((results.REPO_ROOT / "notebooks").glob("*.md"))}
+ALL = sorted(NOTEBOOKS)
+
+# The chapters an edit of each module makes stale: those whose imports reach it. The scorecard reads the atlas's
+# verdicts through the atlas's module, so it follows the atlas.
+EXPECTED = {
+    "engine.py": ["atlas", "corollaries", "fig2_dtap", "fig3_incentive", "scorecard"],
+    "plots.py": [c for c in ALL if c not in ("appendix_d", "errata")],
+    "chapters/atlas.py": ["atlas", "scorecard"],
+    "sweep.py": ["atlas"],
+    "theory/symbolic.py": ["lemma3", "theorem1"],
+    "theory/errata.py": ["errata"],
+    "reproduce.py": [],
+}
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch) -> Path:
+    """A copy of qkov_lib under tmp_path, and codehash pointed at it."""
+    copy = tmp_path / "qkov_lib"
+    shutil.copytree(codehash.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(codehash, "PACKAGE_DIR", copy)
+    return copy
+
+
+def digests(package: Path) -> dict[str, str]:
+    return {c: codehash.chapter_code(path, package).digest for c, path in NOTEBOOKS.items()}
+
+
+def stale_after(package: Path, edit) -> list[str]:
+    before = digests(package)
+    edit()
+    after = digests(package)
+    return [c for c in ALL if before[c] != after[c]]
+
+
+def edit_docstrings(path: Path) -> None:
+    """Reword every docstring of a module (module, classes, functions), add a comment and blank lines."""
+    lines = path.read_text().split("\n")
+    tree = ast.parse("\n".join(lines))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                ast.get_docstring(node, clean=False) is not None:
+            doc = node.body[0].value
+            line = lines[doc.lineno - 1]
+            quote = line.index('"""', doc.col_offset) + 3
+            lines[doc.lineno - 1] = line[:quote] + "Reworded. " + line[quote:]
+    path.write_text("\n".join(lines) + "\n\n# a comment that changes nothing\n")
+
+
+def test_a_docstring_edit_in_any_module_makes_no_chapter_stale(package):
+    modules = sorted(package.rglob("*.py"))
+    assert len(modules) > 40
+    assert stale_after(package, lambda: [edit_docstrings(p) for p in modules]) == []
+
+
+@pytest.mark.parametrize("module", sorted(EXPECTED))
+def test_a_code_edit_makes_exactly_the_chapters_that_can_run_it_stale(package, module, capsys):
+    stale = stale_after(package, lambda: (package / module).write_text((package / module).read_text() + "\nEDIT = 1\n"))
+    with capsys.disabled():
+        print(f"\n{module}: {len(stale)} stale: {', '.join(stale) or 'none'}")
+    name = "qkov_lib." + module.removesuffix(".py").replace("/", ".")
+    assert stale == EXPECTED[module]
+    assert stale == codehash.dependents(NOTEBOOKS, package).get(name, [])
+
+
+def test_a_new_import_edge_is_picked_up(package):
+    errata = package / "theory" / "errata.py"
+    errata.write_text(errata.read_text() + "\nfrom .. import sweep  # a new edge\n")
+    assert "qkov_lib.sweep" in codehash.closure(["qkov_lib.theory.errata"], package)
+    sweep = package / "sweep.py"
+    assert stale_after(package, lambda: sweep.write_text(sweep.read_text() + "\nEDIT = 1\n")) == ["atlas", "errata"]
+
+
+DYNAMIC = [
+    ("import_module of a computed name", "import importlib\nimportlib.import_module('qkov_lib.' + 'plots')\n",
+     "import_module"),
+    ("__import__", "mod = __import__(f'qkov_lib.{NAME}')\n", "__import__"),
+    ("exec", "exec('from qkov_lib import plots')\n", "exec"),
+    ("eval", "x = eval('1 + 1')\n", "eval"),
+    ("a relative import_module", "import importlib\nimportlib.import_module('.plots', 'qkov_lib')\n", "import_module"),
+    ("runpy", "import runpy\nrunpy.run_path('script.py')\n", "run_path"),
+]
+
+
+@pytest.mark.parametrize("code,name", [c[1:] for c in DYNAMIC], ids=[c[0] for c in DYNAMIC])
+def test_a_dynamic_import_is_an_error_naming_file_and_line(package, code, name):
+    errata = package / "theory" / "errata.py"
+    errata.write_text(errata.read_text() + "\n" + code)
+    line = errata.read_text().split("\n").index(code.strip().split("\n")[-1]) + 1
+    with pytest.raises(codehash.DynamicImport, match=rf"errata\.py:{line}: {name}\(\.\.\.\) runs code the "
+                                                     r"fingerprint cannot follow; use a plain import"):
+        codehash.chapter_code(NOTEBOOKS["errata"], package)
+
+
+def test_a_notebook_running_a_file_is_an_error(tmp_path):
+    notebook = tmp_path / "chapter.md"
+    notebook.write_text("```{code-cell} ipython3\n%run helper.py\nfrom qkov_lib import results\n```\n")
+    with pytest.raises(codehash.DynamicImport, match=r"chapter.md \(code cell 1\):1: run_line_magic\(\.\.\.\) runs"):
+        codehash.notebook_modules(notebook)
+    notebook.write_text("```{code-cell} ipython3\n%matplotlib inline\nfrom qkov_lib import results\n```\n")
+    assert codehash.notebook_modules(notebook) == {"qkov_lib", "qkov_lib.results"}
+
+
+def test_a_dynamic_import_of_a_constant_name_is_followed(package):
+    errata = package / "theory" / "errata.py"
+    errata.write_text(errata.read_text() + "\nimport importlib\nTASK = 'qkov_lib.sweep'\n"
+                      "importlib.import_module(TASK)\nimportlib.import_module('numpy')\n")
+    assert "qkov_lib.sweep" in codehash.closure(["qkov_lib.theory.errata"], package)
+
+
+def test_import_forms_resolve_to_modules(tmp_path):
+    """Absolute and relative imports at any depth, `from . import name` naming a submodule or not, parent packages."""
+    pkg = tmp_path / "pkg"
+    for name, code in {"__init__.py": "", "top.py": "X = 1\n", "unused.py": "",
+                       "a/__init__.py": "from .b import f\n", "a/b.py": "from ..top import X\nfrom . import c, g\n",
+                       "a/c.py": "from .. import deep\n", "a/g.py": "", "deep/__init__.py": "",
+                       "deep/d.py": "import pkg.top\n", "deep/e/__init__.py": "",
+                       "deep/e/f.py": "from ... import top\n",
+                       "lazy.py": "def f():\n    from .deep.e import f\n    import os.path\n"}.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(code)
+    assert codehash.closure(["pkg.a"], pkg) == ["pkg", "pkg.a", "pkg.a.b", "pkg.a.c", "pkg.a.g", "pkg.deep", "pkg.top"]
+    assert codehash.closure(["pkg.lazy"], pkg) == ["pkg", "pkg.deep", "pkg.deep.e", "pkg.deep.e.f", "pkg.lazy",
+                                                   "pkg.top"]
+    (pkg / "bad.py").write_text("from ... import top\n")
+    with pytest.raises(codehash.DynamicImport, match="bad.py:1: a relative import goes above the package"):
+        codehash.closure(["pkg.bad"], pkg)
+    (pkg / "gone.py").write_text("from pkg.missing import x\n")
+    with pytest.raises(codehash.DynamicImport, match="pkg.missing is imported but .* has no such module"):
+        codehash.closure(["pkg.gone"], pkg)
+
+
+def test_notebook_imports_and_versions():
+    assert codehash.notebook_modules(NOTEBOOKS["errata"]) == {
+        "qkov_lib", "qkov_lib.chapter", "qkov_lib.chapters", "qkov_lib.chapters.errata", "qkov_lib.theory",
+        "qkov_lib.theory.errata", "qkov_lib.theory.factorised", "qkov_lib.theory.instance"}
+    state = codehash.chapter_code(NOTEBOOKS["errata"])
+    assert {"torch", "numpy", "scipy", "sympy", "pandas"} <= set(state.versions)
+    assert "qkov_lib.reproduce" not in state.modules and "qkov_lib.theory.errata" in state.modules
+
+
+def test_the_runner_names_the_changed_modules(package, tmp_path, monkeypatch):
+    """A sealed unit of the tiny chapter (it imports qkov_lib.results): current after a docstring edit, stale naming
+    the module after a code edit."""
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "tiny.md").write_text(TINY)
+    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
+    monkeypatch.setitem(runner.CHAPTERS, "tiny", fake_module("tiny", x=1))
+    folder = tmp_path / "res" / "smoke"
+    fp = runner.fingerprint("tiny", "smoke", {"x": 1}, folder.parent)
+    (folder / "tiny.ipynb").parent.mkdir(parents=True)
+    (folder / "tiny.ipynb").write_text("{}")
+    results.save(folder, "tiny", {"main": pd.DataFrame({"x": [1]})}, {})
+    runner._seal(folder, "tiny", fp, 1.0)
+    assert runner.stale_reason(folder, "tiny", fp)[0] is None
+    edit_docstrings(package / "results.py")
+    assert runner.stale_reason(folder, "tiny", runner.fingerprint("tiny", "smoke", {"x": 1}, folder.parent))[0] is None
+    (package / "results.py").write_text((package / "results.py").read_text() + "\nEDIT = 1\n")
+    reason = runner.stale_reason(folder, "tiny", runner.fingerprint("tiny", "smoke", {"x": 1}, folder.parent))[0]
+    assert reason == "code (qkov_lib.results) changed"
+
+
+def test_sweep_cells_follow_their_task_code(package):
+    from qkov_lib import sweep
+    from qkov_lib.chapters import atlas
+    folder = sweep.cell_folder("atlas", {"a": 1}, atlas.run_setting)
+    edit_docstrings(package / "engine.py")
+    assert sweep.cell_folder("atlas", {"a": 1}, atlas.run_setting) == folder
+    (package / "engine.py").write_text((package / "engine.py").read_text() + "\nEDIT = 1\n")
+    assert sweep.cell_folder("atlas", {"a": 1}, atlas.run_setting) != folder
+    with pytest.raises(ValueError, match="sweep task 'stale_after' is defined in .*outside qkov_lib; define it"):
+        sweep.cell_folder("atlas", {"a": 1}, stale_after)
