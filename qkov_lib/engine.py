@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -28,6 +29,8 @@ from .training import FixedSetBatches, check_optimiser_and_stop
 from .validation import require_positive_ints
 
 QK_KINDS = ("factorised", "collapsed", "fixed")
+ENGINE_ENV = "QKOV_ENGINE"
+BACKENDS = ("compiled", "torch")
 
 
 @dataclass(frozen=True)
@@ -480,6 +483,17 @@ def _check_finite(window: torch.Tensor, step: int, members: Sequence[Member], ac
                                  f"multiplier = {m.schedule.qk_mult}); lower the learning rate or the QK multiplier")
 
 
+def engine_backend(device: torch.device) -> str:
+    """Which engine trains stacks on ``device``: ``compiled`` (numba, ``compiled.py``) on a CPU, ``torch`` (this
+    module) elsewhere; the environment variable QKOV_ENGINE=compiled|torch forces one."""
+    forced = os.environ.get(ENGINE_ENV, "").strip().lower()
+    if forced and forced not in BACKENDS:
+        raise ValueError(f"{ENGINE_ENV}={forced!r} is not an engine; allowed: {', '.join(BACKENDS)} (or unset it)")
+    if forced == "compiled" and device.type != "cpu":
+        raise ValueError(f"{ENGINE_ENV}=compiled trains on the CPU only, not on {device}; unset it or set it to torch")
+    return forced or ("compiled" if device.type == "cpu" else "torch")
+
+
 Batch = Callable[[int, Sequence[int]], tuple[torch.Tensor, ...]]
 Monitor = Callable[[dict[str, torch.Tensor], Sequence[int], int], np.ndarray | None]
 Recorder = Callable[[int, Sequence[int], dict[str, torch.Tensor], dict[str, torch.Tensor]], None]
@@ -492,7 +506,12 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
     """Train the stacked ``params`` [K, ...] (model k = ``members[k]``) on ``batch(step, active) -> (inputs, slots,
     labels)``. ``full_nll(params, active, step)`` returns the training-set NLL of the given models (the stop rule,
     see ``StackConfig``); ``every_eval`` is called every ``eval_every`` steps (Figure 3's read-outs);
-    ``recorder(step, active, params, updates)`` sees every ``record_every``-th update. Parameters are not modified."""
+    ``recorder(step, active, params, updates)`` sees every ``record_every``-th update. Parameters are not modified.
+    On a CPU the compiled engine trains (``engine_backend``); this code is the reference and the CUDA path."""
+    if engine_backend(next(iter(params.values())).device) == "compiled":
+        from . import compiled
+        return compiled.train_stack(params, members, sc, batch, query_ids, full_nll, every_eval, recorder,
+                                    record_every, progress, desc)
     n = len(members)
     work = {k: v.detach().clone() for k, v in params.items()}
     final: list[dict[str, torch.Tensor] | None] = [None] * n
