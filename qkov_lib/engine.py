@@ -449,7 +449,7 @@ class _Optimiser:
         self.state = {k: (m[index], v[index]) for k, (m, v) in self.state.items()}
 
 
-def _describe(m: Member) -> str:
+def model_label(m: Member) -> str:
     """A model, as an error names it."""
     return f"the model with seed {m.seed} (lr = {m.schedule.lr}, QK multiplier = {m.schedule.qk_mult})"
 
@@ -482,7 +482,9 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
     """Train the stacked ``params`` [K, ...] (model k = ``members[k]``) on ``batch(step, active) -> (inputs, slots,
     labels)``. ``full_nll(params, active, step)`` returns the training-set NLL of the given models (the stop rule,
     see ``StackConfig``); ``every_eval`` is called every ``eval_every`` steps (Figure 3's read-outs);
-    ``recorder(step, active, params, updates)`` sees every ``record_every``-th update. Parameters are not modified."""
+    ``recorder(step, active, params, updates)`` sees every ``record_every``-th update. Parameters are not modified.
+    This is the torch engine, the reference and the CUDA path; ``backends.train_stack`` picks it or the compiled
+    one."""
     n = len(members)
     work = {k: v.detach().clone() for k, v in params.items()}
     final: list[dict[str, torch.Tensor] | None] = [None] * n
@@ -512,7 +514,7 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
         done = step + 1
         finished = [j for j, k in enumerate(active) if members[k].max_steps == done]
         if done % sc.eval_every == 0 or finished:
-            check_finite(window, done, lambda j: _describe(members[active[j]]), sc.eval_every)
+            check_finite(window, done, lambda j: model_label(members[active[j]]), sc.eval_every)
         if done % sc.eval_every == 0:
             mean = (window / sc.eval_every).cpu().numpy()
             running += window

@@ -16,7 +16,8 @@ import torch
 from .data.synthetic import SyntheticSplit
 from .models import AttentionConfig, init_params
 from .device import cpu_workers
-from .engine import Member, StackConfig, train_stack
+from .backends import train_stack
+from .engine import Member, StackConfig
 from .optim import RateSchedule
 from .training import FixedSetBatches
 from .workers import run_independent

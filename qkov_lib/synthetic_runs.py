@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .backends import train_stack
 from .data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack_splits
 from .device import cpu_workers
 from .engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
-                     evaluate_counts, flush_denormals, train_stack)
+                     evaluate_counts, flush_denormals)
 from .metrics import attention_summary, check_bins, dtap_histogram
 from .models import AttentionConfig, init_params
 from .optim import RateSchedule, circuit_groups

@@ -19,7 +19,8 @@ from qkov_lib.results import PACKAGE_DIR, REPO_ROOT
 LAYERS = {  # ARCHITECTURE.md's table, top down: a top-level module or package -> its layer (0 = the core)
     **dict.fromkeys(["__main__", "reproduce", "book", "book_ext", "bundle", "publish"], 3),
     "chapters": 2,
-    **dict.fromkeys(["engine", "training", "synthetic_runs", "fixed_attention", "real_data", "squad_runs", "sweep"], 1),
+    **dict.fromkeys(["engine", "compiled", "backends", "training", "synthetic_runs", "fixed_attention", "real_data",
+                     "squad_runs", "sweep"], 1),
     **dict.fromkeys(["__init__", "chapter", "contents", "codehash", "device", "progress", "validation", "optim",
                      "results", "plots", "verdicts", "workers", "models", "data", "metrics", "theory"], 0),
 }
