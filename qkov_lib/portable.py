@@ -1,18 +1,21 @@
 """Portable arithmetic: the CPU trainings give the same bits on any x86-64 processor (Intel or AMD, with or without
-AVX2 / AVX-512), for a given torch wheel. Turn it off with ``QKOV_PORTABLE=0`` in the environment before Python starts.
+AVX2 / AVX-512), for a given torch wheel. Turn it off with ``QKOV_PORTABLE=0`` in the environment before Python starts
+(``QKOV_PORTABLE=avx2``: the faster level, the same bits on every CPU with AVX2).
 
-What differs between processors otherwise (measured on torch 2.13's CPU wheel; ``docs`` in ``SETTINGS``):
+What differs between processors otherwise (measured with torch 2.13's CPU wheel, MKL 2024.2, oneDNN 3.12):
 
 - every batched product (einsum, ``@``) is MKL's ``sgemm_batch``, whose code path MKL picks by vendor and instruction
-  set: on an AMD CPU one fixed path (``MKL_ENABLE_INSTRUCTIONS`` is ignored there), on an Intel CPU the AVX-512,
-  AVX2 or SSE4.2 path. ``MKL_CBWR=COMPATIBLE`` (conditional numerical reproducibility, the SSE2 branch without
-  approximate reciprocals) is the one branch MKL honours on both vendors; the AVX2 / AVX512 branches fall back to
-  AUTO on an AMD CPU. It also pins MKL's vector maths (``torch.exp`` of large tensors).
-- ATen's vectorised kernels (softmax and its backward, log-softmax / cross-entropy, layer norm, the fused AdamW
-  step, ``torch.randn`` of 16 or more numbers, so the initial weights too) follow ``torch.backends.cpu.
-  get_cpu_capability()``: AVX-512 and AVX2 add in different orders, and DEFAULT (no AVX2) differs from both.
-  ``ATEN_CPU_CAPABILITY=default`` is the one level every x86-64 CPU runs.
-- oneDNN is not used by these trainings (``ONEDNN_VERBOSE`` lists no primitive), so no oneDNN cap is set.
+  set: on an AMD CPU one path of its own (``MKL_ENABLE_INSTRUCTIONS`` is ignored there), on an Intel CPU the
+  AVX-512, AVX2 or SSE4.2 path, all four different. ``MKL_CBWR=COMPATIBLE`` (conditional numerical reproducibility:
+  the SSE2 branch without approximate reciprocals) is the one branch MKL keeps on both vendors; asked for the AVX2 or
+  AVX512 branch, MKL on an AMD CPU falls back to AUTO, its own path. It also pins MKL's vector maths (``torch.exp``).
+- ATen's vectorised kernels (softmax and its backward, log-softmax / cross-entropy, layer norm, the fused AdamW step,
+  ``torch.randn`` of 16 or more numbers, so the initial weights too) follow ``torch.backends.cpu.
+  get_cpu_capability()``: the AVX-512, AVX2 and DEFAULT kernels give three different results.
+  ``ATEN_CPU_CAPABILITY=default`` is the level every x86-64 CPU runs; ``avx2`` the level of every CPU with AVX2 (on
+  one without, ATen falls back to DEFAULT, and ``check`` says so).
+- oneDNN is not used by these trainings (``ONEDNN_VERBOSE`` lists no primitive), so no oneDNN cap is set; the
+  trainings run one torch thread per process already (``engine.run_independent``).
 
 Every setting is read when torch first computes (ATen's capability on its first query or dispatch, MKL's branch on its
 first call), so ``apply`` must run before that, best before ``import torch``. Child processes inherit the
@@ -26,18 +29,26 @@ import ctypes
 import os
 import platform
 import sys
-from collections.abc import MutableMapping
+import warnings
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 ENV = "QKOV_PORTABLE"
 OFF = ("0", "off", "false", "no")
-DOC = f"Portable arithmetic (the same bits on any x86-64 CPU) is on; set {ENV}=0 before starting Python to turn it off."
+ON = ("", "1", "on", "true", "yes")
+DOC = (f"Portable arithmetic (the same bits on any x86-64 CPU) is on; {ENV}=0 before starting Python turns it off, "
+       f"{ENV}=avx2 keeps it on CPUs with AVX2 only, faster.")
 
-# the mode, as data: variable -> value, each read by torch's libraries when they first compute
-SETTINGS: dict[str, str] = {
-    "MKL_CBWR": "COMPATIBLE",  # MKL: one code branch on every x86-64 CPU, Intel or AMD
-    "ATEN_CPU_CAPABILITY": "default",  # ATen: the kernels without AVX2 / AVX-512, which every x86-64 CPU runs
+# the mode, as data: per level, variable -> value, each read by torch's libraries when they first compute
+LEVELS: dict[str, dict[str, str]] = {
+    "x86-64": {"MKL_CBWR": "COMPATIBLE",  # MKL: one code branch on every x86-64 CPU, Intel or AMD
+               "ATEN_CPU_CAPABILITY": "default"},  # ATen: the kernels every x86-64 CPU runs
+    "avx2": {"MKL_CBWR": "COMPATIBLE",
+             "ATEN_CPU_CAPABILITY": "avx2"},  # ATen: the AVX2 kernels (every Intel CPU since 2013, AMD since 2015)
 }
+DEFAULT_LEVEL = "x86-64"
+SETTINGS = LEVELS[DEFAULT_LEVEL]
+VARIABLES = tuple(sorted({name for level in LEVELS.values() for name in level}))
 X86_64 = ("x86_64", "amd64")
 
 # MKL's CNR branches (mkl_cbwr.h) as mkl_cbwr_get(MKL_CBWR_ALL) returns them; 0x10000 flags the strict mode
@@ -50,68 +61,85 @@ class PortableModeError(RuntimeError):
     """Torch already computes with other settings than the portable mode asks for."""
 
 
-def enabled(environ: MutableMapping[str, str] | None = None) -> bool:
-    """Whether the mode is on: unless ``QKOV_PORTABLE`` is 0 / off / false / no, on an x86-64 CPU."""
-    env = os.environ if environ is None else environ
-    return env.get(ENV, "1").strip().lower() not in OFF and applicable()
-
-
 def applicable() -> bool:
     """The mode concerns x86-64 CPUs (MKL and ATen's x86 kernels); elsewhere it sets nothing."""
     return platform.machine().lower() in X86_64
 
 
-def apply(environ: MutableMapping[str, str] | None = None) -> dict[str, str]:
-    """Put ``SETTINGS`` into ``environ`` (default ``os.environ``, so that this process and every child it starts
-    afterwards computes in the mode), replacing values set before; nothing when the mode is off. Returns what it set.
+def level(environ: Mapping[str, str] | None = None) -> str | None:
+    """The level ``QKOV_PORTABLE`` asks for: x86-64 (unset, 1, on), avx2, or None (0, off, or not an x86-64 CPU)."""
+    value = (os.environ if environ is None else environ).get(ENV, "").strip().lower()
+    if value in OFF or not applicable():
+        return None
+    if value in ON:
+        return DEFAULT_LEVEL
+    if value in LEVELS:
+        return value
+    raise ValueError(f"{ENV}={value!r}: use 1 (on, any x86-64 CPU), avx2 (CPUs with AVX2, faster) or 0 (off)")
+
+
+def enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the mode is on (``QKOV_PORTABLE`` not 0 / off / false / no, on an x86-64 CPU)."""
+    return level(environ) is not None
+
+
+def settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables the mode sets in this environment ({} when off)."""
+    lvl = level(environ)
+    return dict(LEVELS[lvl]) if lvl else {}
+
+
+def apply(environ: MutableMapping[str, str] | None = None, strict: bool = True) -> dict[str, str]:
+    """Put the mode's variables into ``environ`` (default ``os.environ``, so that this process and every child it
+    starts afterwards computes in the mode), replacing values set before; nothing when the mode is off. Returns what it
+    set.
 
     Call it before torch computes (best before ``import torch``). Given ``os.environ`` in a process where torch is
     loaded, it checks that torch runs in the mode, and raises PortableModeError naming what differs when it does not
-    (torch computed before the call, or another capability was forced)."""
+    (torch computed before the call, or the CPU lacks the level's instructions), or, with ``strict=False``, warns."""
     env = os.environ if environ is None else environ
-    if not enabled(env):
-        return {}
-    env.update(SETTINGS)
-    if env is os.environ and "torch" in sys.modules:
-        check()
-    return dict(SETTINGS)
+    wanted = settings(env)
+    env.update(wanted)
+    if wanted and env is os.environ and "torch" in sys.modules:
+        try:
+            check()
+        except PortableModeError as err:
+            if strict:
+                raise
+            warnings.warn(str(err), RuntimeWarning, stacklevel=2)
+    return wanted
 
 
 def check() -> None:
     """Raise PortableModeError when the mode is on but the loaded torch computes with other settings."""
-    if not enabled():
+    wanted = settings()
+    if not wanted:
         return
     eff = effective()
-    wrong = [f"{name} is {eff[name]} (the mode asks for {want})" for name, want in _wanted().items()
+    expect = {"cpu_capability": wanted["ATEN_CPU_CAPABILITY"].upper(), "mkl_cbwr": wanted["MKL_CBWR"]}
+    wrong = [f"{name} is {eff[name]} (the mode asks for {want})" for name, want in expect.items()
              if eff[name] is not None and eff[name] != want]
     if wrong:
         raise PortableModeError(
-            "torch already computes outside the portable mode: " + "; ".join(wrong) + ". Its libraries read the "
-            "settings once, when torch first computes: import qkov_lib (or call qkov_lib.portable.apply()) before "
-            f"anything computes with torch, or restart the kernel; {ENV}=0 turns the mode off.")
-
-
-def _wanted() -> dict[str, str]:
-    """What ``effective`` reports when torch runs in the mode."""
-    return {"cpu_capability": SETTINGS["ATEN_CPU_CAPABILITY"].upper(), "mkl_cbwr": SETTINGS["MKL_CBWR"]}
+            "torch computes outside the portable mode: " + "; ".join(wrong) + ". Torch's libraries read the settings "
+            "once, when torch first computes: import qkov_lib (or call qkov_lib.portable.apply()) before anything "
+            f"computes with torch, or restart the kernel; on a CPU without AVX2 use {ENV}=1, not avx2; {ENV}=0 turns "
+            "the mode off.")
 
 
 def effective() -> dict[str, str | None]:
-    """For a results unit's metadata: whether the mode is on, each of its variables as this process sees it, the
-    capability ATen's kernels run at and MKL's CNR branch (None where it cannot be read). Imports torch."""
+    """For a results unit's metadata: the mode (its level, off, or not applicable), each of its variables as this
+    process sees it, the capability ATen's kernels run at and MKL's CNR branch (None where it cannot be read).
+    Imports torch, and fixes both, as torch's first computation would."""
     import torch
-    out: dict[str, str | None] = {"portable": ("on" if enabled() else "off") if applicable() else
-                                  f"not applicable ({platform.machine()})",
-                                  **{name: os.environ.get(name) for name in SETTINGS},
-                                  "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                                  "mkl_cbwr": mkl_branch()}
-    return out
+    mode = (level() or "off") if applicable() else f"not applicable ({platform.machine()})"
+    return {"portable": mode, **{name: os.environ.get(name) for name in VARIABLES},
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "mkl_cbwr": mkl_branch()}
 
 
 def mkl_branch() -> str | None:
     """MKL's CNR branch in this process (OFF, AUTO, COMPATIBLE, ..., with ",STRICT"), read from the MKL that torch
-    links statically (its internal ``mkl_serv_cbwr_get``); None where torch has no MKL or does not export it. Reading
-    it fixes the branch, like MKL's first call."""
+    links statically (its internal ``mkl_serv_cbwr_get``); None where torch has no MKL or does not export it."""
     import torch
     lib = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
     try:
