@@ -1,6 +1,7 @@
-"""Portable arithmetic: the CPU trainings give the same bits on any x86-64 processor (Intel or AMD, with or without
-AVX2 / AVX-512), for a given torch wheel. Turn it off with ``QKOV_PORTABLE=0`` in the environment before Python starts
-(``QKOV_PORTABLE=avx2``: the faster level, the same bits on every CPU with AVX2).
+"""Portable arithmetic: the CPU trainings give the same bits on any x86-64 processor with AVX2 (Intel since 2013, AMD
+since 2015; with or without AVX-512), for a given torch wheel. Turn it off with ``QKOV_PORTABLE=0`` in the environment
+before Python starts; ``QKOV_PORTABLE=x86-64`` extends it to CPUs without AVX2, slower, and then the bits also depend
+on the C library's maths functions (glibc's ``expf``, ``logf``, ...), which the AVX2 level does not call.
 
 What differs between processors otherwise (measured with torch 2.13's CPU wheel, MKL 2024.2, oneDNN 3.12):
 
@@ -12,8 +13,9 @@ What differs between processors otherwise (measured with torch 2.13's CPU wheel,
 - ATen's vectorised kernels (softmax and its backward, log-softmax / cross-entropy, layer norm, the fused AdamW step,
   ``torch.randn`` of 16 or more numbers, so the initial weights too) follow ``torch.backends.cpu.
   get_cpu_capability()``: the AVX-512, AVX2 and DEFAULT kernels give three different results.
-  ``ATEN_CPU_CAPABILITY=default`` is the level every x86-64 CPU runs; ``avx2`` the level of every CPU with AVX2 (on
-  one without, ATen falls back to DEFAULT, and ``check`` says so).
+  ``ATEN_CPU_CAPABILITY=avx2`` is the level every CPU with AVX2 runs (on one without, ATen falls back to DEFAULT, and
+  ``apply`` warns); ``default`` the level every x86-64 CPU runs, but its softmax, log-softmax and ``randn`` call the
+  C library's ``expf`` / ``logf``, so that its bits depend on the libm too.
 - oneDNN is not used by these trainings (``ONEDNN_VERBOSE`` lists no primitive), so no oneDNN cap is set; the
   trainings run one torch thread per process already (``engine.run_independent``).
 
@@ -36,17 +38,17 @@ from pathlib import Path
 ENV = "QKOV_PORTABLE"
 OFF = ("0", "off", "false", "no")
 ON = ("", "1", "on", "true", "yes")
-DOC = (f"Portable arithmetic (the same bits on any x86-64 CPU) is on; {ENV}=0 before starting Python turns it off, "
-       f"{ENV}=avx2 keeps it on CPUs with AVX2 only, faster.")
+DOC = (f"Portable arithmetic (the same bits on any x86-64 CPU with AVX2) is on; {ENV}=0 before starting Python turns "
+       f"it off ({ENV}=x86-64: also on CPUs without AVX2, slower).")
 
 # the mode, as data: per level, variable -> value, each read by torch's libraries when they first compute
 LEVELS: dict[str, dict[str, str]] = {
-    "x86-64": {"MKL_CBWR": "COMPATIBLE",  # MKL: one code branch on every x86-64 CPU, Intel or AMD
-               "ATEN_CPU_CAPABILITY": "default"},  # ATen: the kernels every x86-64 CPU runs
-    "avx2": {"MKL_CBWR": "COMPATIBLE",
+    "avx2": {"MKL_CBWR": "COMPATIBLE",  # MKL: one code branch on every x86-64 CPU, Intel or AMD
              "ATEN_CPU_CAPABILITY": "avx2"},  # ATen: the AVX2 kernels (every Intel CPU since 2013, AMD since 2015)
+    "x86-64": {"MKL_CBWR": "COMPATIBLE",
+               "ATEN_CPU_CAPABILITY": "default"},  # ATen: the kernels every x86-64 CPU runs (they call libm)
 }
-DEFAULT_LEVEL = "x86-64"
+DEFAULT_LEVEL = "avx2"
 SETTINGS = LEVELS[DEFAULT_LEVEL]
 VARIABLES = tuple(sorted({name for level in LEVELS.values() for name in level}))
 X86_64 = ("x86_64", "amd64")
@@ -67,7 +69,7 @@ def applicable() -> bool:
 
 
 def level(environ: Mapping[str, str] | None = None) -> str | None:
-    """The level ``QKOV_PORTABLE`` asks for: x86-64 (unset, 1, on), avx2, or None (0, off, or not an x86-64 CPU)."""
+    """The level ``QKOV_PORTABLE`` asks for: avx2 (unset, 1, on), x86-64, or None (0, off, or not an x86-64 CPU)."""
     value = (os.environ if environ is None else environ).get(ENV, "").strip().lower()
     if value in OFF or not applicable():
         return None
@@ -75,7 +77,7 @@ def level(environ: Mapping[str, str] | None = None) -> str | None:
         return DEFAULT_LEVEL
     if value in LEVELS:
         return value
-    raise ValueError(f"{ENV}={value!r}: use 1 (on, any x86-64 CPU), avx2 (CPUs with AVX2, faster) or 0 (off)")
+    raise ValueError(f"{ENV}={value!r}: use 1 (on: CPUs with AVX2), x86-64 (also CPUs without, slower) or 0 (off)")
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
@@ -95,12 +97,17 @@ def apply(environ: MutableMapping[str, str] | None = None, strict: bool = True) 
     set.
 
     Call it before torch computes (best before ``import torch``). Given ``os.environ`` in a process where torch is
-    loaded, it checks that torch runs in the mode, and raises PortableModeError naming what differs when it does not
-    (torch computed before the call, or the CPU lacks the level's instructions), or, with ``strict=False``, warns."""
+    loaded, it checks that torch runs in the mode, and raises PortableModeError naming what differs when torch
+    computed before the call (with ``strict=False`` it warns). On a CPU without AVX2 the avx2 level cannot hold: ATen
+    runs its DEFAULT kernels, and it warns (a process that imports torch later finds the same in ``effective``)."""
     env = os.environ if environ is None else environ
     wanted = settings(env)
     env.update(wanted)
-    if wanted and env is os.environ and "torch" in sys.modules:
+    if wanted.get("ATEN_CPU_CAPABILITY") == "avx2" and cpu_flags() and not {"avx2", "fma"} <= cpu_flags():
+        warnings.warn(f"this CPU has no AVX2: ATen runs its DEFAULT kernels, and the numbers may differ from those of "
+                      f"CPUs with AVX2 ({ENV}=x86-64 gives every x86-64 CPU the same bits)", RuntimeWarning,
+                      stacklevel=2)
+    elif wanted and env is os.environ and "torch" in sys.modules:
         try:
             check()
         except PortableModeError as err:
@@ -117,14 +124,15 @@ def check() -> None:
         return
     eff = effective()
     expect = {"cpu_capability": wanted["ATEN_CPU_CAPABILITY"].upper(), "mkl_cbwr": wanted["MKL_CBWR"]}
+    if expect["cpu_capability"] == "AVX2" and cpu_flags() and not {"avx2", "fma"} <= cpu_flags():
+        del expect["cpu_capability"]  # ATen cannot run AVX2 kernels here: ``apply`` warned
     wrong = [f"{name} is {eff[name]} (the mode asks for {want})" for name, want in expect.items()
              if eff[name] is not None and eff[name] != want]
     if wrong:
         raise PortableModeError(
             "torch computes outside the portable mode: " + "; ".join(wrong) + ". Torch's libraries read the settings "
             "once, when torch first computes: import qkov_lib (or call qkov_lib.portable.apply()) before anything "
-            f"computes with torch, or restart the kernel; on a CPU without AVX2 use {ENV}=1, not avx2; {ENV}=0 turns "
-            "the mode off.")
+            f"computes with torch, or restart the kernel; {ENV}=0 turns the mode off.")
 
 
 def effective() -> dict[str, str | None]:
@@ -152,3 +160,15 @@ def mkl_branch() -> str | None:
         return None
     name = MKL_BRANCHES.get(value & ~MKL_STRICT, f"branch {value & ~MKL_STRICT}")
     return name + (",STRICT" if value & MKL_STRICT else "")
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return frozenset(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return frozenset()

@@ -7,7 +7,7 @@ processors: ATen's kernels at another capability (``ATEN_CPU_CAPABILITY``), MKL 
 (``MKL_ENABLE_INSTRUCTIONS``, honoured on Intel CPUs only), glibc's maths without AVX2 / FMA (``GLIBC_TUNABLES``)
 and, where a C compiler is present, MKL dispatching as on an Intel CPU (a preloaded ``mkl_serv_intel_cpu_true``:
 MKL is linked into libtorch and takes its vendor check through the PLT), so that MKL's code path changes on an AMD
-CPU too.
+CPU too, and another C maths library (glibc's ``expf``, ``logf``, ... preloaded one float up).
 """
 from __future__ import annotations
 
@@ -103,7 +103,16 @@ EMULATED = {
     "AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
     "SSE4.2": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "GLIBC_TUNABLES": NO_AVX},
 }
+HAS_AVX2 = {"avx2", "fma"} <= portable.cpu_flags()
 FAKE_INTEL = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_intel_cpu(void) { return 1; }\n"
+# another C maths library, crudely: glibc's expf, logf, ... one float up
+OTHER_LIBM = """#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <math.h>
+#define F(f) float f(float x) { static float (*g)(float); if (!g) g = dlsym(RTLD_NEXT, #f); return nextafterf(g(x), 1e30f); }
+#define D(f) double f(double x) { static double (*g)(double); if (!g) g = dlsym(RTLD_NEXT, #f); return nextafter(g(x), 1e300); }
+F(expf) F(logf) F(log1pf) F(expm1f) F(sinf) F(cosf) F(tanhf) D(exp) D(log) D(log1p) D(expm1) D(sin) D(cos) D(tanh)
+"""
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
@@ -126,27 +135,37 @@ def _trainings(settings: dict[str, dict[str, str]]) -> dict[str, dict]:
         return {name: f.result() for name, f in futures.items()}
 
 
-@pytest.fixture(scope="module")
-def fake_intel(tmp_path_factory) -> dict[str, str]:
-    """LD_PRELOAD of a library that tells MKL it runs on an Intel CPU ({} without a C compiler or off Linux)."""
+def _preload(folder: Path, source: str) -> dict[str, str]:
+    """LD_PRELOAD of a library built from C ``source`` ({} without a C compiler or off Linux)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None or platform.system() != "Linux":
         return {}
-    folder = tmp_path_factory.mktemp("fake_intel")
-    (folder / "fake.c").write_text(FAKE_INTEL)
-    lib = folder / "libfakeintel.so"
-    if subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(folder / "fake.c")]).returncode:
+    (folder / "lib.c").write_text(source)
+    lib = folder / "lib.so"
+    if subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(folder / "lib.c"), "-ldl", "-lm"]).returncode:
         return {}
     return {"LD_PRELOAD": str(lib)}
+
+
+@pytest.fixture(scope="module")
+def fake_intel(tmp_path_factory) -> dict[str, str]:
+    """MKL told that it runs on an Intel CPU (its vendor check, ``mkl_serv_intel_cpu_true``, preloaded)."""
+    return _preload(tmp_path_factory.mktemp("fake_intel"), FAKE_INTEL)
+
+
+@pytest.fixture(scope="module")
+def other_libm(tmp_path_factory) -> dict[str, str]:
+    return _preload(tmp_path_factory.mktemp("other_libm"), OTHER_LIBM)
 
 
 def test_mode_as_data():
     env = {"PATH": "/bin"}
     assert portable.apply(env) == portable.SETTINGS and env == {"PATH": "/bin", **portable.SETTINGS}
-    assert portable.SETTINGS == {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "default"}
+    assert portable.SETTINGS == {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "avx2"}
     env = {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "avx2"}
     assert portable.apply(env) == {} and env == {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "avx2"}
-    assert portable.settings({portable.ENV: "avx2"})["ATEN_CPU_CAPABILITY"] == "avx2"
+    assert portable.settings({portable.ENV: "x86-64"})["ATEN_CPU_CAPABILITY"] == "default"
+    assert portable.level({portable.ENV: "1"}) == portable.level({}) == "avx2"
     assert not portable.enabled({portable.ENV: "off"}) and portable.enabled({})
     with pytest.raises(ValueError, match="QKOV_PORTABLE='fast'"):
         portable.level({portable.ENV: "fast"})
@@ -154,17 +173,20 @@ def test_mode_as_data():
 
 
 @pytest.mark.parametrize("level", ["x86-64", "avx2"])
-def test_same_bits_on_every_emulated_processor(level, fake_intel):
+def test_same_bits_on_every_emulated_processor(level, fake_intel, other_libm):
     """Mode on: identical parameters after 30 AdamW steps of the classifier and one decoder step, whatever
-    capability, MKL path or maths library the processor would otherwise give; the metadata names the mode. (At the
-    avx2 level, not on the emulated CPU without AVX2: there ATen would run its DEFAULT kernels.)"""
+    capability, MKL path or glibc variant the processor would otherwise give; the metadata names the mode. At the
+    avx2 level, not on the emulated CPU without AVX2 (ATen would run its DEFAULT kernels there), but with another
+    C maths library too: its kernels do not call it (the DEFAULT kernels do)."""
     settings = dict(EMULATED) if level == "x86-64" else {k: v for k, v in EMULATED.items() if k != "SSE4.2"}
     if fake_intel:
         settings["Intel AVX-512"] = fake_intel
-    runs = _trainings({name: {**extra, portable.ENV: "1" if level == "x86-64" else level}
+    if other_libm and level == "avx2":
+        settings["another libm"] = other_libm
+    runs = _trainings({name: {**extra, portable.ENV: level if level == "x86-64" else "1"}
                        for name, extra in settings.items()})
     capability = portable.LEVELS[level]["ATEN_CPU_CAPABILITY"].upper()
-    if level == "avx2" and runs["as is"]["cpu_capability"] != "AVX2":
+    if level == "avx2" and not HAS_AVX2:
         pytest.skip("this CPU has no AVX2")
     for name, run in runs.items():
         assert (run["portable"], run["cpu_capability"]) == (level, capability), (name, run)
@@ -204,7 +226,7 @@ def test_torch_loaded_with_other_settings_is_reported():
                   "from qkov_lib import portable\ntry:\n    portable.apply(); err = ''\n"
                   "except portable.PortableModeError as e:\n    err = str(e)\n"
                   "print(json.dumps({'natural': natural, 'err': err}))", {})
-    if out["natural"] == "DEFAULT":
+    if out["natural"] == portable.SETTINGS["ATEN_CPU_CAPABILITY"].upper():
         assert out["err"] == ""
     else:
         assert f"cpu_capability is {out['natural']}" in out["err"] and portable.ENV in out["err"]
@@ -240,7 +262,8 @@ def test_reaches_every_process():
     assert set(seen) == {"spawned workers", "Dask LocalCluster worker", "papermill kernel"}
     for where, reports in seen.items():
         for eff in reports:
-            assert (eff["portable"], eff["cpu_capability"], eff["mkl_cbwr"]) == ("x86-64", "DEFAULT", "COMPATIBLE"), \
+            assert (eff["portable"], eff["cpu_capability"], eff["mkl_cbwr"]) == (
+                "avx2", "AVX2" if HAS_AVX2 else "DEFAULT", "COMPATIBLE"), \
                 (where, eff)
 
 
