@@ -109,8 +109,10 @@ FAKE_INTEL = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_inte
 OTHER_LIBM = """#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <math.h>
-#define F(f) float f(float x) { static float (*g)(float); if (!g) g = dlsym(RTLD_NEXT, #f); return nextafterf(g(x), 1e30f); }
-#define D(f) double f(double x) { static double (*g)(double); if (!g) g = dlsym(RTLD_NEXT, #f); return nextafter(g(x), 1e300); }
+#define F(f) float f(float x) { static float (*g)(float); if (!g) g = dlsym(RTLD_NEXT, #f); \\
+                               return nextafterf(g(x), 1e30f); }
+#define D(f) double f(double x) { static double (*g)(double); if (!g) g = dlsym(RTLD_NEXT, #f); \\
+                                 return nextafter(g(x), 1e300); }
 F(expf) F(logf) F(log1pf) F(expm1f) F(sinf) F(cosf) F(tanhf) D(exp) D(log) D(log1p) D(expm1) D(sin) D(cos) D(tanh)
 """
 
