@@ -1,7 +1,8 @@
 """Portable arithmetic: the CPU trainings give the same bits on any x86-64 processor with AVX2 and FMA (Intel Core
-since 2013, AMD since 2015; with or without AVX-512), for a given torch wheel. Turn it off with ``QKOV_PORTABLE=0`` in the environment
-before Python starts; ``QKOV_PORTABLE=x86-64`` extends it to CPUs without AVX2, slower, and then the bits also depend
-on the C library's maths functions (glibc's ``expf``, ``logf``, ...), which the AVX2 level does not call.
+since 2013, AMD since 2015; with or without AVX-512), for a given torch wheel. Turn it off with ``QKOV_PORTABLE=0`` in
+the environment before Python starts; ``QKOV_PORTABLE=x86-64`` extends it to CPUs without AVX2, slower, and then the
+bits also depend on the C library's maths functions (glibc's ``expf``, ``logf``, ...), which the AVX2 level does not
+call.
 
 What differs between processors otherwise (measured with torch 2.13's CPU wheel, MKL 2024.2, oneDNN 3.12):
 
