@@ -1,0 +1,275 @@
+"""The portable arithmetic mode (``qkov_lib.portable``): a short real-data training (the classifier with fused AdamW
+on random token ids, one step of the SQuAD decoder) gives the same bits under several emulated processors with the
+mode on, and different bits without it; the mode reaches spawned workers, Dask workers and papermill kernels.
+
+Each run is a fresh process, since torch's libraries read the settings when torch first computes. The emulated
+processors: ATen's kernels at another capability (``ATEN_CPU_CAPABILITY``), MKL limited to AVX2 or SSE4.2
+(``MKL_ENABLE_INSTRUCTIONS``, honoured on Intel CPUs only), glibc's maths without AVX2 / FMA (``GLIBC_TUNABLES``)
+and, where a C compiler is present, MKL dispatching as on an Intel CPU (a preloaded ``mkl_serv_intel_cpu_true``:
+MKL is linked into libtorch and takes its vendor check through the PLT), so that MKL's code path changes on an AMD
+CPU too, and another C maths library (glibc's ``expf``, ``logf``, ... preloaded one float up).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from qkov_lib import portable
+from qkov_lib.results import REPO_ROOT
+
+pytestmark = pytest.mark.skipif(not portable.applicable(), reason="the portable mode concerns x86-64 CPUs")
+
+TRAIN = r'''
+import hashlib, json
+import numpy as np
+from qkov_lib import portable
+portable.apply()
+import torch
+from qkov_lib.models.decoder import DecoderConfig, decode, init_decoder, next_token_logits
+from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
+from qkov_lib.optim import RateSchedule
+from qkov_lib.training import TrainConfig, train
+
+torch.set_num_threads(1)
+rng = np.random.default_rng(0)
+seeds = [0, 1, 2]
+
+
+def digest(params):
+    h = hashlib.sha256()
+    for name in sorted(params):
+        h.update(name.encode() + params[name].detach().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def run(params, loss_fn, batches, steps):
+    tc = TrainConfig(RateSchedule(1e-3, qk_mult=30.0), batch_size=32, optimizer="adamw", target_nll=0.0,
+                     weight_decay=tuple((g, 1e-4) for g in ("qk", "ov", "other")), max_steps=steps, eval_every=steps)
+    train(params, loss_fn, tc, batches, lambda p: np.zeros(len(seeds)), seeds, progress=False)
+    return digest(params)
+
+
+# the classifier at HateXplain's `default` shapes (one layer: the read-out row's attention)
+steps, vocab = 30, 3000
+ids = rng.integers(1, vocab, (steps, 32, 64))
+ids[np.arange(64) >= rng.integers(8, 65, (steps, 32))[..., None]] = 0
+ids, labels = torch.from_numpy(ids), torch.from_numpy(rng.integers(0, 3, (steps, 32)))
+cfg = ClassifierConfig(vocab=vocab, n_classes=3, max_len=64, d_model=64, n_heads=4, d_head=64)
+
+
+def loss_fn(prm, x, y):
+    logits, _ = classify(prm, cfg, trim(x)[0])
+    return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y[None].expand(len(seeds), -1),
+                                             reduction="none").mean(1)
+
+
+classifier = run(init_classifier(cfg, seeds), loss_fn, lambda step: (ids[step], labels[step]), steps)
+
+# one step of the SQuAD decoder (6 layers, causal, layer norms): answers of up to 8 tokens after <a> = 2
+T, answer = 56, 8
+x = rng.integers(3, vocab, (32, T))
+lengths = rng.integers(20, T - answer, 32)
+x[np.arange(T) >= lengths[:, None] + answer] = 0
+x[np.arange(32), lengths] = 2
+targets = torch.from_numpy(np.stack([x[i, lengths[i] + 1:lengths[i] + 1 + answer] for i in range(32)]))
+x = torch.from_numpy(x)
+dcfg = DecoderConfig(vocab=vocab, max_len=T)
+
+
+def answer_loss(prm, ids, y):
+    rows = torch.from_numpy(lengths)[:, None] + torch.arange(answer)
+    logits = next_token_logits(prm, decode(prm, dcfg, ids)[0], rows)
+    nll = torch.nn.functional.cross_entropy(logits.flatten(0, 2), y.expand(len(seeds), -1, -1).flatten(),
+                                            reduction="none").view(len(seeds), -1)
+    return (nll * (y != 0).flatten()).sum(1) / (y != 0).sum()
+
+
+decoder = run(init_decoder(dcfg, seeds), answer_loss, lambda step: (x, targets), 1)
+print(json.dumps({"classifier": classifier, "decoder": decoder, **portable.effective()}))
+'''
+
+NO_AVX = "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX2,-FMA,-AVX"
+# a processor's environment as seen by torch's libraries, emulated on this one
+EMULATED = {
+    "as is": {},
+    "AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "SSE4.2": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "GLIBC_TUNABLES": NO_AVX},
+}
+HAS_AVX2 = {"avx2", "fma"} <= portable.cpu_flags()
+FAKE_INTEL = "int mkl_serv_intel_cpu_true(void) { return 1; }\nint mkl_serv_intel_cpu(void) { return 1; }\n"
+# another C maths library, crudely: glibc's expf, logf, ... one float up
+OTHER_LIBM = """#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <math.h>
+#define F(f) float f(float x) { static float (*g)(float); if (!g) g = dlsym(RTLD_NEXT, #f); \\
+                               return nextafterf(g(x), 1e30f); }
+#define D(f) double f(double x) { static double (*g)(double); if (!g) g = dlsym(RTLD_NEXT, #f); \\
+                                 return nextafter(g(x), 1e300); }
+F(expf) F(logf) F(log1pf) F(expm1f) F(sinf) F(cosf) F(tanhf) D(exp) D(log) D(log1p) D(expm1) D(sin) D(cos) D(tanh)
+"""
+
+
+def _env(extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in (*portable.VARIABLES, "MKL_ENABLE_INSTRUCTIONS", "GLIBC_TUNABLES", "LD_PRELOAD", portable.ENV)}
+    return {**env, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]), **extra}
+
+
+def _python(code: str, extra: dict[str, str], args: list[str] = (), timeout: int = 300) -> dict:
+    """Run ``code`` in a fresh interpreter with ``extra`` in its environment; its last line of output, as JSON."""
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=_env(extra),
+                          timeout=timeout, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _trainings(settings: dict[str, dict[str, str]]) -> dict[str, dict]:
+    with ThreadPoolExecutor(len(settings)) as pool:
+        futures = {name: pool.submit(_python, TRAIN, extra) for name, extra in settings.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def _preload(folder: Path, source: str) -> dict[str, str]:
+    """LD_PRELOAD of a library built from C ``source`` ({} without a C compiler or off Linux)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None or platform.system() != "Linux":
+        return {}
+    (folder / "lib.c").write_text(source)
+    lib = folder / "lib.so"
+    if subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(folder / "lib.c"), "-ldl", "-lm"]).returncode:
+        return {}
+    return {"LD_PRELOAD": str(lib)}
+
+
+@pytest.fixture(scope="module")
+def fake_intel(tmp_path_factory) -> dict[str, str]:
+    """MKL told that it runs on an Intel CPU (its vendor check, ``mkl_serv_intel_cpu_true``, preloaded)."""
+    return _preload(tmp_path_factory.mktemp("fake_intel"), FAKE_INTEL)
+
+
+@pytest.fixture(scope="module")
+def other_libm(tmp_path_factory) -> dict[str, str]:
+    return _preload(tmp_path_factory.mktemp("other_libm"), OTHER_LIBM)
+
+
+def test_mode_as_data():
+    env = {"PATH": "/bin"}
+    assert portable.apply(env) == portable.SETTINGS and env == {"PATH": "/bin", **portable.SETTINGS}
+    assert portable.SETTINGS == {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "avx2"}
+    env = {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert portable.apply(env) == {} and env == {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert portable.settings({portable.ENV: "x86-64"})["ATEN_CPU_CAPABILITY"] == "default"
+    assert portable.level({portable.ENV: "1"}) == portable.level({}) == "avx2"
+    assert not portable.enabled({portable.ENV: "off"}) and portable.enabled({})
+    with pytest.raises(ValueError, match="QKOV_PORTABLE='fast'"):
+        portable.level({portable.ENV: "fast"})
+    assert f"{portable.ENV}=0" in portable.DOC
+
+
+@pytest.mark.parametrize("level", ["x86-64", "avx2"])
+def test_same_bits_on_every_emulated_processor(level, fake_intel, other_libm):
+    """Mode on: identical parameters after 30 AdamW steps of the classifier and one decoder step, whatever
+    capability, MKL path or glibc variant the processor would otherwise give; the metadata names the mode. At the
+    avx2 level, not on the emulated CPU without AVX2 (ATen would run its DEFAULT kernels there), but with another
+    C maths library too: its kernels do not call it (the DEFAULT kernels do)."""
+    if level == "avx2" and not HAS_AVX2:
+        pytest.skip("this CPU has no AVX2")
+    settings = dict(EMULATED) if level == "x86-64" else {k: v for k, v in EMULATED.items() if k != "SSE4.2"}
+    if fake_intel:
+        settings["Intel AVX-512"] = fake_intel
+    if other_libm and level == "avx2":
+        settings["another libm"] = other_libm
+    runs = _trainings({name: {**extra, portable.ENV: level if level == "x86-64" else "1"}
+                       for name, extra in settings.items()})
+    capability = portable.LEVELS[level]["ATEN_CPU_CAPABILITY"].upper()
+    for name, run in runs.items():
+        assert (run["portable"], run["cpu_capability"]) == (level, capability), (name, run)
+        assert run["mkl_cbwr"] in ("COMPATIBLE", None), (name, run)
+    for key in ("classifier", "decoder"):
+        assert len({run[key] for run in runs.values()}) == 1, {name: run[key][:12] for name, run in runs.items()}
+
+
+def test_other_bits_without_the_mode(fake_intel):
+    """Mode off: ATen's AVX2 kernels against those without AVX2 (and, where it can be emulated, MKL's Intel path
+    against this CPU's) give other parameters: the test above could fail."""
+    settings = {"default": {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "default"},
+                "avx2": {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "avx2"}}
+    if fake_intel:
+        settings["avx2, Intel's MKL path"] = {**settings["avx2"], **fake_intel}
+    runs = _trainings(settings)
+    if runs["avx2"]["cpu_capability"] != "AVX2":
+        pytest.skip("this CPU has no AVX2: ATen runs its default kernels either way")
+    assert {run["portable"] for run in runs.values()} == {"off"}
+    assert runs["default"]["classifier"] != runs["avx2"]["classifier"]
+    assert runs["default"]["decoder"] != runs["avx2"]["decoder"]
+    if fake_intel and _vendor() == "AuthenticAMD":  # on an Intel CPU the preload changes nothing
+        assert runs["avx2, Intel's MKL path"]["decoder"] != runs["avx2"]["decoder"]
+
+
+def _vendor() -> str:
+    try:
+        return next((line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("vendor_id")), "")
+    except OSError:
+        return ""
+
+
+def test_torch_loaded_with_other_settings_is_reported():
+    """Torch that computed before the mode was applied: apply() raises, naming the capability it found."""
+    out = _python("import json, torch\nnatural = torch.backends.cpu.get_cpu_capability()\n"
+                  "from qkov_lib import portable\ntry:\n    portable.apply(); err = ''\n"
+                  "except portable.PortableModeError as e:\n    err = str(e)\n"
+                  "print(json.dumps({'natural': natural, 'err': err}))", {})
+    if out["natural"] == portable.SETTINGS["ATEN_CPU_CAPABILITY"].upper() or not HAS_AVX2:  # (no AVX2: a warning)
+        assert out["err"] == ""
+    else:
+        assert f"cpu_capability is {out['natural']}" in out["err"] and portable.ENV in out["err"]
+
+
+REACH = r'''
+import json, sys
+from qkov_lib import portable
+portable.apply()
+from qkov_lib.engine import run_independent
+seen = {"spawned workers": run_independent(portable.effective, [(), ()], 2)}
+if sys.argv[1] == "all":
+    from qkov_lib.sweep import dask_client
+    with dask_client(workers=1) as client:
+        seen["Dask LocalCluster worker"] = [client.submit(portable.effective, pure=False).result()]
+    import nbformat, papermill
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import json\nfrom qkov_lib import portable\nprint(json.dumps(portable.effective()))")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    done = papermill.execute_notebook(nb, None, kernel_name="python3", progress_bar=False,
+                                      extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    seen["papermill kernel"] = [json.loads(done.cells[0].outputs[0]["text"])]
+print(json.dumps(seen))
+'''
+
+
+def test_reaches_every_process():
+    """The settings the parent applies reach the workers of ``engine.run_independent`` (spawned), a Dask
+    LocalCluster's worker and papermill's kernel (the runner's way to run a chapter)."""
+    pytest.importorskip("distributed")
+    pytest.importorskip("papermill")
+    seen = _python(REACH, {}, args=["all"])
+    assert set(seen) == {"spawned workers", "Dask LocalCluster worker", "papermill kernel"}
+    for where, reports in seen.items():
+        for eff in reports:
+            assert (eff["portable"], eff["cpu_capability"], eff["mkl_cbwr"]) == (
+                "avx2", "AVX2" if HAS_AVX2 else "DEFAULT", "COMPATIBLE"), \
+                (where, eff)
+
+
+def test_off_reaches_workers_too():
+    """With QKOV_PORTABLE=0 the workers compute with MKL's default branch (so the test above could fail)."""
+    for eff in _python(REACH, {portable.ENV: "0"}, args=["spawn"])["spawned workers"]:
+        assert eff["portable"] == "off" and eff["mkl_cbwr"] in ("OFF", None), eff
