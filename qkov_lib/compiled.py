@@ -11,7 +11,8 @@ reductions then run across the batch in SIMD lanes. The products are BLAS calls 
 Numbers: float32 as in the torch engine; sums in another order and a polynomial exp (within 1 ulp) change the last
 bits (``tests/test_compiled.py`` bounds the difference after 2000 steps). Absent tokens keep their log count -inf:
 no fastmath flag here assumes finite values (nor values that are not NaN, so a diverging run still raises), and the
-exp maps -inf to 0. Subnormals are flushed exactly when the torch engine's are: ``engine.flush_denormals`` sets the
+exp maps -inf to 0. A kernel compiled afresh and the same kernel loaded from numba's disk cache give the same bits
+(``tests/test_compiled.py``). Subnormals are flushed exactly when the torch engine's are: ``engine.flush_denormals`` sets the
 CPU thread's flush-to-zero flags, which the kernels obey as they run on that thread.
 """
 from __future__ import annotations
@@ -40,6 +41,9 @@ except Exception as err:  # missing, or built for another numpy
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # never "ninf" or "nnan": see the module's docstring
 _jit = numba.njit(cache=True, error_model="numpy", fastmath=FASTMATH)
+# The loss read-out sums in its written order: reassociated, numba's freshly compiled code and the code it loads from
+# its cache summed it in different orders (the first run on a machine gave other loss curves than the next ones)
+_loss_jit = numba.njit(cache=True, error_model="numpy", fastmath={"contract"})
 F32 = np.float32
 
 
@@ -248,7 +252,7 @@ def _ov_forward(theta, s, w, product):
             w.logits[m] += theta[s.bias_start + m]
 
 
-@_jit
+@_loss_jit
 def _cross_entropy(logits, labels, rows, top, total):
     """The batch's mean cross-entropy (eq. 2); ``logits`` [M, B] becomes dL/dlogits of that mean."""
     batch = logits.shape[1]
