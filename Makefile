@@ -5,7 +5,7 @@ VENV ?= .venv
 PROFILE ?= auto
 PY := $(VENV)/bin/python
 
-.PHONY: venv book lab test bench clean
+.PHONY: venv book lab test bench clean portable-reference
 
 venv: $(VENV)/.installed
 
@@ -42,6 +42,10 @@ bench: venv
 	$(PY) benchmarks/bench_fig4.py
 	$(PY) benchmarks/bench_engine.py
 	$(PY) benchmarks/bench_classifier.py
+
+# The portable mode's committed reference (tests/expected/portable.json): rerun after a deliberate change of numbers.
+portable-reference: venv
+	$(PY) tests/portable_reference.py
 
 clean:
 	rm -rf _build book/chapters book/_static/plotly.min.js book/_static/mathjax

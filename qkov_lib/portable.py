@@ -19,7 +19,12 @@ What differs between processors otherwise (measured with torch 2.13's CPU wheel,
   C library's maths functions (a libm whose ``expf``, ``logf``, ... are one float off changes them; the AVX2 kernels
   do not notice it), so that its bits depend on the libm too.
 - oneDNN is not used by these trainings (``ONEDNN_VERBOSE`` lists no primitive), so no oneDNN cap is set; the
-  trainings run one torch thread per process already (``engine.run_independent``).
+  trainings run one torch thread per process already (``workers.run_independent``).
+- the compiled engine of the synthetic chapters (``compiled.py``) multiplies through numpy's OpenBLAS, which picks its
+  kernels by CPU (on an Intel CPU with AVX-512 its SkylakeX kernels, on this AMD CPU its Haswell ones: different
+  bits), and numba compiles it for the host's CPU and features (for an AVX-512 Intel CPU, other code: other bits).
+  ``OPENBLAS_CORETYPE=Haswell`` and ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES`` of a Haswell CPU pin both, at no
+  measurable cost.
 
 Every setting is read when torch first computes (ATen's capability on its first query or dispatch, MKL's branch on its
 first call), so ``apply`` must run before that, best before ``import torch``. Child processes inherit the
@@ -47,12 +52,21 @@ ON = ("", "1", "on", "true", "yes")
 DOC = (f"Portable arithmetic (the same bits on any x86-64 CPU with AVX2) is on; {ENV}=0 before starting Python turns "
        f"it off ({ENV}=x86-64: also on CPUs without AVX2, slower).")
 
-# the mode, as data: per level, variable -> value, each read by torch's libraries when they first compute
+# LLVM's features of a Haswell CPU (AVX2 and FMA, no AVX-512): what the compiled engine is compiled for in the mode
+HASWELL = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+fsgsbase,+fxsr,+lzcnt,+mmx,+movbe,+pclmul,+popcnt,"
+           "+sahf,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave,+xsaveopt")
+# the mode, as data: per level, variable -> value, each read by torch's or numpy's libraries, or by numba, when they
+# first compute
 LEVELS: dict[str, dict[str, str]] = {
     "avx2": {"MKL_CBWR": "COMPATIBLE",  # MKL: one code branch on every x86-64 CPU, Intel or AMD
-             "ATEN_CPU_CAPABILITY": "avx2"},  # ATen: the AVX2 kernels (every Intel CPU since 2013, AMD since 2015)
+             "ATEN_CPU_CAPABILITY": "avx2",  # ATen: the AVX2 kernels (every Intel CPU since 2013, AMD since 2015)
+             "OPENBLAS_CORETYPE": "Haswell",  # numpy's OpenBLAS (the compiled engine's products): its AVX2 kernels
+             "NUMBA_CPU_NAME": "haswell",  # the compiled engine's code: for this CPU and these features, not the host's
+             "NUMBA_CPU_FEATURES": HASWELL},
     "x86-64": {"MKL_CBWR": "COMPATIBLE",
-               "ATEN_CPU_CAPABILITY": "default"},  # ATen: the kernels every x86-64 CPU runs (they call libm)
+               "ATEN_CPU_CAPABILITY": "default",  # ATen: the kernels every x86-64 CPU runs (they call libm)
+               "OPENBLAS_CORETYPE": "Prescott",  # OpenBLAS's SSE3 kernels
+               "NUMBA_CPU_NAME": "x86-64", "NUMBA_CPU_FEATURES": "+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2"},
 }
 DEFAULT_LEVEL = "avx2"
 SETTINGS = LEVELS[DEFAULT_LEVEL]
@@ -145,7 +159,7 @@ def effective() -> dict[str, str | None]:
     """For a results unit's metadata: the mode (its level, off, or not applicable), each of its variables as this
     process sees it, the capability ATen's kernels run at and MKL's CNR branch (None where it cannot be read).
     Imports torch, and fixes both, as torch's first computation would."""
-    import torch
+    import torch  # lazy: this module must load before torch (qkov_lib applies the mode first)
     mode = (level() or "off") if applicable() else f"not applicable ({platform.machine()})"
     return {"portable": mode, **{name: os.environ.get(name) for name in VARIABLES},
             "cpu_capability": torch.backends.cpu.get_cpu_capability(), "mkl_cbwr": mkl_branch()}
@@ -154,7 +168,7 @@ def effective() -> dict[str, str | None]:
 def mkl_branch() -> str | None:
     """MKL's CNR branch in this process (OFF, AUTO, COMPATIBLE, ..., with ",STRICT"), read from the MKL that torch
     links statically (its internal ``mkl_serv_cbwr_get``); None where torch has no MKL or does not export it."""
-    import torch
+    import torch  # lazy: as in ``effective``
     lib = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
     try:
         get = ctypes.CDLL(str(lib)).mkl_serv_cbwr_get

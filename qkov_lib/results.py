@@ -25,6 +25,7 @@ def results_root() -> Path:
 
 
 INTERACTIVE = "interactive"
+UNAVAILABLE = "data unavailable"  # the status of a unit whose chapter stopped for want of its dataset
 
 
 def results_dir(profile: str) -> Path:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from . import portable
 from .codehash import task_fingerprint
 from .progress import bar
 from .results import results_root, write_atomic
@@ -105,6 +106,17 @@ def _on_dask(fn: CellFn, todo: list[tuple[str, Cell]], common: Mapping[str, Any]
             raise
 
 
+def same_arithmetic(workers: Mapping[str, dict[str, str]]) -> None:
+    """Every worker computes with this process's portable arithmetic settings, or one clear error (a worker started
+    outside this environment would give other bits for the same cell)."""
+    ours = portable.settings()
+    other = sorted(w for w, theirs in workers.items() if theirs != ours)
+    if other:
+        raise ValueError(f"Dask workers {', '.join(other)} compute with other arithmetic settings than this process "
+                         f"({ours or 'the portable mode off'}); start them with the same {portable.ENV} (and the "
+                         f"same environment), or they give other numbers for the same cell")
+
+
 @contextmanager
 def dask_client(address: str | None = None, workers: int | None = None) -> Iterator[Any]:
     """A Dask client: connected to ``address``, or to an embedded LocalCluster of ``workers`` single-threaded
@@ -112,6 +124,7 @@ def dask_client(address: str | None = None, workers: int | None = None) -> Itera
     from dask.distributed import Client, LocalCluster  # lazy: as above
     if address:
         with Client(address) as client:
+            same_arithmetic(client.run(portable.settings))
             yield client
         return
     n = workers or os.cpu_count() or 1

@@ -51,8 +51,8 @@ def digest(params):
 
 
 def run(params, loss_fn, batches, steps):
-    tc = TrainConfig(RateSchedule(1e-3, qk_mult=30.0), batch_size=32, optimizer="adamw", target_nll=0.0,
-                     weight_decay=tuple((g, 1e-4) for g in ("qk", "ov", "other")), max_steps=steps, eval_every=steps)
+    tc = TrainConfig(RateSchedule(1e-3, qk_mult=30.0), batch_size=32, optimizer="adamw", weight_decay=1e-4,
+                     max_steps=steps, eval_every=steps)
     train(params, loss_fn, tc, batches, lambda p: np.zeros(len(seeds)), seeds, progress=False)
     return digest(params)
 
@@ -163,7 +163,10 @@ def other_libm(tmp_path_factory) -> dict[str, str]:
 def test_mode_as_data():
     env = {"PATH": "/bin"}
     assert portable.apply(env) == portable.SETTINGS and env == {"PATH": "/bin", **portable.SETTINGS}
-    assert portable.SETTINGS == {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "avx2"}
+    assert {k: portable.SETTINGS[k] for k in ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE",
+                                               "NUMBA_CPU_NAME")} == {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY":
+                                                                      "avx2", "OPENBLAS_CORETYPE": "Haswell",
+                                                                      "NUMBA_CPU_NAME": "haswell"}
     env = {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "avx2"}
     assert portable.apply(env) == {} and env == {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "avx2"}
     assert portable.settings({portable.ENV: "x86-64"})["ATEN_CPU_CAPABILITY"] == "default"
@@ -214,6 +217,46 @@ def test_other_bits_without_the_mode(fake_intel):
         assert runs["avx2, Intel's MKL path"]["decoder"] != runs["avx2"]["decoder"]
 
 
+STACK = r'''
+import hashlib, json
+from qkov_lib import portable
+from qkov_lib.backends import train_stack
+from qkov_lib.data.synthetic import SyntheticConfig
+from qkov_lib.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals
+from qkov_lib.models import AttentionConfig, init_params
+from qkov_lib.optim import RateSchedule
+from qkov_lib.synthetic_runs import synthetic_data
+from qkov_lib.workers import one_thread
+
+cfg = SyntheticConfig()
+data = count_set(synthetic_data(cfg, [0, 1], 320, 16)[0], cfg.vocab)
+members = [Member(s, s, RateSchedule(0.5, qk_mult=3.0), max_steps=300) for s in (0, 1)]
+start = {k: v.detach() for k, v in init_params(AttentionConfig("FAFO", vocab=cfg.vocab, init="balanced",
+                                                               init_scale=0.3), [0, 1]).items()}
+with one_thread(), flush_denormals():
+    out = train_stack(start, members, StackConfig.of("FAFO", target_nll=0, eval_every=100),
+                      FixedBatches(data, members, 32).take, data.query_ids, progress=False)
+h = hashlib.sha256()
+for p in out.params:
+    for k in sorted(p):
+        h.update(p[k].numpy().tobytes())
+print(json.dumps({"stack": h.hexdigest(), **portable.effective()}))
+'''
+
+
+def test_the_compiled_engine_gives_the_same_bits_in_the_mode():
+    """The synthetic chapters' compiled engine: numba compiled for an Intel CPU with AVX-512 and OpenBLAS's kernels
+    for it (emulated by asking for them) give other parameters than this CPU's own choices with the mode off, and
+    the same as every other processor with it on (the mode pins both)."""
+    intel = {"NUMBA_CPU_NAME": "skylake-avx512", "OPENBLAS_CORETYPE": "SkylakeX"}
+    runs = {name: _python(STACK, env) for name, env in {
+        "off": {portable.ENV: "0"}, "off, Intel AVX-512": {portable.ENV: "0", **intel},
+        "on": {portable.ENV: "1"}, "on, Intel AVX-512": {portable.ENV: "1", **intel}}.items()}
+    assert runs["off"]["stack"] != runs["off, Intel AVX-512"]["stack"]
+    assert runs["on"]["stack"] == runs["on, Intel AVX-512"]["stack"]
+    assert runs["on, Intel AVX-512"]["NUMBA_CPU_NAME"] == "haswell"
+
+
 def _vendor() -> str:
     try:
         return next((line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
@@ -238,7 +281,7 @@ REACH = r'''
 import json, sys
 from qkov_lib import portable
 portable.apply()
-from qkov_lib.engine import run_independent
+from qkov_lib.workers import run_independent
 seen = {"spawned workers": run_independent(portable.effective, [(), ()], 2)}
 if sys.argv[1] == "all":
     from qkov_lib.sweep import dask_client
@@ -256,7 +299,7 @@ print(json.dumps(seen))
 
 
 def test_reaches_every_process():
-    """The settings the parent applies reach the workers of ``engine.run_independent`` (spawned), a Dask
+    """The settings the parent applies reach the workers of ``workers.run_independent`` (spawned), a Dask
     LocalCluster's worker and papermill's kernel (the runner's way to run a chapter)."""
     pytest.importorskip("distributed")
     pytest.importorskip("papermill")
@@ -273,3 +316,16 @@ def test_off_reaches_workers_too():
     """With QKOV_PORTABLE=0 the workers compute with MKL's default branch (so the test above could fail)."""
     for eff in _python(REACH, {portable.ENV: "0"}, args=["spawn"])["spawned workers"]:
         assert eff["portable"] == "off" and eff["mkl_cbwr"] in ("OFF", None), eff
+
+
+def test_this_machine_reproduces_the_committed_reference(smoke_book):
+    """The smoke real-data chapters' tables (run by the session's smoke book, in portable mode) and the short
+    trainings give the sha256 committed in tests/expected/portable.json: on any x86-64 machine with AVX2, the same
+    bits. A deliberate change regenerates the file (``make portable-reference``)."""
+    from portable_reference import EXPECTED, table_digests, training_digests
+    expected = json.loads(EXPECTED.read_text())
+    got = {"tables": table_digests(smoke_book / "data" / "results" / "smoke"), "trainings": training_digests()}
+    differ = [f"{kind} {name}" for kind in expected for name in expected[kind] | got[kind]
+              if expected[kind].get(name) != got[kind].get(name)]
+    assert not differ, (f"{len(differ)} result(s) differ from the committed reference: {', '.join(differ)}; if the "
+                        "change is deliberate, run `make portable-reference` and commit tests/expected/portable.json")

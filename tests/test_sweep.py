@@ -1,6 +1,6 @@
 """The sweep runner on Dask, with the atlas's own task (tiny Figure 2 settings): serial and LocalCluster runs give the
 same rows; a worker killed mid-task loses and duplicates nothing; an interrupted sweep resumes without redoing
-finished cells."""
+finished cells; the ablation's runs are tasks of the same sweep beside the grid's settings."""
 import os
 import signal
 import threading
@@ -103,7 +103,47 @@ def test_verdicts_are_figure2s_checks_per_setting(serial):
     table = atlas.verdicts(serial.rows)
     ids = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "prediction_kept")  # Figure 2's claims
     assert len(table) == 6 * len(ids) and tuple(dict.fromkeys(table["claim_id"])) == ids
+    assert set(atlas.SHORT) == set(ids)  # every claim has its short name for the page
     share = atlas.where_claims_hold(table)
-    assert (share["settings"] == 6).all() and share["holds in"].between(0, 6).all()
+    assert (share["settings"] == 6).all() and (share[["holds", "fails", "undecided"]].sum(axis=1) == 6).all()
+    assert set(table["verdict"]) <= {"holds", "fails", "undecided"}
+    assert (table["models"] == 8 * 2).all() and (table["capped models"] <= table["models"]).all()
     counts = atlas.by_axis(table)
-    assert set(counts.index.get_level_values("axis")) == {"init", "lr", "scores"}
+    assert list(dict.fromkeys(counts.index.get_level_values("axis"))) == ["initialisation", "learning rate",
+                                                                         "score scaling"]
+    assert list(counts.columns) == [atlas.SHORT[i] for i in ids]
+    held = table[table["init"] == "identity"].groupby("claim_id", sort=False)["verdict"].apply(
+        lambda v: f"{(v == 'holds').sum()} of {len(v)}")
+    assert counts.loc[("initialisation", "identity ×10⁻⁶")].tolist() == held.tolist()
+    shown = atlas.share_table(table)
+    assert list(shown.index) == [atlas.SHORT[i] for i in ids] and (shown["of settings"] == 6).all()
+    panels = atlas.panel_table(serial.rows)
+    assert len(panels) == 6 * 8 and panels["setting"].iloc[0] == "identity ×10⁻⁶, rate 1, unscaled"
+    assert set(panels["capped"]) <= {"0 of 2", "1 of 2", "2 of 2"}
+
+
+def test_the_ablation_runs_as_tasks_of_the_same_sweep(tmp_path):
+    s = resolve("atlas", "smoke", TINY | {"inits": [["identity", 1e-6]], "scaled_scores": [False],
+                                          "ablation_factors": ["scaling", "fresh"], "ablation_cap": 20})[1]
+    tasks, common = atlas.tasks(s), atlas.shared(s)
+    assert len(tasks) == 6 + 1 and [t[atlas.RUN] for t in tasks[:6]] == [
+        "paper", "paper+scaling", "paper+fresh", "authors", "authors-scaling", "authors-fresh"]
+    out = run_sweep(atlas.run_setting, tasks, common, tmp_path, "serial", progress=False)
+    grid, ablation = atlas.grid_rows(out.rows), atlas.ablation_rows(out.rows)
+    assert len(grid) == 8 * 2 and atlas.RUN not in grid and grid["scaled_scores"].dtype == bool
+    assert len(ablation) == 6 * 8 * 2 and (ablation["steps"] <= 20).all() and "init" not in ablation
+    pd.testing.assert_frame_equal(grid, atlas.grid_rows(run_sweep(atlas.run_setting, atlas.grid(s), common,
+                                                                  tmp_path, "serial", progress=False).rows))
+    table = atlas.ablation_verdicts(ablation, s.ablation_factors)
+    assert len(table) == 6 * 4 and list(dict.fromkeys(table[atlas.RUN])) == [t[atlas.RUN] for t in tasks[:6]]
+    assert set(atlas.flips(table)["factor"]) == {"scaling", "fresh"}
+    assert len(atlas.verdicts(out.rows)) == 4  # the grid's one setting; the ablation's rows are left out
+
+
+def test_workers_with_other_arithmetic_are_refused(monkeypatch):
+    from qkov_lib.sweep import same_arithmetic
+    from qkov_lib import portable
+    ours = portable.settings()
+    same_arithmetic({"tcp://a:1": ours, "tcp://b:2": ours})
+    with pytest.raises(ValueError, match="Dask workers tcp://b:2 compute with other arithmetic settings"):
+        same_arithmetic({"tcp://a:1": ours, "tcp://b:2": {}})
