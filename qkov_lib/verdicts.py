@@ -1,16 +1,235 @@
-"""A claim checked against a run: the claim table every chapter writes, and the numeric tolerances of the checks that
-compare a computation with an exact identity or a solver."""
+"""A claim checked against a run, as a word with its rule: every chapter's claim table, the verdict rules, and the
+numeric tolerances of the checks that compare a computation with an exact identity or a solver.
+
+A verdict is one of four words:
+
+- **holds**: the run supports the claim as the chapter reads it;
+- **fails**: the run contradicts it;
+- **undecided**: the run cannot tell, because the 95% interval over seeds straddles the claim's threshold (or a single
+  seed gives no interval);
+- **not evidence**: the model did not learn the task (it does not beat its trivial baseline or majority class), so
+  what it attends to says nothing about the claim.
+
+A claim about a quantity measured over seeds is read through the 95% Student-t interval of its mean (of a paired
+difference, where the claim compares two conditions of the same seeds): a claimed increase above a threshold holds if
+the interval lies above it, fails if the interval lies at or below it, and is undecided otherwise. A deterministic
+check (an ODE, a symbolic identity, an exact instance) holds or fails.
+"""
 from __future__ import annotations
 
+import html
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
 import pandas as pd
+from IPython.display import HTML
+
+from .metrics.stats import mean_ci
+
+HOLDS, FAILS, UNDECIDED, NOT_EVIDENCE = "holds", "fails", "undecided", "not evidence"
+WORDS = (HOLDS, FAILS, UNDECIDED, NOT_EVIDENCE)
+COLOURS = {HOLDS: "#1a7f37", FAILS: "#cf222e", UNDECIDED: "#9a6700", NOT_EVIDENCE: "#6e7781"}  # text on white
 
 EXACT = 1e-10  # a relative error below this is float64 rounding: the identity holds exactly
 SOLVER_SLACK = 1e-9  # a bound is met when value/bound is within the ODE solver's relative tolerance of 1
 CONSERVED = 1e-8  # a quantity is conserved by gradient flow when its relative drift stays below this (RK45, 1e-10)
 ODE_MATCH = 1e-6  # full-matrix gradient flow and the scalar ODE agree to the solvers' tolerance
 
+PAPER, REVIEW, CHECK = "paper", "review", "check"  # a claim of the paper; a reviewer's test; the companion's check
+KINDS = (PAPER, REVIEW, CHECK)
+COLUMNS = ["id", "claim", "kind", "this run", "verdict", "rule", "authors", "estimate", "low", "high"]
 
-def claim_table(rows: list[tuple[str, str, str, bool]]) -> pd.DataFrame:
-    """A claim table: a short stable id (what other chapters and the atlas key on), the claim as the book words it,
-    what this run measured, and whether the claim is reproduced."""
-    return pd.DataFrame(rows, columns=["id", "claim", "this run", "reproduced"])
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of a claim table: a short stable id (what other chapters and the summary key on), the claim in plain
+    words, what this run measured, the verdict and the rule that gave it, the number that decided it with its 95%
+    interval (NaN where the check is deterministic or has no single number), what kind of claim it is (the paper's,
+    a reviewer's test or corollary, or this companion's own check of a derivation) and what the authors' notebooks
+    stored for it (``data.authors``)."""
+
+    id: str
+    claim: str
+    measured: str
+    verdict: str
+    rule: str
+    estimate: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    kind: str = PAPER
+    authors: str = ""
+
+    def __post_init__(self) -> None:
+        if self.verdict not in WORDS:
+            raise ValueError(f"a verdict is one of {', '.join(WORDS)} (got {self.verdict!r})")
+        if self.kind not in KINDS:
+            raise ValueError(f"a claim's kind is one of {', '.join(KINDS)} (got {self.kind!r})")
+
+
+def claim_table(claims: Iterable[Claim]) -> pd.DataFrame:
+    """The chapter's claims as a table (columns ``COLUMNS``), the form every chapter saves as ``claims``."""
+    return pd.DataFrame([[c.id, c.claim, c.kind, c.measured, c.verdict, c.rule, c.authors, c.estimate, c.low, c.high]
+                         for c in claims], columns=COLUMNS)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The mean of per-seed values and its 95% Student-t interval (low = high = mean for a single value: no
+    interval)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> "Interval":
+        v = np.asarray(values, dtype=float)
+        mean, half = mean_ci(v)
+        return cls(mean, mean - half, mean + half, int(v.size)) if v.size > 1 else cls(mean, mean, mean, 1)
+
+    @property
+    def numbers(self) -> tuple[float, float, float]:
+        """(estimate, low, high), the last three fields of a ``Claim``."""
+        return self.mean, self.low, self.high
+
+    def text(self, digits: int = 1, signed: bool = False) -> str:
+        """'12.3 [10.1, 14.5]' (signed: '+2.3 [+0.4, +4.1]'); the mean alone for one seed. A value that rounds to
+        zero is written as zero, never '-0.0'."""
+        def f(x: float) -> str:
+            x = 0.0 if round(x, digits) == 0 else x
+            return f"{x:{'+' if signed else ''}.{digits}f}"
+        return f(self.mean) if self.n < 2 else f"{f(self.mean)} [{f(self.low)}, {f(self.high)}]"
+
+
+def above(interval: Interval, threshold: float) -> str:
+    """A claimed value above ``threshold``: holds if the whole interval is above it, fails if the whole interval is
+    at or below it, undecided if it straddles it (or there is one seed and no interval)."""
+    if interval.n < 2:
+        return UNDECIDED
+    return HOLDS if interval.low > threshold else FAILS if interval.high <= threshold else UNDECIDED
+
+
+def at_least(interval: Interval, threshold: float) -> str:
+    """A claimed value of at least ``threshold``: holds if the interval is at or above it, fails if it lies below
+    it, undecided otherwise."""
+    if interval.n < 2:
+        return UNDECIDED
+    return HOLDS if interval.low >= threshold else FAILS if interval.high < threshold else UNDECIDED
+
+
+def below(interval: Interval, threshold: float) -> str:
+    """A claimed value below ``threshold``: holds if the whole interval is below it, fails if the whole interval is
+    at or above it, undecided otherwise."""
+    if interval.n < 2:
+        return UNDECIDED
+    return HOLDS if interval.high < threshold else FAILS if interval.low >= threshold else UNDECIDED
+
+
+def at_most(interval: Interval, threshold: float) -> str:
+    """A claimed value of at most ``threshold``: holds if the interval is at or below it, fails if it lies above it,
+    undecided otherwise."""
+    if interval.n < 2:
+        return UNDECIDED
+    return HOLDS if interval.high <= threshold else FAILS if interval.low > threshold else UNDECIDED
+
+
+def every(words: Iterable[str]) -> str:
+    """A claim made of parts that must all hold: holds if every part holds, fails if any part fails, else
+    undecided."""
+    words = list(words)
+    return HOLDS if all(w == HOLDS for w in words) else FAILS if FAILS in words else UNDECIDED
+
+
+def check(holds: bool) -> str:
+    """A deterministic check's word."""
+    return HOLDS if holds else FAILS
+
+
+def weakest(parts: Sequence[Interval], claimed_up: bool = True) -> Interval:
+    """Of several intervals checked against the same threshold, the one that decides: the lowest for a claimed
+    increase, the highest for a claimed decrease."""
+    return min(parts, key=lambda i: i.low) if claimed_up else max(parts, key=lambda i: i.high)
+
+
+def rule(claimed: str, quantity: str, threshold: str, paired: bool = False) -> str:
+    """The rule beside an interval verdict, in words: ``claimed`` is 'above', 'at least', 'below' or 'at most'."""
+    what = f"the 95% interval over seeds of {'the paired difference in ' if paired else ''}{quantity}"
+    side = {"above": ("lies above", "lies at or below"), "at least": ("lies at or above", "lies below"),
+            "below": ("lies below", "lies at or above"), "at most": ("lies at or below", "lies above")}[claimed]
+    return f"holds if {what} {side[0]} {threshold}; fails if it {side[1]} {threshold}; undecided if it straddles " \
+           f"{threshold}"
+
+
+def not_evidence(table: pd.DataFrame, reason: str) -> pd.DataFrame:
+    """Every claim of ``table`` marked 'not evidence', with the reason (the model did not learn the task) first in
+    its rule."""
+    return table.assign(verdict=NOT_EVIDENCE, rule=f"not evidence: {reason}; otherwise " + table["rule"])
+
+
+def word(verdict: str) -> str:
+    """A verdict as HTML: the word in its colour (readable without the book's style sheet too)."""
+    return f'<span class="qkov-verdict qkov-{verdict.replace(" ", "-")}" style="color: {COLOURS[verdict]}; ' \
+           f'font-weight: 600; white-space: nowrap">{html.escape(verdict)}</span>'
+
+
+CLAIM_COLUMNS = (("claim", "claim"), ("this run", "this run (mean and 95% interval over seeds)"),
+                 ("rule", "how the verdict is read"))
+
+
+def present(table: pd.DataFrame, columns: Sequence[tuple[str, str]] = CLAIM_COLUMNS, raw: Sequence[str] = ()) -> HTML:
+    """A claim table for reading: the verdict first, as a coloured word, then ``columns`` ((key, header) pairs), the
+    keys in ``raw`` holding HTML already (links); no ids. On a narrow screen each row stacks into a card (the book's
+    style sheet)."""
+    return HTML(claims_html(table, columns, raw))
+
+
+def claims_html(table: pd.DataFrame, columns: Sequence[tuple[str, str]] = CLAIM_COLUMNS, raw: Sequence[str] = ()
+                ) -> str:
+    """``present``'s HTML."""
+    def cell(key: str, header: str, value: object) -> str:
+        text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
+        return f'<td data-label="{html.escape(header)}">{text if key in raw else html.escape(text)}</td>'
+
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in ("verdict", *(h for _, h in columns)))
+    body = "".join("<tr>" + f'<td data-label="verdict">{word(r["verdict"])}</td>'
+                   + "".join(cell(k, h, r[k]) for k, h in columns) + "</tr>" for _, r in table.iterrows())
+    return f'<table class="qkov-claims"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def note(text: str) -> str:
+    """A cell's second line (why; where it is decided; the authors' numbers), smaller and grey: raw HTML."""
+    return f'<span class="qkov-note">{text}</span>'
+
+
+def verdict_table(rows: Iterable[tuple[str, Sequence[str]]], headers: Sequence[str], css: str = "") -> str:
+    """A table of verdicts: each row a verdict (shown as its coloured word, first) and its other cells (raw HTML),
+    under ``headers`` (the verdict's included); its cells stack into cards on a narrow screen."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f'<td data-label="{html.escape(h)}">{c}</td>'
+                                    for h, c in zip(headers, (word(v), *cells))) + "</tr>" for v, cells in rows)
+    return f'<table class="qkov-claims {css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def reason(verdict: str, rule_text: str) -> str:
+    """The clause of a rule that gave ``verdict`` ('holds if X; fails if Y; undecided if Z' -> 'X' for holds), or the
+    whole rule where it has no such clause."""
+    if verdict == NOT_EVIDENCE:
+        return rule_text.split("; otherwise", 1)[0].removeprefix("not evidence: ")
+    parts = rule_text.split("; ")
+    subject = parts[0].removeprefix("holds if ").split(" lies ")[0]
+    for part in parts:
+        if part.startswith(f"{verdict} if "):
+            clause = part.removeprefix(f"{verdict} if ")
+            return subject + clause.removeprefix("it") if clause.startswith("it ") else clause
+    if verdict == FAILS and rule_text.startswith("holds if "):
+        return "not so: " + rule_text.removeprefix("holds if ")
+    return rule_text
+
+
+def counts(verdicts: Iterable[str]) -> dict[str, int]:
+    """How many claims have each word, in the order of ``WORDS``."""
+    verdicts = list(verdicts)
+    return {w: verdicts.count(w) for w in WORDS}
