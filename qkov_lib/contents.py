@@ -12,7 +12,7 @@ from .results import REPO_ROOT
 TOC = REPO_ROOT / "_toc.yml"
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 CHAPTER_PAGES = "book/chapters/"  # where the executed chapters sit in the book; their sources are notebooks/*.md
-GATHERERS = ("scorecard",)  # the pages built from the other chapters' results: they run last
+GATHERERS = ("summary", "scorecard")  # the pages built from the other chapters' results: they run last
 
 
 def chapter_names(toc: Path = TOC) -> list[str]:
