@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import html
 import os
 import time
 import types
@@ -20,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
-from IPython.display import display
+from IPython.display import HTML, display
 
-from . import __version__, contents, results
+from . import __version__, portable, results
 from .device import describe, pick_device
 
 PROFILES = ("smoke", "default", "paper", "official")
@@ -164,7 +165,8 @@ class Chapter:
 
         Returns nothing, so the call never echoes file paths onto the page."""
         meta = {"chapter": self.name, "profile": self.profile, "parameters": self.params, "seeds": list(seeds),
-                **self.environment, "qkov_lib": __version__, "git_commit": results.git_commit(),
+                **self.environment, "arithmetic": portable.effective(), "qkov_lib": __version__,
+                "git_commit": results.git_commit(),
                 "date": time.strftime("%Y-%m-%d"), "wall_time_s": round(time.perf_counter() - self.started, 3)}
         paths = results.save(results.results_dir(self.profile), self.name, dict(tables), meta)
         where = "" if os.environ.get(results.RESULTS_ENV) else (
@@ -174,20 +176,43 @@ class Chapter:
 
 def begin(module: types.ModuleType, profile: str = "default", overrides: Mapping[str, Any] | None = None
           ) -> Chapter:
-    """Resolve the chapter's setup for a profile plus overrides and print its title, profile, device and
-    versions, then its effective parameters."""
+    """Resolve the chapter's setup for a profile plus overrides; show, folded, how it runs (profile, device,
+    versions), the settings that differ from the paper's (all of them a click further) and how to rerun it."""
     concrete, setup = resolve(module, profile, overrides)
+    try:
+        portable.level()
+    except ValueError as err:
+        raise ParameterError(str(err)) from None
     pd.set_option("display.max_colwidth", None)  # claim tables carry sentences; never cut them
-    env, name = describe(pick_device()), name_of(module)
-    print(f"{contents.title(name)} | profile: {concrete}" + (f" (asked: {profile})" if concrete != profile else "")
-          + f"\ndevice: {env['device']} ({env['device_name']}) | torch {env['torch']} | qkov_lib {__version__}")
-    chapter = Chapter(name, concrete, setup, env)
-    display(parameter_table(chapter.params, overrides or {}))
+    chapter = Chapter(name_of(module), concrete, setup, describe(pick_device()))
+    display(HTML(settings_box(chapter, module.Setup)))
     return chapter
 
 
-def parameter_table(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> pd.DataFrame:
-    """The effective parameters, one row each, and where each value came from (the profile or an override)."""
-    return pd.DataFrame({"value": [repr(v) for v in params.values()],
-                         "set by": ["override" if k in overrides else "profile" for k in params]},
-                        index=pd.Index(list(params), name="parameter"))
+def settings_box(chapter: Chapter, setup_type: type) -> str:
+    """The folded box under a chapter's title: how it ran, its settings against the paper's (those that differ
+    shown first, the rest a click further) and the command that reruns it, with the parameters' names."""
+    env, params, paper = chapter.environment, chapter.params, as_dict(setup_type())
+    differ = [k for k in params if params[k] != paper[k]]
+
+    def rows(names: Sequence[str]) -> str:
+        cells = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td>{html.escape(repr(params[k]))}</td>"
+                        f"<td>{html.escape(repr(paper[k]))}</td></tr>" for k in names)
+        return f"<table><thead><tr><th>parameter</th><th>this run</th><th>the paper's</th></tr></thead>" \
+               f"<tbody>{cells}</tbody></table>"
+
+    ran = (f"Profile <code>{chapter.profile}</code> on {html.escape(env['device'])} "
+           f"({html.escape(env['device_name'])}), torch {html.escape(env['torch'])}, qkov_lib {__version__}.")
+    if not params:
+        shown = "<p>This chapter takes no parameters.</p>"
+    else:
+        shown = (rows(differ) if differ else "<p>Every setting is the paper's.</p>") + (
+            f"<details><summary>All {len(params)} settings</summary>{rows(list(params))}</details>")
+    command = f"python -m qkov_lib reproduce --profile {chapter.profile} --only {chapter.name}"
+    example = f" -p {next(iter(params))} VALUE" if params else ""
+    rerun = (f"<p><strong>Rerun this chapter:</strong> <code>{html.escape(command)}</code>; change a setting with "
+             f"<code>{html.escape(command + example)}</code> (or edit <code>overrides</code> in the notebook, "
+             f"<code>notebooks/{chapter.name}.md</code>).</p>")
+    label = f"{len(differ)} of {len(params)} settings differ from the paper's" if params else "How this page ran"
+    return f'<details class="qkov-settings"><summary>{label}; rerun this chapter</summary><p>{ran}</p>{shown}' \
+           f"{rerun}</details>"

@@ -10,7 +10,6 @@ import hashlib
 import importlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -23,12 +22,12 @@ from typing import Any
 
 import jupytext
 import nbformat
-import pandas as pd
 import papermill
 from papermill.exceptions import PapermillExecutionError
 from tqdm import tqdm
 
-from . import codehash, results
+from . import codehash, portable, results
+from .results import UNAVAILABLE
 from .chapter import ParameterError, as_dict, concrete_profile, parameters, resolve as resolve_setup
 from .contents import GATHERERS, chapter_names, run_order, title
 from .data import data_dir
@@ -74,8 +73,6 @@ def resolve(chapter: str, profile: str, overrides: dict[str, Any] | None = None,
     return resolve_setup(chapter_module(chapter), profile, overrides, has_gpu)
 
 
-SETUP_OR_FIGURE = re.compile(r"\bbegin\(|\bshow\(")  # code cells the book folds: the chapter's setup, its figures
-UNAVAILABLE = "data unavailable"  # the status of a unit whose chapter stopped for want of its dataset
 
 
 @dataclass
@@ -134,12 +131,13 @@ def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root
                 ) -> dict[str, str]:
     """What a chapter's output depends on, part by part: its source, its resolved parameters, its code (the library
     modules it can execute, docstrings aside, and the numerical libraries' versions), the files and settings of the
-    datasets it reads and, for a page that gathers results, the other chapters' units (their metadata, which holds
-    every file's sha256)."""
+    datasets it reads, the portable arithmetic mode's settings, and, for a page that gathers results, the other
+    chapters' units (their metadata, which holds every file's sha256)."""
     datasets = getattr(chapter_module(chapter), "DATASETS", ())
     parts = {"source": _sha((NOTEBOOKS_DIR / f"{chapter}.md").read_bytes()),
              "parameters": _sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
-             "code": chapter_code(chapter).digest}
+             "code": chapter_code(chapter).digest,
+             "arithmetic": _sha(json.dumps(portable.settings(), sort_keys=True).encode())}
     if datasets:
         state = {name: data_state(name) for name in datasets}
         parts["data"] = _sha(json.dumps(state, sort_keys=True).encode())
@@ -253,9 +251,9 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
 
 def _tidy(executed: Path) -> None:
     """Remove papermill's input/output paths from the notebook metadata (the book offers the .ipynb for download),
-    number the cells instead of papermill's random ids (a rerun writes the same cells), hide the parameters
-    cells from the book (the chapter's first output tabulates every effective parameter), and fold the code of the
-    setup cell and of each figure behind a toggle (the page shows the output; a click shows the code)."""
+    number the cells instead of papermill's random ids (a rerun writes the same cells), and hide the parameters
+    cells from the book (the folded settings box under the title lists every effective parameter). What else the
+    page shows of a cell, each chapter's notebook says in its cells' tags."""
     nb = nbformat.read(executed, as_version=4)
     for key in ("input_path", "output_path"):
         nb.metadata.get("papermill", {}).pop(key, None)
@@ -264,8 +262,6 @@ def _tidy(executed: Path) -> None:
         tags = cell.metadata.get("tags", [])
         if {"parameters", "injected-parameters"} & set(tags) and "remove-cell" not in tags:
             cell.metadata["tags"] = tags + ["remove-cell"]  # the book shows the effective parameters once
-        elif cell.cell_type == "code" and SETUP_OR_FIGURE.search(cell.source) and "hide-input" not in tags:
-            cell.metadata["tags"] = tags + ["hide-input"]
     nbformat.write(nb, executed)
 
 
@@ -296,7 +292,7 @@ def _add_banner(staging: Path, chapter: str) -> None:
 
 def _without_data(staging: Path, chapter: str, profile: str, params: dict[str, Any], message: str) -> None:
     """Make the stopped run a unit of its own: the page ends at the cell that found no data, with a note on how to
-    get it, and a claims table that says the claims were not checked."""
+    get it; the unit holds no claims and says why (its status), which the scorecard and the summary report."""
     path = staging / f"{chapter}.ipynb"
     nb = nbformat.read(path, as_version=4)
     cells = [c for c in nb.cells if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
@@ -307,9 +303,7 @@ def _without_data(staging: Path, chapter: str, profile: str, params: dict[str, A
     cells[stop].outputs = [o for o in cells[stop].outputs if o.get("name") != "stderr"]  # library warnings, paths
     nb.cells = cells[:stop + 1] + [nbformat.v4.new_markdown_cell(note)]
     nbformat.write(nb, path)
-    claims = pd.DataFrame([{"claim": "(not checked: the data is not available here)", "this run": "",
-                            "reproduced": None}])
-    results.save(staging, chapter, {"claims": claims},
+    results.save(staging, chapter, {},
                  {"chapter": chapter, "profile": profile, "parameters": params, "status": UNAVAILABLE,
                   "message": message, "git_commit": results.git_commit()})
 
@@ -431,6 +425,7 @@ def check_environment() -> None:
     try:
         cpu_workers(pick_device())
         data_dir()
+        portable.level()
     except (ValueError, RuntimeError) as err:
         raise ParameterError(str(err)) from None
 

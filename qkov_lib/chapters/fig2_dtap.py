@@ -11,11 +11,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
+from ..data import authors
 from ..metrics import mean_std
 from ..plots import dtap_grid
-from ..synthetic_runs import Panel, PanelResult, RunSettings, SyntheticSetup, synthetic_data, train_runs
+from ..synthetic_runs import (Panel, PanelResult, RunSettings, SyntheticSetup, mean_pm_std, synthetic_data,
+                              train_runs)
 from ..validation import is_positive_int
-from ..verdicts import claim_table
+from ..verdicts import Claim, Interval, above, at_least, claim_table, every, rule, weakest
 
 PANEL_KEYS = "abcdefgh"
 MULTIPLIERS = ("mult_e", "ramp_f", "mult_g", "ramp_h")
@@ -115,38 +117,84 @@ def run(setup: Setup, device: torch.device) -> list[PanelResult]:
 
 
 SUBSTANTIAL = 25.0  # "substantial mass top-left" is read as at least this percent of test examples
+TOP_RIGHT = 50.0  # "mass near the top-right" is read as ACMC of at least this percent
 ACC_SLACK = 1.0  # "without hurting prediction": test accuracy at most this many points lower
+FASTER = (("e", "a"), ("f", "a"), ("g", "d"), ("h", "d"))  # each faster-QK panel and the panel it speeds up
 
 
-def claims(means: pd.DataFrame) -> pd.DataFrame:
-    """Section 4 / Figure 2, from per-panel means (index: panel key a-h; columns ACMC, top_left, accuracy, in %)."""
-    m = means
+def claims(summary: pd.DataFrame) -> pd.DataFrame:
+    """Section 4 / Figure 2, from the per-seed summary (columns panel a-h, seed, ACMC, top_left, accuracy, in %):
+    each claim read through the 95% interval over seeds, the faster-QK ones on differences paired by seed."""
+    wide = summary.pivot_table(index="seed", columns="panel", values=["ACMC", "top_left", "accuracy"])
 
-    def fmt(keys: str, col: str) -> str:
-        return ", ".join(f"({k}) {m.loc[k, col]:.1f}" for k in keys)
+    def of(metric: str, panel: str) -> Interval:
+        return Interval.of(wide[(metric, panel)].dropna())
 
-    faster = [("e", "a"), ("f", "a"), ("g", "d"), ("h", "d")]
-    rows = [
-        ("collapsed_ov_top_right", "collapsed-OV models (FACO b, CACO d) concentrate mass near the top-right", f"ACMC % {fmt('bd', 'ACMC')}",
-         bool((m.loc[["b", "d"], "ACMC"] >= 50).all())),
-        ("fafo_top_left", "FAFO (a) puts substantial mass top-left (attention <= 0.5, probability > 0.5)",
-         f"top-left % {fmt('a', 'top_left')} (for contrast: {fmt('bd', 'top_left')})",
-         bool(m.loc["a", "top_left"] >= SUBSTANTIAL)),
-        ("faster_qk_top_right", "faster QK moves mass to the top-right for every parameterisation (e, f vs a; g, h vs d)",
-         f"ACMC % {fmt('aefdgh', 'ACMC')}", all(m.loc[f, "ACMC"] > m.loc[b, "ACMC"] for f, b in faster)),
-        ("prediction_kept", "... without hurting prediction", f"test accuracy % {fmt('aefdgh', 'accuracy')}",
-         all(m.loc[f, "accuracy"] >= m.loc[b, "accuracy"] - ACC_SLACK for f, b in faster)),
-    ]
-    return claim_table(rows)
+    def gain(metric: str, faster: str, base: str) -> Interval:
+        return Interval.of((wide[(metric, faster)] - wide[(metric, base)]).dropna())
+
+    def listed(parts: dict[str, Interval], signed: bool = False) -> str:
+        return ", ".join(f"{k} {i.text(1, signed)}" for k, i in parts.items())
+
+    collapsed = {f"({k})": of("ACMC", k) for k in "bd"}
+    fafo = of("top_left", "a")
+    moved = {f"({f}) vs ({b})": gain("ACMC", f, b) for f, b in FASTER}
+    kept = {f"({f}) vs ({b})": gain("accuracy", f, b) for f, b in FASTER}
+    return claim_table([
+        Claim("collapsed_ov_top_right", "Collapsed-OV models (FACO, CACO) put their test sequences near the top-right "
+              "corner: high attention on the class's distinct tokens and a confident correct prediction.",
+              f"ACMC: {listed(collapsed)} %", every(at_least(i, TOP_RIGHT) for i in collapsed.values()),
+              rule("at least", "ACMC of (b) and of (d)", f"{TOP_RIGHT:g}%"),
+              *weakest(list(collapsed.values())).numbers,
+              authors="top-right cell: " + authors.summary(f"fig2.{k}.top_right_cell" for k in "bd")),
+        Claim("fafo_top_left", "FAFO puts substantial mass top-left: correct predictions with weak attention on the "
+              "informative tokens.", f"top-left cell: (a) {fafo.text()} % of test sequences",
+              at_least(fafo, SUBSTANTIAL), rule("at least", "the top-left share of (a)", f"{SUBSTANTIAL:g}%"),
+              *fafo.numbers, authors=authors.summary(["fig2.a.top_row_weak_attention"])),
+        Claim("faster_qk_top_right", "A faster query-key learning rate moves mass to the top-right for every "
+              "parameterisation.", f"ACMC gain: {listed(moved, True)} points",
+              every(above(i, 0.0) for i in moved.values()),
+              rule("above", "ACMC of each faster panel and its base panel", "0", paired=True),
+              *weakest(list(moved.values())).numbers,
+              authors="top-right cell: " + authors.summary(f"fig2.{k}.top_right_cell" for k in "aefdgh")),
+        Claim("prediction_kept", "Faster query-key learning does not hurt prediction.", f"accuracy change: {listed(kept, True)} points",
+              every(at_least(i, -ACC_SLACK) for i in kept.values()),
+              rule("at least", "test accuracy of each faster panel and its base panel", f"-{ACC_SLACK:g} point",
+                   paired=True), *weakest(list(kept.values())).numbers,
+              authors="accuracy: " + authors.summary(f"fig2.{k}.accuracy" for k in "abgh")),
+    ])
 
 
-CLAIM_IDS = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "prediction_kept")  # ``claims``' rows
-
-
-def heatmaps(results: Sequence[PanelResult], bins: Sequence[float]) -> list[go.Figure]:
-    """The panels' DTAP heatmaps: the mean over seeds (the paper's Figure 2), then the standard deviation (its
-    Appendix D.5)."""
-    labels = [r.panel.label for r in results]
+def heatmaps(results: Sequence[PanelResult], bins: Sequence[float]) -> tuple[go.Figure, go.Figure]:
+    """The eight panels' DTAP heatmaps: the mean over seeds (the paper's Figure 2) and the standard deviation over
+    seeds (its Appendix D.5)."""
+    labels = [_short(r.panel) for r in results]
     means, stds = zip(*(mean_std(r.heatmaps) for r in results))
-    return [dtap_grid(means, labels, bins, "DTAP, mean over seeds (% of test set)"),
-            dtap_grid(stds, labels, bins, "DTAP, standard deviation over seeds (percentage points)")]
+    return dtap_grid(means, labels, bins), dtap_grid(stds, labels, bins, unit=" points")
+
+
+def _short(panel: Panel) -> str:
+    """A panel's name as the paper gives it, on two short lines: '(e) FAFO<br>QK x10'."""
+    speed = {"ramp": f"QK 1→{panel.qk_mult:g}x", "constant": f"QK x{panel.qk_mult:g}"}[panel.qk_schedule]
+    return f"({panel.key}) {panel.parameterisation}" + (f"<br>{speed}" if panel.qk_mult != 1 else "")
+
+
+PER_PANEL = ["ACMC", "AC", "MRTA", "query_attention %", "top_right_cell", "top_left", "accuracy", "steps"]
+
+
+def per_panel(summary: pd.DataFrame, n_seeds: int) -> pd.DataFrame:
+    """Per panel, each measure's mean ± standard deviation over seeds, and how many seeds stopped at the step cap."""
+    table = mean_pm_std(summary, PER_PANEL)
+    table["capped"] = summary.groupby("label", sort=False)["hit_cap"].sum().astype(int).astype(str) + f" of {n_seeds}"
+    return table
+
+
+def compared(summary: pd.DataFrame) -> pd.DataFrame:
+    """The paper, the authors' notebooks as stored, and this run, side by side: the top-right cell and test accuracy
+    per panel (this run: the mean and its 95% interval over seeds)."""
+    def this_run(metric: str, panel: str) -> str:
+        return Interval.of(summary.loc[summary["panel"] == panel, metric]).text() + " %"
+
+    keys = {f"fig2.{k}.top_right_cell": this_run("top_right_cell", k) for k in PANEL_KEYS}
+    keys |= {f"fig2.{k}.accuracy": this_run("accuracy", k) for k in "abgh"}
+    return authors.three_way(keys)

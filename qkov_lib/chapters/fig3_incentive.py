@@ -5,20 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import torch
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from ..data import authors
 from ..data.synthetic import SyntheticConfig
-from ..fixed_attention import OTHERS, OVModel, bag_features, run_models
+from ..fixed_attention import OTHERS, OVModel, bag_features, fade_epochs, run_models
 from ..models import AttentionConfig
 from ..optim import RateSchedule
-from ..plots import band, hex_to_rgb
+from ..plots import band, clear_axis_titles, hex_to_rgb, legend_below, log_axes
 from ..synthetic_runs import synthetic_data
-from ..verdicts import claim_table
+from ..verdicts import Claim, Interval, above, at_most, claim_table, every, rule, weakest
 
 NEAR_ZERO = 0.05  # "loss near zero" (Figure 3): final training loss at most this
 FADED = 0.25  # "the incentive fades": at most this fraction of the incentive at alpha = 0.2
@@ -89,66 +89,121 @@ def run(setup: Setup, device: torch.device, progress: bool = True) -> pd.DataFra
 
 
 def claims(curves: pd.DataFrame, check_epoch: int) -> pd.DataFrame:
-    """Section 5 / Figure 3, from the per-epoch curves (seed means) of the factorised and collapsed OV models."""
-    mean = curves.groupby(["model", "alpha", "epoch"])[["train_loss", "incentive_per_delta"]].mean()
+    """Section 5 / Figure 3, from the per-epoch curves of the factorised and collapsed OV models (without bias, as in
+    the paper): each claim read through the 95% interval over seeds of a per-seed quantity."""
+    per = curves.pivot_table(index=["seed", "epoch"], columns=["model", "alpha"],
+                             values=["train_loss", "incentive_per_delta"])
     alphas = sorted(curves["alpha"].unique())
     last = int(curves["epoch"].max())
 
     def near(a: float) -> float:
         return min(alphas, key=lambda x: abs(x - a))
 
-    def at(model: str, a: float, epoch: int, col: str) -> float:
-        return float(mean.loc[(model, near(a), epoch), col])
+    def at(col: str, model: str, a: float, epoch: int) -> pd.Series:
+        """Per seed, ``col`` of ``model`` at fixed attention ``a`` and ``epoch``."""
+        return per[(col, model, near(a))].xs(epoch, level="epoch")
 
     a2 = near(0.2)
-    f_final = at("factorised", a2, last, "train_loss")
-    early = mean.loc[("factorised", a2)].loc[:check_epoch, "incentive_per_delta"]
-    not_positive = np.nonzero(early.to_numpy() <= 0)[0]
-    after = not_positive[-1] + 1 if len(not_positive) else 0  # from here on the incentive stays positive
-    onset = int(early.index[after]) if after < len(early) else None
-    inc_2 = at("factorised", a2, check_epoch, "incentive_per_delta")
-    inc_f = {a: at("factorised", a, check_epoch, "incentive_per_delta") for a in alphas if a >= 0.4 and a < 1}
+    final = Interval.of(at("train_loss", "factorised", a2, last))
+    early = per[("incentive_per_delta", "factorised", a2)].unstack("seed").loc[:check_epoch]
+    positive = Interval.of(early.min())
+    inc_2 = at("incentive_per_delta", "factorised", a2, check_epoch)
+    later = [a for a in alphas if 0.4 <= a < 1]
+    excess = Interval.of(pd.concat([at("incentive_per_delta", "factorised", a, check_epoch) for a in later], axis=1)
+                         .max(axis=1) - FADED * inc_2)
     mid = [a for a in alphas if 0.2 <= a <= 0.8]
-    slower = {a: (at("collapsed", a, check_epoch, "train_loss"), at("factorised", a, check_epoch, "train_loss"))
-              for a in mid}
-    high = {m: [float(a) for a in alphas if at(m, a, last, "incentive_per_delta") >= HIGH_INCENTIVE]
-            for m in ("factorised", "collapsed")}
-    rows = [
-        ("factorised_loss_near_zero", f"factorised OV: loss near zero already at alpha = {a2:g}", f"training loss {f_final:.4f} at epoch {last}",
-         f_final <= NEAR_ZERO),
-        ("factorised_incentive_positive", f"factorised OV: incentive at alpha = {a2:g} positive for about {check_epoch} epochs",
-         f"incentive/δ over epochs 1-{check_epoch}: smallest {early.min():.3f}; " + (
-             f"positive from epoch {onset} through {check_epoch}" if onset else f"negative at epoch {check_epoch}"),
-         bool(early.min() > 0)),
-        ("factorised_incentive_fades", "factorised OV: the incentive fades for alpha >= 0.4",
-         f"incentive/δ at epoch {check_epoch}: alpha {a2:g}: {inc_2:.3f}; largest for alpha >= 0.4: "
-         f"{max(inc_f.values()):.3f}", max(inc_f.values()) <= FADED * inc_2),
-        ("collapsed_loss_slower", "collapsed OV: the loss falls more slowly for 0.2 <= alpha <= 0.8",
-         f"training loss at epoch {check_epoch}, collapsed vs factorised: "
-         + ", ".join(f"{a:g}: {c:.3f} vs {f:.3f}" for a, (c, f) in slower.items()),
-         all(c > f for c, f in slower.values())),
-        ("collapsed_incentive_high", "collapsed OV: the incentive stays high over a wider range of alpha",
-         f"alphas with incentive/δ >= {HIGH_INCENTIVE} at epoch {last}: factorised {high['factorised']}, "
-         f"collapsed {high['collapsed']}", len(high["collapsed"]) > len(high["factorised"])),
-    ]
-    return claim_table(rows)
+    slower = {a: Interval.of(at("train_loss", "collapsed", a, check_epoch) - at("train_loss", "factorised", a,
+                                                                               check_epoch)) for a in mid}
+
+    def high(model: str) -> pd.Series:
+        """Per seed, how many alphas keep an incentive per unit alpha of at least HIGH_INCENTIVE at the end."""
+        return sum((at("incentive_per_delta", model, a, last) >= HIGH_INCENTIVE).astype(int) for a in alphas[:-1])
+
+    wider = Interval.of(high("collapsed") - high("factorised"))
+    return claim_table([
+        Claim("factorised_loss_near_zero", f"With a factorised OV circuit the loss is near zero already at "
+              f"attention {a2:g} on the distinct tokens.", f"final training loss {final.text(4)} (epoch {last})",
+              at_most(final, NEAR_ZERO), rule("at most", "the final training loss", f"{NEAR_ZERO:g}"),
+              *final.numbers, authors=authors.stored(f"fig3.factorised.{a2:g}") if a2 == 0.2 else ""),
+        Claim("factorised_incentive_positive", f"With a factorised OV circuit the incentive to sharpen attention at "
+              f"{a2:g} stays positive for about {check_epoch} epochs.",
+              f"smallest incentive per unit attention over epochs 1-{check_epoch}: {positive.text(3)}",
+              above(positive, 0.0), rule("above", f"each seed's smallest incentive over epochs 1-{check_epoch}", "0"),
+              *positive.numbers),
+        Claim("factorised_incentive_fades", "With a factorised OV circuit the incentive fades once attention reaches "
+              "0.4.", f"largest incentive at attention 0.4-0.9 minus {FADED:g} x the incentive at {a2:g}, epoch "
+              f"{check_epoch}: {excess.text(3, True)}", at_most(excess, 0.0),
+              rule("at most", f"the largest incentive at attention >= 0.4 less {FADED:g} times that at {a2:g}", "0"),
+              *excess.numbers),
+        Claim("collapsed_loss_slower", "With a collapsed OV circuit the loss falls more slowly for attention "
+              "between 0.2 and 0.8.", f"training loss, collapsed minus factorised, epoch {check_epoch}: "
+              + ", ".join(f"{a:g}: {i.text(3, True)}" for a, i in slower.items()),
+              every(above(i, 0.0) for i in slower.values()),
+              rule("above", "training loss (collapsed against factorised) at each attention", "0", paired=True),
+              *weakest(list(slower.values())).numbers,
+              authors="final loss, collapsed with bias against factorised: " + "; ".join(
+                  f"{a:g}: {authors.stored(f'fig3.collapsed_bias.{a:g}').split(' ')[0]} against "
+                  f"{authors.stored(f'fig3.factorised.{a:g}').split(' ')[0]}" for a in (0.2, 0.4, 0.6, 0.8))),
+        Claim("collapsed_incentive_high", "With a collapsed OV circuit the incentive stays high over a wider range of "
+              "attention.", f"attention values with an incentive of at least {HIGH_INCENTIVE:g} at epoch {last}, "
+              f"collapsed minus factorised: {wider.text(1, True)}", above(wider, 0.0),
+              rule("above", "how many attention values keep a high incentive (collapsed against factorised)", "0",
+                   paired=True), *wider.numbers),
+    ])
 
 
-ROWS = {"train_loss": ("training loss", "training loss"),
-        "incentive_per_delta": ("incentive / δ", "(L(α) − L(α+δ)) / δ"),
-        "incentive": ("incentive", "L(α) − L(α+δ)")}
+def final_losses(curves: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
+    """Training loss at the last epoch per fixed alpha (rows) and model (columns): 'mean ± std' over seeds."""
+    last = curves[curves["epoch"] == curves["epoch"].max()]
+    stats = last.groupby(["alpha", "model"])["train_loss"].agg(["mean", "std"]).fillna(0)
+    text = (stats["mean"].map("{:.4f}".format) + " ± " + stats["std"].map("{:.4f}".format)).unstack("model")
+    return text[list(models)].rename_axis(index="attention α", columns=None)
+
+
+def fades(curves: pd.DataFrame, fraction: float, models: Sequence[str]) -> pd.DataFrame:
+    """Per fixed alpha (rows) and model: the epoch at which the seed-mean incentive first falls below ``fraction`` of
+    its peak (empty: it never does within the run)."""
+    table = fade_epochs(curves, fraction).pivot(index="alpha", columns="model", values="fade_epoch")[list(models)]
+    return table.map(lambda e: "" if pd.isna(e) else f"{int(e)}").rename_axis(index="attention α", columns=None)
+
+
+def bias_effect(curves: pd.DataFrame) -> pd.DataFrame:
+    """The authors' output bias on the collapsed model, per fixed alpha at the last epoch (seed means): training loss
+    and incentive per unit alpha without and with it."""
+    last = curves[curves["epoch"] == curves["epoch"].max()]
+    means = last.groupby(["alpha", "model"])[["train_loss", "incentive_per_delta"]].mean().unstack("model")
+    return pd.DataFrame({
+        "loss, no bias": means[("train_loss", "collapsed")], "loss, bias": means[("train_loss", "collapsed + bias")],
+        "incentive/δ, no bias": means[("incentive_per_delta", "collapsed")],
+        "incentive/δ, bias": means[("incentive_per_delta", "collapsed + bias")]})
+
+
+def compared(curves: pd.DataFrame) -> pd.DataFrame:
+    """The authors' stored final losses (one unseeded run, 500 epochs) beside this run's (mean and 95% interval over
+    seeds), for the factorised model and the collapsed model with bias, at the alphas they stored."""
+    last = curves[curves["epoch"] == curves["epoch"].max()]
+    alphas = set(last["alpha"].round(6))
+    measured = {}
+    for model, key in (("factorised", "factorised"), ("collapsed + bias", "collapsed_bias")):
+        for a in (0.2, 0.4, 0.6, 0.8, 1.0):
+            if round(a, 6) in alphas:
+                loss = last[(last["model"] == model) & (last["alpha"].round(6) == round(a, 6))]["train_loss"]
+                measured[f"fig3.{key}.{a:.1f}"] = Interval.of(loss).text(4)
+    return authors.three_way(measured)
+
+
+ROWS = {"train_loss": "training loss", "incentive_per_delta": "incentive / δ", "incentive": "incentive"}
+PAPER_PANELS = {("train_loss", "factorised"): "(a) ", ("train_loss", "collapsed"): "(b) ",
+                ("incentive_per_delta", "factorised"): "(c) ", ("incentive_per_delta", "collapsed"): "(d) "}
 
 
 def figure(curves: pd.DataFrame, models: Sequence[str],
            rows: Sequence[str] = ("train_loss", "incentive_per_delta")) -> go.Figure:
-    """Figure 3 with one column per OV model and one row per quantity (training loss, incentive per unit alpha,
-    raw incentive) against epochs, one curve per fixed alpha, mean ± std over seeds."""
-    paper = {("train_loss", 0): "(a) ", ("train_loss", 1): "(b) ", ("incentive_per_delta", 0): "(c) ",
-             ("incentive_per_delta", 1): "(d) "}  # the paper's panel names, for its two models
-    titles = [f"{paper.get((y, i), '')}{m}<br>{ROWS[y][0]}" for y in rows for i, m in enumerate(models)]
-    fig = make_subplots(rows=len(rows), cols=len(models), subplot_titles=titles, horizontal_spacing=0.07,
-                        vertical_spacing=0.18)
-    fig.update_annotations(font_size=13)  # two short lines per panel title: long ones ran into each other
+    """Figure 3: one column per OV model (two at most, to read on a phone) and one row per quantity (training loss,
+    incentive per unit alpha, raw incentive) against epochs, a curve per fixed alpha, mean ± std over seeds."""
+    titles = [f"{PAPER_PANELS.get((y, m), '')}{m}:<br>{ROWS[y]}" for y in rows for m in models]
+    fig = make_subplots(rows=len(rows), cols=len(models), subplot_titles=titles, horizontal_spacing=0.12,
+                        vertical_spacing=0.3 / len(rows), x_title="epoch", shared_xaxes=True)
     colors = qualitative.Plotly + qualitative.D3
     for col, model in enumerate(models, start=1):
         sub = curves[curves["model"] == model]
@@ -160,11 +215,9 @@ def figure(curves: pd.DataFrame, models: Sequence[str],
                     continue
                 band(fig, stats.index, stats[(y, "mean")], stats[(y, "std")], color, f"α = {a:g}", row, col,
                      show=col == 1 and row == 1)
-    fig.update_xaxes(title_text="epoch")
     for row, y in enumerate(rows, start=1):
-        fig.update_yaxes(title_text=ROWS[y][1], row=row, col=1)
-        if y == "train_loss":
-            fig.update_yaxes(type="log", row=row)
-    fig.update_layout(template="plotly_white", height=380 * len(rows), legend_title_text="fixed α",
-                      margin=dict(l=60, r=20, t=80, b=50))
+        log_axes(fig, y=y == "train_loss", row=row)
+    clear_axis_titles(fig, "epoch", None)
+    fig.update_layout(height=300 * len(rows) + 200, legend_title_text="fixed attention", margin=dict(t=50))
+    legend_below(fig)
     return fig

@@ -10,10 +10,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..plots import PALETTE
-from ..theory import OrthogonalSetting, RatioSweep, Trajectory, check_loss_threshold, simulate_ratios
+from ..plots import PALETTE, log_axes, style_legend
+from ..theory import OrthogonalSetting, RatioSweep, Trajectory, alpha_table, check_loss_threshold, simulate_ratios
+from ..theory.factorised import scientific
 from ..validation import require_positive_numbers
-from ..verdicts import claim_table
+from ..data import authors
+from ..verdicts import CHECK, Claim, check, claim_table
 
 NEAR_ONE = 0.9  # "alpha close to 1" (Figure 4) is read as alpha >= NEAR_ONE
 NEAR_UNIFORM = 1.5  # "attention near uniform" is read as alpha <= NEAR_UNIFORM * alpha_0
@@ -50,7 +52,7 @@ class Setup(RatioSweep):
 
     @property
     def time_label(self) -> str:
-        return "normalised time t·min(η_OV, η_QK)" if self.time_axis == "normalised" else "time t"
+        return TIME_LABELS[self.time_axis]
 
 
 PROFILES = {"smoke": dict(ratios=(0.01, 1.0, 100.0), target_loss=1e-3, n_matched=20),
@@ -63,36 +65,57 @@ def run(setup: Setup) -> tuple[list[Trajectory], pd.DataFrame, pd.DataFrame]:
                            normalise_time=setup.time_axis == "normalised")
 
 
+CLAIM_COLUMNS = (("claim", "claim"), ("this run", "this run (the ODEs' solution: no seeds)"),
+                 ("rule", "how the verdict is read"))  # the ODEs are deterministic: no interval over seeds
+
+
 def claims(trajs: Sequence[Trajectory], matched: pd.DataFrame, base: OrthogonalSetting,
            stopping_loss: float) -> pd.DataFrame:
     """Section 6 / Figure 4: the loss reaches its target for every r; at ``stopping_loss`` alpha is near 1 for the
-    largest r and near uniform for the smallest; alpha*mu_OV agrees across r at every matched loss."""
+    largest r and near uniform for the smallest; alpha*mu_OV agrees across r at every matched loss. The ODEs have no
+    seeds: each check holds or fails."""
     at = matched[matched["stopping_loss"] == stopping_loss].set_index("ratio")["alpha"]
     r_lo, r_hi = at.index.min(), at.index.max()
     spread = matched.groupby("stopping_loss")["alpha_mu_ov"].agg(lambda v: v.max() - v.min()).max()
-    finals = ", ".join(f"r={tr.setting.ratio:g}: {tr.loss[-1]:.2e}" for tr in trajs)
-    rows = [
-        ("loss_to_zero", "the loss goes to zero for every r", f"final losses {finals} (target {trajs[0].target_loss:g})",
-         all(tr.reached for tr in trajs)),
-        ("alpha_near_one", f"alpha close to 1 for r = {r_hi:g}", f"alpha = {at[r_hi]:.4f} at L = {stopping_loss:g}",
-         at[r_hi] >= NEAR_ONE),
-        ("alpha_near_uniform", f"alpha near uniform for r = {r_lo:g}",
-         f"alpha = {at[r_lo]:.4f} = {at[r_lo] / base.alpha0:.2f} alpha_0 at L = {stopping_loss:g}",
-         at[r_lo] <= NEAR_UNIFORM * base.alpha0),
-        ("alpha_mu_ov_matched", "alpha*mu_OV is the same for every r at a matched loss", f"largest spread across r: {spread:.1e}",
-         spread < 1e-6),
-    ]
-    return claim_table(rows)
+    finals = ", ".join(f"{scientific(tr.loss[-1], 2)} at r = {tr.setting.ratio:g}" for tr in trajs)
+    target = trajs[0].target_loss
+    return claim_table([
+        Claim("loss_to_zero", "The loss goes to zero for every ratio r of the query-key to the output-value learning "
+              "rate.",
+              f"final loss {finals} (target {scientific(target, 0)})", check(all(tr.reached for tr in trajs)),
+              f"holds if every trajectory reaches the loss {scientific(target, 0)}"),
+        Claim("alpha_near_one", f"With the query-key circuit learning {r_hi:g} times faster than the output-value "
+              f"circuit, attention on the class tokens ends close to 1.",
+              f"attention α = {at[r_hi]:.4f} at the loss {scientific(stopping_loss, 0)}",
+              check(at[r_hi] >= NEAR_ONE), f"holds if α is at least {NEAR_ONE:g} at the loss "
+              f"{scientific(stopping_loss, 0)}", at[r_hi], authors=authors.summary(["fig4.alpha.100"])),
+        Claim("alpha_near_uniform", f"With the query-key circuit learning {r_lo:g} times as fast, attention stays "
+              f"near uniform at the same loss.", f"attention α = {at[r_lo]:.4f}, {at[r_lo] / base.alpha0:.2f} times "
+              f"uniform (α₀ = {base.alpha0:.4f}), at the loss {scientific(stopping_loss, 0)}",
+              check(at[r_lo] <= NEAR_UNIFORM * base.alpha0),
+              f"holds if α is at most {NEAR_UNIFORM:g} times uniform attention α₀ = m/(m+n)",
+              at[r_lo], authors=authors.summary(["fig4.alpha.0.01"]) + " with 20 classes"),
+        Claim("alpha_mu_ov_matched", "At a matched loss, attention times the scale of the output-value circuit is "
+              "the same for every r.", f"largest spread across r: {scientific(spread)}", check(spread < 1e-6),
+              f"holds if the spread across r is below {scientific(1e-6, 0)} at every matched loss", spread,
+              kind=CHECK),
+    ])
+
+
+TIME_LABELS = {"normalised": "normalised time", "raw": "time t"}  # normalised: t·min(eta_OV, eta_QK) (the caption)
+BOUND_STYLES = (("lower", "dot", "Lemma 3's lower bound"), ("upper", "dash", "Lemma 3's upper bound"))
 
 
 def figure(curves: pd.DataFrame, matched: pd.DataFrame, alpha0: float, time_label: str) -> go.Figure:
-    """Figure 4 (a-d): loss against time; mu_OV, mu_QK and alpha against the matched stopping loss.
+    """Figure 4 (a-d), two panels to a row: loss against time; mu_OV, mu_QK and alpha against the matched stopping
+    loss (falling to the right), with Lemma 3's bounds dotted (lower) and dashed (upper), uniform attention
+    dash-dotted; every line style in the legend.
 
     ``curves`` has columns ratio, time, loss; ``matched`` has ratio, stopping_loss, mu_ov, mu_qk, alpha and,
     optionally, the Lemma 3 bounds at the matched times (ov_lower, ov_upper, qk_lower, qk_upper).
     """
-    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.1, vertical_spacing=0.16, subplot_titles=(
-        "(a) training loss", "(b) μ_OV at matched loss", "(c) μ_QK at matched loss", "(d) α at matched loss"))
+    fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.16, vertical_spacing=0.2, subplot_titles=(
+        "(a) training loss", "(b) μ<sub>OV</sub>", "(c) μ<sub>QK</sub>", "(d) attention α"))
     for i, (r, cur) in enumerate(curves.groupby("ratio", sort=True)):
         color, name = PALETTE[i % len(PALETTE)], f"r = {r:g}"
         fig.add_trace(go.Scatter(x=cur["time"], y=cur["loss"], name=name, legendgroup=name, line_color=color),
@@ -101,21 +124,56 @@ def figure(curves: pd.DataFrame, matched: pd.DataFrame, alpha0: float, time_labe
         for (row, col), column in (((1, 2), "mu_ov"), ((2, 1), "mu_qk"), ((2, 2), "alpha")):
             fig.add_trace(go.Scatter(x=mat["stopping_loss"], y=mat[column], name=name, legendgroup=name,
                                      line_color=color, showlegend=False), row=row, col=col)
-        for (row, col), column, dash in (((1, 2), "ov_lower", "dot"), ((1, 2), "ov_upper", "dash"),
-                                         ((2, 1), "qk_lower", "dot"), ((2, 1), "qk_upper", "dash")):
-            if column in mat:
-                fig.add_trace(go.Scatter(x=mat["stopping_loss"], y=mat[column], legendgroup=name, showlegend=False,
-                                         name=f"{name}, Lemma 3 {column.split('_')[1]} bound",
-                                         line=dict(color=color, dash=dash, width=1)), row=row, col=col)
-    fig.add_hline(y=alpha0, line=dict(color="grey", dash="dash", width=1), row=2, col=2,
-                  annotation_text="α₀ = m/(m+n)", annotation_position="bottom left")
-    fig.update_xaxes(type="log", title_text=time_label, row=1, col=1)
-    fig.update_yaxes(type="log", title_text="loss", row=1, col=1)
-    for row, col, label in ((1, 2, "μ_OV"), (2, 1, "μ_QK"), (2, 2, "α")):
-        fig.update_xaxes(type="log", autorange="reversed", title_text="stopping loss", row=row, col=col)
-        fig.update_yaxes(title_text=label, row=row, col=col)
-    fig.update_yaxes(type="log", row=2, col=1)
+        for (row, col), circuit in (((1, 2), "ov"), ((2, 1), "qk")):
+            for side, dash, words in BOUND_STYLES:
+                column = f"{circuit}_{side}"
+                if column in mat:
+                    fig.add_trace(go.Scatter(x=mat["stopping_loss"], y=mat[column], legendgroup=name,
+                                             showlegend=False, name=f"{name}, {words}",
+                                             line=dict(color=color, dash=dash, width=1.5)), row=row, col=col)
+    losses = matched["stopping_loss"]
+    fig.add_trace(go.Scatter(x=[losses.max(), losses.min()], y=[alpha0, alpha0], mode="lines", showlegend=False,
+                             line=dict(color="#6e7781", dash="dashdot", width=1.5), hoverinfo="skip"), row=2, col=2)
+    for _, dash, words in BOUND_STYLES:
+        style_legend(fig, dash, dash, f"{words} (same colour)")
+    style_legend(fig, "dashdot", "dashdot", "uniform attention α₀ = m/(m+n)")
+    log_axes(fig, x=True, y=True, row=1, col=1)
+    fig.update_xaxes(title_text=time_label, row=1, col=1)
+    losses_span = np.log10(losses.max()) - np.log10(losses.min())
+    for row, col in ((1, 2), (2, 1), (2, 2)):
+        log_axes(fig, x=True, row=row, col=col)
+        fig.update_xaxes(autorange="reversed", title_text="stopping loss", dtick=max(1, int(np.ceil(losses_span / 3))),
+                         row=row, col=col)  # about three labels: they fit a phone's half-width panel
+    log_axes(fig, y=True, row=2, col=1)
     fig.update_yaxes(range=[0, 1.02], row=2, col=2)
-    fig.update_layout(height=760, template="plotly_white", legend_title_text="η_QK/η_OV",
-                      margin=dict(l=60, r=20, t=60, b=50))
+    time = curves.loc[curves["time"] > 0, "time"]
+    decades = np.log10(time.max()) - np.log10(time.min())
+    fig.update_xaxes(dtick=max(1, int(np.ceil(decades / 4))), row=1, col=1)  # about four labels, on a phone too
+    fig.update_xaxes(tickangle=0)
+    fig.update_layout(height=820, legend=dict(orientation="h", yanchor="top", y=-0.14, x=0),
+                      margin=dict(l=50, r=15, t=40, b=40))
     return fig
+
+
+def alpha_shown(matched: pd.DataFrame, losses: Sequence[float]) -> pd.DataFrame:
+    """For reading (``math_table``): attention alpha at each tabulated stopping loss (columns, largest first), one
+    row per ratio r, to three decimals."""
+    table = alpha_table(matched, list(losses))
+    table.columns = [f"at the loss {scientific(c, 0)}" for c in sorted(losses, reverse=True)]
+    table.index = pd.Index([f"{r:g}" for r in table.index], name=r"$r = \eta_{QK}/\eta_{OV}$")
+    return table.map(lambda v: f"{v:.3f}")
+
+
+BOUND_ROWS = {"min mu_OV / lower": "smallest $\\mu_{OV}$ / its lower bound",
+              "max mu_OV / upper": "largest $\\mu_{OV}$ / its upper bound",
+              "min mu_QK / lower": "smallest $\\mu_{QK}$ / its lower bound",
+              "max mu_QK / upper": "largest $\\mu_{QK}$ / its upper bound"}
+
+
+def bounds_shown(tightness: pd.DataFrame) -> pd.DataFrame:
+    """For reading (``math_table``): Lemma 3's four ratios value/bound over the whole trajectory, one row per bound,
+    one column per ratio r, to three significant digits."""
+    table = tightness.set_index("ratio")[list(BOUND_ROWS)].T
+    table.index = [BOUND_ROWS[k] for k in table.index]
+    table.columns = [f"r = {r:g}" for r in table.columns]
+    return table.map(lambda v: f"{v:.3g}")
