@@ -3,6 +3,8 @@ once), and measure accuracy, MRTA, AC, ACMC, sufficiency and comprehensiveness p
 group (SVA: by number of attractors)."""
 from __future__ import annotations
 
+import html
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -10,15 +12,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from IPython.display import HTML
 
+from .data import authors
 from .data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
 from .device import cpu_workers
 from .metrics import check_bins, dtap_histogram, mean_ci, paired_effects
 from .metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention
 from .models.transformer import ClassifierConfig, classify, init_classifier, trim
 from .optim import RateSchedule
+from .tables import LABELS, readable
 from .training import FixedSetBatches, TrainConfig, train
-from .verdicts import claim_table
+from .verdicts import Claim, Interval, above, at_least, below, claim_table, not_evidence, rule
 from .workers import run_independent
 
 TABLE_METRICS = ("accuracy", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
@@ -34,6 +39,12 @@ class Prepared:
     classes: tuple[str, ...]
     info: dict[str, Any]
     heldout: Encoded | None = None
+
+    @property
+    def majority(self) -> float:
+        """The test accuracy (%) of always predicting the most frequent class: what a model must beat before its
+        attention says anything about the claims."""
+        return majority_share(self.test.labels.numpy())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,16 +268,23 @@ def accuracy_by_group(params: dict[str, torch.Tensor], data: Prepared, s: RealSe
 
 def group_table(by_group: pd.DataFrame, name: Callable[[Any], str] = str) -> pd.DataFrame:
     """Accuracy by group for reading: per split and group, the majority share, the size, and each condition's mean
-    accuracy ± 95% CI half-width over seeds (percent, 0.1); ``name`` labels a group."""
+    accuracy ± 95% CI half-width over seeds (percent, 0.1; the mean alone for one seed); ``name`` labels a group."""
     rows = []
     for (split, group), part in by_group.groupby(["split", "group"], sort=False):
         row = {"split": split, "group": name(group), "examples": int(part["examples"].iloc[0]),
                "majority class": f"{part['majority'].iloc[0]:.1f}"}
         for cond, runs in part.groupby("condition", sort=False):
-            mean, half = mean_ci(runs["accuracy"].to_numpy())
-            row[cond] = f"{mean:.1f} ± {half:.1f}"
+            row[cond] = mean_pm(runs["accuracy"].to_numpy(), 1)
         rows.append(row)
     return pd.DataFrame(rows).set_index(["split", "group"])
+
+
+def group_display(by_group: pd.DataFrame, name: Callable[[Any], str] = str, group: str = "group") -> pd.DataFrame:
+    """``group_table`` with its headers in plain words: ``group`` names the grouping (e.g. 'attractors'), each
+    condition's column says it holds accuracy in percent."""
+    table = group_table(by_group, name)
+    conditions = {c: f"{c}: accuracy (%)" for c in by_group["condition"].unique()}
+    return readable(table, labels={"group": group, **conditions})
 
 
 def table1(per_seed: pd.DataFrame, by: str = "condition", metrics: Sequence[str] = TABLE_METRICS) -> pd.DataFrame:
@@ -281,14 +299,119 @@ def table1(per_seed: pd.DataFrame, by: str = "condition", metrics: Sequence[str]
     return pd.DataFrame(rows)
 
 
+DIGITS = {"sufficiency": 3, "comprehensiveness": 3}  # probability differences; the other measures in percent
+MEASURES = {**LABELS, "sufficiency": "sufficiency (probability drop)",
+            "comprehensiveness": "comprehensiveness (probability drop)"}  # a measure's name and unit on a page
+
+
+def _fixed(value: float, digits: int) -> str:
+    """``value`` to ``digits`` decimals, never '-0.0'."""
+    return f"{round(float(value), digits) + 0.0:.{digits}f}"
+
+
+def _pm(mean: float, half: float, digits: int) -> str:
+    """'12.3 ± 4.5' (the mean alone where there is no half-width: one seed)."""
+    return _fixed(mean, digits) if math.isnan(half) else f"{_fixed(mean, digits)} ± {_fixed(half, digits)}"
+
+
+def interval_text(values: Sequence[float], digits: int) -> str:
+    """Values over seeds as their mean and 95% interval, '12.3 [10.1, 14.5]' (``Interval.text``), never '-0.0'."""
+    i = Interval.of(values)
+    return Interval(*(round(float(x), digits) + 0.0 for x in i.numbers), i.n).text(digits)
+
+
+def mean_pm(values: Sequence[float], digits: int) -> str:
+    """Values over seeds as 'mean ± 95% half-width'."""
+    return _pm(*mean_ci(np.asarray(values, dtype=float)), digits)
+
+
 def table1_display(table: pd.DataFrame, by: str | list[str] = "condition", metrics: Sequence[str] = TABLE_METRICS
                    ) -> pd.DataFrame:
     """``table1`` for reading: one "mean ± half-width" column per metric (percentages to 0.1, probability
-    differences to 0.001), so a row fits the page."""
+    differences to 0.001; the mean alone for one seed), so a row fits the page."""
     shown = table.set_index(by)
-    digits = {"sufficiency": 3, "comprehensiveness": 3}
-    return pd.DataFrame({m: [f"{v:.{digits.get(m, 1)}f} ± {h:.{digits.get(m, 1)}f}"
-                             for v, h in zip(shown[m], shown[f"{m} ±"])] for m in metrics}, index=shown.index)
+    return pd.DataFrame({m: [_pm(v, h, DIGITS.get(m, 1)) for v, h in zip(shown[m], shown[f"{m} ±"])]
+                         for m in metrics}, index=shown.index)
+
+
+def table1_page(table: pd.DataFrame, by: str | list[str] = "condition", metrics: Sequence[str] = TABLE_METRICS
+                ) -> pd.DataFrame:
+    """``table1_display`` turned for a page column: one row per measure, named in plain words with its unit, and
+    one column per condition ('2 layers, baseline' where ``by`` holds the depth too)."""
+    shown = table1_display(table, by, metrics)
+
+    def column(key: Any) -> str:
+        parts = key if isinstance(key, tuple) else (key,)
+        names = by if isinstance(by, list) else [by]
+        return ", ".join(f"{v} layers" if n == "layers" else str(v) for n, v in zip(names, parts))
+
+    out = shown.T.rename(index=MEASURES)
+    out.columns = [column(k) for k in shown.index]
+    out.index.name = None  # the row names say what they are; no header row of their own
+    return out
+
+
+def per_seed_display(per_seed: pd.DataFrame, by: Sequence[str] = ("condition", "seed"),
+                     metrics: Sequence[str] = TABLE_METRICS) -> pd.DataFrame:
+    """Each seed's measures for reading, narrow enough for a page column: plain-word headers (``tables.LABELS``:
+    percentages marked, sufficiency and comprehensiveness bare, so say once that they are probability drops), the
+    same digits as Table 1's row, conditions by their short names ('faster QK')."""
+    table = per_seed.assign(condition=[c.split(" (x")[0] for c in per_seed["condition"]])
+    table = table.set_index(list(by))[list(metrics)]
+    for m in metrics:
+        table[m] = [_fixed(v, DIGITS.get(m, 1)) for v in table[m]]
+    return readable(table)
+
+
+def short_names(maps: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-condition values keyed by the condition's short name ('faster QK (x30)' -> 'faster QK'), for panel titles
+    that must fit half a phone's width (the caption gives the multiplier)."""
+    return {name.split(" (x")[0]: value for name, value in maps.items()}
+
+
+def folded(table: pd.DataFrame, summary: str, header: bool = True) -> HTML:
+    """A table folded under a one-line summary that opens on a click (``<details>``): for what a reader may want to
+    look up (each seed's numbers, the data's sizes) without it pushing the page's results apart."""
+    body = table.to_html(header=header, border=0, escape=True)
+    return HTML('<details style="margin: 0.5em 0 1em 0; padding: 0.3em 0.6em; border: 1px solid #d0d7de; '
+                'border-radius: 6px; font-size: 0.9em"><summary style="cursor: pointer; color: #57606a">'
+                f'{html.escape(summary)}</summary><div style="overflow-x: auto">{body}</div></details>')
+
+
+def about_data(info: Mapping[str, Any]) -> pd.DataFrame:
+    """A loader's provenance record (``Prepared.info``) as a two-column table: what, and its value in words."""
+    def words(value: Any) -> str:
+        if isinstance(value, Mapping):
+            return ", ".join(f"{k} {v}" for k, v in value.items())
+        return f"{value:,}" if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else str(value)
+    return pd.DataFrame({"value": [words(v) for v in info.values()]}, index=pd.Index(list(info)))
+
+
+def compared(per_seed: pd.DataFrame | None, stored: str) -> pd.DataFrame:
+    """The paper, the authors' notebooks as stored, and this run, side by side (``authors.three_way``), for every
+    number the CSV holds for chapter ``stored`` (keys '<stored>.<metric>.<baseline|faster>'); this run: the mean over
+    seeds and its 95% interval of ``per_seed``'s first (baseline) or second (faster-QK) condition, '12.3 [10.1, 14.5] %'
+    with non-breaking spaces inside the interval, or 'not run' (``per_seed`` None: a depth this run did not train).
+    Several quantities: indexed by (quantity, condition), each quantity named once over its conditions' rows."""
+    rows = authors.table()
+    keys = list(rows.index[rows["chapter"] == stored])
+    if not keys:
+        raise ValueError(f"the authors' stored numbers hold no key for {stored!r}")
+    conditions = dict(zip(("baseline", "faster"), per_seed["condition"].unique())) if per_seed is not None else {}
+
+    def this_run(key: str) -> str:
+        _, metric, condition = key.rsplit(".", 2)
+        if condition not in conditions:
+            return "not run"
+        values = per_seed.loc[per_seed["condition"] == conditions[condition], metric]
+        unit = " %" if rows.loc[key, "unit"] == "%" else ""
+        text = interval_text(values, DIGITS.get(metric, 1)) + unit
+        return text.replace(", ", ",\u00a0").replace(" %", "\u00a0%")  # breaks only before the interval
+
+    table = authors.three_way({key: this_run(key) for key in keys})
+    if "quantity" in table.columns:  # several quantities: each named once, over its conditions' rows
+        table = table.set_index("quantity", append=True).swaplevel()
+    return table
 
 
 @dataclass
@@ -354,22 +477,51 @@ def run_conditions(data: Prepared, s: RealSetup, device: torch.device, progress:
 ACC_SLACK = 1.0  # "performance unchanged": the task metric at most this many points lower on average
 
 
-def claims(per_seed: pd.DataFrame, performance: str = "accuracy") -> pd.DataFrame:
+def claims(per_seed: pd.DataFrame, performance: str = "accuracy", floor: float | None = None,
+           floor_name: str = "always predicting the majority class", stored: str | None = None) -> pd.DataFrame:
     """Section 7 / Table 1, baseline against faster QK, paired by seed: the task metric (``performance``: accuracy,
-    or F1 for SQuAD) comparable (at most ACC_SLACK points lower on average); AC and ACMC up, sufficiency down,
-    comprehensiveness up (95% CI of the paired difference on the claimed side of 0)."""
+    or F1 for SQuAD) comparable (its 95% interval at least ACC_SLACK points below 0 at worst); AC and ACMC up,
+    sufficiency down, comprehensiveness up (the interval of the paired difference on the claimed side of 0). When a
+    condition's ``performance`` does not beat ``floor`` (its 95% interval at or below it), every claim is 'not
+    evidence': a model that has not learned the task says nothing about where attention goes. ``stored`` names the
+    chapter's keys in the authors' stored numbers (``data.authors``: '<stored>.<metric>.baseline|faster')."""
     base, faster = per_seed["condition"].unique()[:2]
     e = paired_effects(per_seed, base, [performance, "AC", "ACMC", "sufficiency", "comprehensiveness"],
                        by="condition").set_index("metric")
 
-    def text(metric: str) -> str:
+    def change(metric: str) -> Interval:
         r = e.loc[metric]
-        return (f"{r['baseline']:.3g} -> {r['with change']:.3g}, difference {r['effect']:+.3g} "
-                f"[{r['ci_low']:+.3g}, {r['ci_high']:+.3g}]")
+        return Interval(r["effect"], r["ci_low"], r["ci_high"], int(r["seeds"]))
 
-    rows = [(f"{performance}_comparable", f"{performance} comparable with faster QK", text(performance),
-             bool(e.loc[performance, "effect"] >= -ACC_SLACK))]
-    rows += [(f"{m}_{'rises' if up else 'falls'}", f"{m} {'rises' if up else 'falls'} with faster QK", text(m),
-              bool(e.loc[m, "ci_low"] > 0) if up else bool(e.loc[m, "ci_high"] < 0))
-             for m, up in (("AC", True), ("ACMC", True), ("sufficiency", False), ("comprehensiveness", True))]
-    return claim_table(rows)
+    def text(metric: str) -> str:
+        r, digits = e.loc[metric], 3 if metric in ("sufficiency", "comprehensiveness") else 1
+        return f"{r['baseline']:.{digits}f} → {r['with change']:.{digits}f}, change {change(metric).text(digits, True)}"
+
+    def theirs(metric: str) -> str:
+        keys = [k for k in (f"{stored}.{metric}.baseline", f"{stored}.{metric}.faster") if k in authors.table().index]
+        return authors.summary(keys) if stored and keys else ""
+
+    perf = change(performance)
+    rows = [Claim(f"{performance}_comparable", f"Faster query-key learning leaves {performance} unchanged (or better).",
+                  text(performance), at_least(perf, -ACC_SLACK),
+                  rule("at least", performance, f"-{ACC_SLACK:g} point", paired=True), *perf.numbers,
+                  authors=theirs(performance))]
+    words = {"AC": "more test examples put most of their attention on the relevant tokens (AC)",
+             "ACMC": "more test examples attend mostly to the relevant tokens and predict correctly (ACMC)",
+             "sufficiency": "the relevant tokens alone carry more of the prediction (sufficiency falls)",
+             "comprehensiveness": "removing the relevant tokens hurts the prediction more (comprehensiveness rises)"}
+    for metric, up in (("AC", True), ("ACMC", True), ("sufficiency", False), ("comprehensiveness", True)):
+        c = change(metric)
+        rows.append(Claim(f"{metric}_{'rises' if up else 'falls'}", f"With faster query-key learning, {words[metric]}.",
+                          text(metric), above(c, 0.0) if up else below(c, 0.0),
+                          rule("above" if up else "below", metric, "0", paired=True), *c.numbers,
+                          authors=theirs(metric)))
+    table = claim_table(rows)
+    if floor is None:
+        return table
+    for cond, part in per_seed.groupby("condition", sort=False):
+        learned = Interval.of(part[performance])
+        if not learned.low > floor:
+            return not_evidence(table, f"the {cond} model's {performance} ({learned.text()}) does not beat "
+                                       f"{floor_name} ({floor:.1f})")
+    return table

@@ -18,6 +18,7 @@ from .metrics.qa import exact_match, f1_score
 from .metrics.rationale import faithfulness, mass_metrics, readout_attention
 from .models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits
 from .real_data import RealRun, RealSetup, Task, fit, run_all
+from .tables import readable
 
 QA_METRICS = ("F1", "EM", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
 OUTPUTS = ("vocabulary", "window")
@@ -90,6 +91,15 @@ def baseline_table(baseline: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame([{"predictor": "fixed span of the window", "start": int(baseline["start"]),
                           "length": int(baseline["length"]), "EM": round(baseline["EM"], 1),
                           "F1": round(baseline["F1"], 1)}]).set_index("predictor")
+
+
+def baseline_display(baseline: dict[str, float]) -> pd.DataFrame:
+    """``baseline_table`` for reading: the span's place in plain words (its first word counted from 1), its scores in
+    percent to 0.1."""
+    table = baseline_table(baseline)
+    table["start"] += 1
+    shown = readable(table, labels={"start": "first word of the span (window word)", "length": "span length (words)"})
+    return shown.rename_axis(index=None, columns=None)  # the row says what it is; nothing in the header's corner
 
 
 def model_config(data: PreparedQA, s: SquadSetup) -> DecoderConfig:

@@ -3,6 +3,7 @@ import dataclasses
 import gzip
 import io
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +24,10 @@ from qkov_lib.metrics.rationale import erase, faithfulness, mass_metrics, readou
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
 from qkov_lib.optim import circuit_groups
 from qkov_lib.plots import dtap_conditions
-from qkov_lib.real_data import TABLE_METRICS, claims, group_table, run_conditions, table1, table1_display
+from qkov_lib.real_data import (TABLE_METRICS, claims, compared, folded, group_display, group_table,
+                                per_seed_display, run_conditions, short_names, table1, table1_display, table1_page)
 from qkov_lib.reproduce import resolve
+from qkov_lib.verdicts import Interval
 
 
 @pytest.fixture
@@ -214,9 +217,14 @@ def test_squad_runs_score_generated_answers_and_attention_on_the_answer_span(off
     assert run.per_seed[["F1", "EM"]].apply(lambda c: c.between(0, 100)).all().all()
     assert all(m.shape == (2, 4, 4) for m in run.maps.values()) and run.by_group.empty
     table = claims(run.per_seed, performance="F1")
-    assert table["claim"].iloc[0] == "F1 comparable with faster QK"
+    assert table["id"].iloc[0] == "F1_comparable" and "leaves F1 unchanged" in table["claim"].iloc[0]
     shown = table1_display(table1(run.per_seed, metrics=squad_runs.QA_METRICS), metrics=squad_runs.QA_METRICS)
     assert list(shown.columns) == list(squad_runs.QA_METRICS)
+    trivial = squad_runs.baseline_display(data.baseline)  # plain words, the span's first word counted from 1
+    assert list(trivial.columns) == ["first word of the span (window word)", "span length (words)", "exact match (%)",
+                                     "F1 (%)"]
+    assert trivial.iloc[0, 0] == str(int(data.baseline["start"]) + 1)
+    assert compared(run.per_seed, "squad").loc[("dev F1", "faster QK"), "this run"].endswith("\u00a0%")
     e = data.test_examples[0]
     golden = data.vocab.ids(e.context[e.answer[0]:e.answer[1]]) + [data.vocab.stoi["<eos>"]]
     assert squad_runs.answer_text(golden, e, data.vocab) == e.text(*e.answer)  # a window span: the paragraph's text
@@ -417,10 +425,12 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     pd.testing.assert_frame_equal(alone.curves, run.curves, check_exact=True)
     assert all(m.shape == (2, 5, 5) for m in run.maps.values()) and not run.curves.empty
     assert run.by_group.empty  # HateXplain has no groups
-    fig = dtap_conditions(run.maps, p.bins, "DTAP", x_label="attention")  # Figure 7: means on top, stds below
+    fig = dtap_conditions(short_names(run.maps), p.bins, x_label="attention")  # Figure 7: a row per condition
     names = list(run.maps)
-    assert [a.text for a in fig.layout.annotations][:4] == [f"{names[0]}, mean", f"{names[1]}, mean",
-                                                             f"{names[0]}, std", f"{names[1]}, std"]
+    assert list(short_names(run.maps)) == ["baseline", "faster QK"]
+    assert [a.text for a in fig.layout.annotations][:4] == ["baseline:<br>mean", "baseline:<br>standard deviation",
+                                                             "faster QK:<br>mean",
+                                                             "faster QK:<br>standard deviation"]
     np.testing.assert_allclose(fig.data[0].z, run.maps[names[0]].mean(0))
     np.testing.assert_allclose(fig.data[3].z, run.maps[names[1]].std(0, ddof=1))
     t = table1(per_seed)
@@ -428,11 +438,34 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     shown = table1_display(t)  # one "mean ± half-width" column per metric
     assert list(shown.columns) == list(TABLE_METRICS) and shown.loc["baseline", "accuracy"] == (
         f"{t['accuracy'].iloc[0]:.1f} ± {t['accuracy ±'].iloc[0]:.1f}")
+    page = table1_page(t)  # turned for a page column: a row per measure in plain words, a column per condition
+    assert list(page.columns) == names and page.loc["accuracy (%)", "baseline"] == shown.loc["baseline", "accuracy"]
+    assert list(page.index) == ["accuracy (%)", "MRTA (%)", "AC (%)", "ACMC (%)", "sufficiency (probability drop)",
+                                "comprehensiveness (probability drop)"]
+    one = table1_page(table1(per_seed[per_seed["seed"] == 0]))  # one seed: the mean alone, never "± nan"
+    assert not one.map(lambda v: "nan" in v or re.search(r"-0\.0+(?![0-9])", v) is not None).any().any()
+    seeds = per_seed_display(per_seed)
+    assert len(seeds) == len(per_seed) and list(seeds.columns) == ["accuracy (%)", "MRTA (%)", "AC (%)", "ACMC (%)",
+                                                                    "sufficiency", "comprehensiveness"]
+    assert list(seeds.index.get_level_values("condition").unique()) == ["baseline", "faster QK"]
+    assert not any("_" in c for c in seeds.columns) and "NaN" not in folded(seeds, "Each seed").data
+    three = compared(per_seed, "hatexplain")  # the paper, the authors' notebooks and this run, per stored key
+    assert list(three.columns) == ["the paper", "the authors' notebooks", "this run"]
+    assert three.loc[("test accuracy", "baseline"), "this run"].replace("\u00a0", " ") == (
+        Interval.of(per_seed.loc[per_seed["condition"] == names[0], "accuracy"]).text(1) + " %")
+    assert three.loc[("AC", "baseline"), "the authors' notebooks"] == "not recorded"
+    assert (compared(None, "hatexplain_layers")["this run"] == "not run").all()
     table = claims(per_seed)
-    assert len(table) == 5 and table["reproduced"].dtype == bool
+    assert len(table) == 5 and set(table["verdict"]) <= {"holds", "fails", "undecided"}
     forged = per_seed.copy()
     forged.loc[forged["condition"] != "baseline", "AC"] += 10 + forged["seed"]
-    assert claims(forged).set_index("claim").loc["AC rises with faster QK", "reproduced"]
+    assert claims(forged).set_index("id").loc["AC_rises", "verdict"] == "holds"
+    flat = forged.assign(AC=forged["seed"] * 0.1)  # the same AC in both conditions: no rise
+    assert claims(flat).set_index("id").loc["AC_rises", "verdict"] == "fails"
+    learned = claims(forged, floor=-1e6).set_index("id")["verdict"]  # two seeds: wide intervals, a floor far below
+    assert learned["AC_rises"] == "holds"  # both conditions beat the floor
+    unlearned = claims(forged, floor=100.0)  # no model beats 100% accuracy: nothing it attends to is evidence
+    assert (unlearned["verdict"] == "not evidence").all() and unlearned["rule"].str.contains("does not beat").all()
 
 
 def test_sva_accuracy_by_attractors(offline):
@@ -452,6 +485,10 @@ def test_sva_accuracy_by_attractors(offline):
         100 * max(labels.mean(), 1 - labels.mean()))
     shown = group_table(g, sva.attractors)
     assert ("held-out", "not binned (numpred.val)") in shown.index and "majority class" in shown.columns
+    readable_groups = group_display(g, sva.attractors, "attractors")
+    assert readable_groups.index.names == ["split", "attractors"] and "majority class (%)" in readable_groups.columns
+    assert [c for c in readable_groups.columns if c.endswith(": accuracy (%)")] == [
+        f"{c}: accuracy (%)" for c in g["condition"].unique()]
     read_back = pd.read_csv(io.StringIO(g.to_csv(index=False)))  # as a later reader of the results sees it
     pd.testing.assert_frame_equal(group_table(read_back, sva.attractors), shown)
 
@@ -470,7 +507,12 @@ def test_table5_runs_each_depth_with_its_own_rollout_and_names_the_depth_in_its_
     assert list(table["layers"]) == [1, 1, 2, 2] and list(table.columns[:2]) == ["layers", "condition"]
     assert list(hatexplain_layers.by_depth(runs, "per_seed")["layers"].unique()) == [1, 2]
     checked = hatexplain_layers.claims({n: run.per_seed for n, run in runs.items()})
-    assert len(checked) == 10 and checked["claim"].iloc[5] == "2 layers: accuracy comparable with faster QK"
+    assert len(checked) == 10 and checked["id"].iloc[5] == "2_layers_accuracy_comparable"
+    assert checked["claim"].iloc[5].startswith("2 layers: ")
+    figures = hatexplain_layers.dtap_figures(list(runs))  # one captioned figure per depth this run trained
+    assert figures.count("```{glue:figure}") == 2 and ":name: fig-hatexplain_layers-dtap-1" in figures
+    assert "models with one layer," in figures and "models with two layers," in figures
+    assert "{numref}`fig-hatexplain_layers-dtap-1` and {numref}`fig-hatexplain_layers-dtap-2` show" in figures
     for bad in ([], [2, 2], [0], [1.5]):
         with pytest.raises(ParameterError, match="layer_counts"):
             resolve("hatexplain_layers", "default", {"layer_counts": bad})

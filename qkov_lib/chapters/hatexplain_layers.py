@@ -11,6 +11,7 @@ from ..validation import is_positive_int
 from . import hatexplain
 
 DATASETS = hatexplain.DATASETS
+STORED_DEPTH = 2  # the one depth the authors' notebooks stored numbers for (``data.authors``)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,8 +56,46 @@ def table(runs: dict[int, RealRun]) -> pd.DataFrame:
     return rows[["layers", *rows.columns.drop("layers")]]
 
 
-def claims(per_seed_by_depth: dict[int, pd.DataFrame]) -> pd.DataFrame:
-    """Appendix D.5 / Table 5: Table 1's claims checked at each depth, the claim named with it."""
-    return pd.concat([table1_claims(per_seed).assign(id=lambda t, n=n: f"{n}_layers_" + t["id"],
-                                                     claim=lambda t, n=n: f"{n} layers: " + t["claim"])
-                      for n, per_seed in per_seed_by_depth.items()], ignore_index=True)
+def claims(per_seed_by_depth: dict[int, pd.DataFrame], floor: float | None = None) -> pd.DataFrame:
+    """Appendix D.5 / Table 5: Table 1's claims checked at each depth, the claim named with it; a depth whose models
+    do not beat ``floor`` (the majority class) gives 'not evidence'. The authors stored numbers for two layers only."""
+    parts = []
+    for n, per_seed in per_seed_by_depth.items():
+        table = table1_claims(per_seed, floor=floor, stored="hatexplain_layers" if n == STORED_DEPTH else None)
+        parts.append(table.assign(id=f"{n}_layers_" + table["id"], claim=f"{n} layers: " + table["claim"]))
+    return pd.concat(parts, ignore_index=True)
+
+
+NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight"}
+
+
+def in_words(n: int) -> str:
+    """A depth in words: 'two layers' ('one layer', '12 layers')."""
+    return f"{NUMBERS.get(n, n)} layer{'s' if n != 1 else ''}"
+
+
+def figure_name(n: int) -> str:
+    """The glue key (and, with 'fig-', the label) of the DTAP figure at depth ``n``."""
+    return f"hatexplain_layers-dtap-{n}"
+
+
+def dtap_figures(depths: list[int]) -> str:
+    """The page's DTAP figures, one per depth this run trained (which depends on its settings), as MyST: a sentence
+    that refers to each, then each figure with its caption (the glued figures ``figure_name(n)`` and the seed count
+    ``hatexplain_layers-seeds`` and QK multiplier ``hatexplain_layers-mult``)."""
+    refs = [f"{{numref}}`fig-{figure_name(n)}`" for n in depths]
+    listed = refs[0] if len(refs) == 1 else ", ".join(refs[:-1]) + " and " + refs[-1]
+    text = [f"{listed} show{'s' if len(refs) == 1 else ''} this run's Distinct Token Attention-Prediction maps "
+            "({term}`DTAP`), one figure per depth, with the rationale words as the relevant tokens.\n"]
+    for n in depths:
+        text.append(
+            f"```{{glue:figure}} {figure_name(n)}\n:name: fig-{figure_name(n)}\n\n"
+            f"DTAP maps of the models with {in_words(n)}, on the test posts that have rationales, one row per "
+            "condition (the baseline, and faster QK: the query-key learning rate {glue:text}`hatexplain_layers-mult` "
+            "times the base rate): the share of those posts (%) in each cell, mean over this run's "
+            "{glue:text}`hatexplain_layers-seeds` seeds (left), and its standard deviation over seeds in percentage "
+            f"points (right). Across: the attention rollout from the read-out position through the {in_words(n)} "
+            "onto the rationale words; up: the probability the model gives the true class. Sharper attention moves "
+            "posts to the right, confident correct answers to the top; the paper's claim is that the faster-QK row "
+            "has more of its posts in the right-hand columns than the baseline.\n```\n")
+    return "\n".join(text)

@@ -161,8 +161,8 @@ def _offline(heldout_fraction: float, seed: int) -> tuple[dict[str, TextSplit], 
             "train": f"number-prediction prefixes ({', '.join(NUMPRED)}; no subject index), "
                      f"{dropped} prefixes matching a test sentence dropped",
             "held-out": f"{heldout_fraction:.0%} of each file (seed {seed})",
-            "test": "colorlessgreen Linzen subset, parser-derived subjects (parser_agrees == 1), words outside "
-                    "the vocabulary read as their part-of-speech tags"}
+            "test": "colorlessgreen Linzen subset, parser-derived subjects where the parse agrees with the verb, words "
+                    "outside the vocabulary read as their part-of-speech tags"}
     return {"train": train, "heldout": heldout, "test": test}, info
 
 
