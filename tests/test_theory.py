@@ -139,6 +139,6 @@ def test_stacked_integration_matches_one_at_a_time(trajectories):
 def test_figure4_claims_can_fail():
     from qkov_lib.chapters.fig4_mu_trajectories import claims as figure4
     trajs, _, matched = simulate_ratios(BASE, [0.01, 0.1], 1e-3, [1e-1, 1e-2, 1e-3])
-    claims = figure4(trajs, matched, BASE, 1e-3).set_index("claim")["reproduced"]
-    assert not claims["alpha close to 1 for r = 0.1"]
-    assert claims["alpha near uniform for r = 0.01"] and claims["the loss goes to zero for every r"]
+    claims = figure4(trajs, matched, BASE, 1e-3).set_index("id")["verdict"]
+    assert claims["alpha_near_one"] == "fails"  # r = 0.1 is the largest ratio here: attention stays low
+    assert claims["alpha_near_uniform"] == "holds" and claims["loss_to_zero"] == "holds"

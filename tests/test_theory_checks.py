@@ -10,7 +10,7 @@ from qkov_lib.reproduce import resolve
 from qkov_lib.theory import OrthogonalSetting, integrate_many, lemma3_tightness, log2_regime_end, symbolic
 from qkov_lib.theory.errata import errata_table
 from qkov_lib.theory.factorised import (balanced_pair, conservation_checks, omega, preconditioning_checks,
-                                        proposition_checks, vec)
+                                        proposition_checks, scientific, vec)
 from qkov_lib.theory.instance import (CHECK_POINTS, InstanceConfig, OrthogonalInstance, assumption_cases,
                                       compare_with_theorem, flow_vs_theorem, size_checks, worst_case)
 
@@ -129,7 +129,7 @@ def test_every_check_has_a_label_and_every_case_an_id():
     from qkov_lib.theory.factorised import check_table, label
     from qkov_lib.theory.instance import CASE_LABELS, CASES
     checks = proposition_checks() | preconditioning_checks() | conservation_checks(t_end=0.5, lrs=(0.1,))
-    assert [label(k) for k in checks] and label("gd_0.1") == "GD lr=0.1"
+    assert [label(k) for k in checks] and label("gd_0.1") == "gradient descent, step 0.1"
     assert list(check_table(checks).index) == [label(k) for k in checks]
     assert len(CASE_LABELS) == len(CASES) and CASE_LABELS["all"] == "all assumptions, query = class mean"
 
@@ -161,16 +161,23 @@ def test_errata_table_carries_computed_evidence():
     table = errata_table(proposition_checks(), preconditioning_checks(), conservation_checks(t_end=1.0, lrs=(0.1,)),
                          assumption_cases())
     assert len(table) >= 10 and table["where"].str.contains("Eq. \\(45\\)").any()
-    assert table["evidence"].str.contains(r"\d\.\de[+-]\d\d").all()
+    for _, row in table.iterrows():  # each row shows the computed error of the formula as printed
+        assert scientific(row["printed error"]) in row["evidence"], row["where"]
+    assert table["evidence"].str.contains(r"\d\.\d × 10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+").sum() >= len(table) - 1
+    eq45 = table.set_index("where").loc["Eq. (45)"]
+    assert scientific(proposition_checks()["eq45_printed"]) in eq45["evidence"]
+    assert eq45["printed error"] == proposition_checks()["eq45_printed"]
+    assert (table["verdict"] == "fails").all()  # every formula listed is wrong as printed
+    assert not table[["as printed", "corrected", "evidence"]].stack().str.contains(r"\*\*|\^T\b|_OV\b").any()
 
 
 def test_claim_tables_can_fail():
     good = appendix_d.claims(proposition_checks(), conservation_checks(t_end=1.0, lrs=(0.1,)),
-                             preconditioning_checks()).set_index("claim")["reproduced"]
-    assert good.iloc[0] and not good.iloc[1]  # Proposition 1 holds, eq. (45) as printed does not
+                             preconditioning_checks())["verdict"]
+    assert good.iloc[0] == "holds" and good.iloc[1] == "fails"  # Proposition 1 holds, eq. (45) as printed does not
     fake = {k: 0.0 for k in proposition_checks()}
     forged = appendix_d.claims(fake, {"flow": 1.0}, {"lemma2_balanced": 1.0, "lemma5_balanced": 1.0})
-    assert forged["reproduced"].tolist() == [True, True, False, False]
+    assert forged["verdict"].tolist() == ["holds", "holds", "fails", "fails"]
 
 
 def test_theorem1_parameters_are_validated():

@@ -1,8 +1,14 @@
 """Errata: every formula of Section 6 and Appendices B-D found wrong or incomplete as printed, with the corrected
-form and the evidence, computed by the same checks as the theory chapters."""
+form and the evidence, computed by the same checks as the theory chapters, and the page's table of them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import pandas as pd
+from IPython.display import HTML
+
+from ..theory.factorised import math_html
+from ..verdicts import claims_html
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -13,3 +19,17 @@ class Setup:
 
 
 PROFILES: dict[str, dict] = {}
+
+COLUMNS = (("formula", "as the paper prints it, and corrected"), ("evidence", "evidence (this run)"))
+
+
+def present(table: pd.DataFrame) -> HTML:
+    """The errata for reading, as a verdict table (each row a card on a phone): the verdict on the formula as
+    printed, then where and what the paper prints above the corrected form, and the evidence, their formulas
+    typeset."""
+    shown = pd.DataFrame({
+        "verdict": table["verdict"],
+        "formula": [f"<strong>{math_html(w)}</strong>: {math_html(p)}<br><em>Corrected:</em> {math_html(c)}"
+                    for w, p, c in zip(table["where"], table["as printed"], table["corrected"])],
+        "evidence": table["evidence"].map(math_html)})
+    return HTML(claims_html(shown, COLUMNS, raw=[key for key, _ in COLUMNS]))

@@ -5,10 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
+import plotly.graph_objects as go
 
-from ..theory.instance import InstanceConfig
+from ..plots import line_panels
+from ..tables import readable
+from ..theory.factorised import scientific
+from ..theory.instance import ERROR_LABELS, ERRORS, InstanceConfig
 from ..validation import require_positive_numbers
-from ..verdicts import EXACT, ODE_MATCH, claim_table
+from ..verdicts import CHECK, EXACT, ODE_MATCH, Claim, check, claim_table
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,23 +45,88 @@ class Setup:
 PROFILES = {"smoke": dict(sizes=((3, 2, 2, 2, 1),), flow_ratios=(10.0,), flow_t_end=200.0)}
 
 
+CLAIM_COLUMNS = (("claim", "claim"), ("this run", "this run (exact or solved to tolerance: no seeds)"),
+                 ("rule", "how the verdict is read"))
+
+
 def claims(symbolic: pd.DataFrame, sizes: pd.DataFrame, cases: pd.DataFrame, flows: pd.DataFrame) -> pd.DataFrame:
-    """Section 6.1 / Theorem 1: symbolic reduction, exact instances, assumptions, gradient flow of the full matrices."""
+    """Section 6.1 / Theorem 1: symbolic reduction, exact instances, assumptions, gradient flow of the full matrices.
+    Every check is exact or solved to tolerance: it holds or fails."""
     case = cases.set_index("case")
     errs = ["ov_closure", "qk_closure", "ov_error", "qk_error"]
     literal = case.loc[case["tests"] == "Assumption 1", errs].max(axis=1).iloc[0]
     exact = flows[flows["instance"] == "all assumptions"]
-    rows = [
-        ("symbolic_reduction", "the ansatz is closed and the two scalar ODEs follow, for general M, b, m, n (sympy)",
-         f"{int(symbolic['holds'].sum())} of {len(symbolic)} identities proved", bool(symbolic["holds"].all())),
-        ("exact_instances", "Theorem 1 holds entry by entry on exact finite instances (autograd population gradients)",
-         f"worst relative error over {len(sizes)} instance sizes: {sizes[errs].to_numpy().max():.1e}",
-         bool(sizes[errs].to_numpy().max() < EXACT)),
-        ("assumptions_as_printed", "Assumptions 1-3 as printed suffice",
-         f"Assumption 1 as printed: error {literal:.2f}; the proof needs all class tokens orthonormal, unit norm, a "
-         "class-valued query that does not attend to itself and equally likely classes", False),
-        ("full_matrix_flow", "full-matrix gradient flow from W = 0 stays on the ansatz and follows the ODEs",
-         f"max |mu - ODE| = {exact['mu_gap'].max():.1e}, max off-ansatz norm {exact['off_ansatz'].max():.1e}",
-         bool(exact["mu_gap"].max() < ODE_MATCH and exact["off_ansatz"].max() < ODE_MATCH)),
-    ]
-    return claim_table(rows)
+    worst = sizes[errs].to_numpy().max()
+    n_sizes = f"{len(sizes)} instance size{'s' if len(sizes) > 1 else ''}"
+    return claim_table([
+        Claim("symbolic_reduction", "The solution stays on the ansatz under gradient flow and the two scalar ODEs "
+              "follow, for any numbers of classes, tokens and positions.",
+              f"{int(symbolic['holds'].sum())} of {len(symbolic)} identities proved by sympy",
+              check(bool(symbolic["holds"].all())), "holds if sympy proves every identity", kind=CHECK),
+        Claim("exact_instances", "Theorem 1 holds entry by entry on exact finite instances.",
+              f"largest relative error over {n_sizes}: {scientific(worst)}", check(worst < EXACT),
+              f"holds if the largest relative error is below {scientific(EXACT, 0)} (float64 rounding)", worst),
+        Claim("assumptions_as_printed", "Assumptions 1-3 as printed suffice.",
+              f"with Assumption 1 as printed the theorem's error is {literal:.2f}; the proof needs every class token "
+              "orthogonal to every other and of unit norm, a query drawn from the class that does not attend to "
+              "itself, and equally likely classes",
+              check(literal < EXACT), f"holds if the theorem is exact (error below {scientific(EXACT, 0)}) under "
+              "Assumption 1 as printed", literal),
+        Claim("full_matrix_flow", "Gradient flow of the full matrices from zero stays on the ansatz and follows the "
+              "ODEs.", f"largest gap to the ODE {scientific(exact['mu_gap'].max())}, largest part off the ansatz "
+              f"{scientific(exact['off_ansatz'].max())}",
+              check(bool(exact["mu_gap"].max() < ODE_MATCH and exact["off_ansatz"].max() < ODE_MATCH)),
+              f"holds if both stay below {scientific(ODE_MATCH, 0)} (the solvers' tolerance)"),
+    ])
+
+
+def sizes_shown(sizes: pd.DataFrame) -> pd.DataFrame:
+    """For reading: one column per instance size 'M, b, m, n, q', one row per measure (the largest over the check
+    points, in scientific notation)."""
+    table = sizes.set_index(["M", "b", "m", "n", "q"])
+    out = pd.DataFrame({"token dimension d": table["d"].map(str), "sequences enumerated": table["sequences"].map(str),
+                        **{ERROR_LABELS[e]: table[e].map(scientific) for e in ERRORS}})
+    out.index = [", ".join(map(str, i)) for i in table.index]
+    out = out.T
+    out.columns.name = "$M, b, m, n, q$"
+    return out
+
+
+def cases_shown(cases: pd.DataFrame) -> pd.DataFrame:
+    """For reading: one row per case (the assumption it tests in brackets), the largest residuals and errors in
+    scientific notation."""
+    out = pd.DataFrame({ERROR_LABELS[e]: cases[e].map(scientific) for e in ERRORS})
+    out.index = [name if tests == "-" else f"{name} ({tests})" for name, tests in zip(cases["case"], cases["tests"])]
+    out.index.name = "case (what it tests)"
+    return out
+
+
+def modified_shown(cases: pd.DataFrame) -> pd.DataFrame:
+    """For reading (``math_table``): the cases where a modified theorem holds, with its largest error."""
+    rows = cases[cases["modified theorem"] != "-"]
+    return pd.DataFrame({"the theorem, modified": rows["modified theorem"].to_numpy(),
+                         "largest error": rows["modified error"].map(scientific).to_numpy()},
+                        index=pd.Index(rows["case"].to_numpy(), name="case"))
+
+
+def flow_figure(flows: pd.DataFrame) -> go.Figure:
+    """mu_OV, mu_QK and alpha of the full-matrix flows (solid, one colour per instance and ratio) and Theorem 1's
+    ODE for the same sizes (dashed, drawn for the instance that meets every assumption)."""
+    ode = flows.assign(ode=True, mu_ov=flows["ode_mu_ov"], mu_qk=flows["ode_mu_qk"], alpha=flows["ode_alpha"])
+    long = pd.concat([flows.assign(ode=False), ode[ode["instance"] == "all assumptions"]])
+    long["run"] = long["instance"] + ", r = " + long["ratio"].map(lambda r: f"{r:g}")
+    return line_panels(long[long["t"] > 0], "t", [("mu_ov", "μ<sub>OV</sub>(t)"), ("mu_qk", "μ<sub>QK</sub>(t)"),
+                                                   ("alpha", "attention α(t)")], "run", "time t", dashed="ode",
+                       dashed_label="dashed: Theorem 1's ODE (same colour)")
+
+
+def flow_summary(flows: pd.DataFrame) -> pd.DataFrame:
+    """For reading (``math_table``): per instance and ratio, the largest gap to the ODE and part off the ansatz
+    (scientific), the final attention and loss."""
+    table = flows.groupby(["instance", "ratio"], sort=False).agg(
+        max_mu_gap=("mu_gap", "max"), max_off_ansatz=("off_ansatz", "max"), final_alpha=("alpha", "last"),
+        final_loss=("loss", "last"))
+    table.index = table.index.set_levels([f"{r:g}" for r in table.index.levels[1]], level=1)
+    for column in ("max_mu_gap", "max_off_ansatz"):
+        table[column] = table[column].map(scientific)
+    return readable(table, {"final_alpha": 3, "final_loss": 4}, labels={"instance": "instance", "ratio": "$r$"})

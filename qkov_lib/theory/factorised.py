@@ -5,11 +5,14 @@ scores s = X W_QK x_T. ``vec`` stacks columns (the convention under which the pr
 """
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 import torch
+from IPython.display import HTML
 from scipy.integrate import solve_ivp
 
 from .model import attention, weighted_loss
@@ -209,31 +212,98 @@ def preconditioning_checks(seed: int = 0, d: int = 5, M: int = 3) -> dict[str, f
     return out
 
 
-LABELS = {  # each check's stable id -> the label the book shows (equation numbers of Appendix D)
-    "eq30": "(30) dL/dW_OV = (y~ - y) x~^T", "eq31": "(31)/(3) dL/dW_O = grad L1 W_V^T",
-    "eq32": "(32)/(3) dL/dW_V = W_O^T grad L1",
-    "eq33_printed": "(33) printed flow dW_OV/dt = (y~ - y) x~^T, against -dL/dW_OV",
-    "eq45_printed": "(45) G as printed, against dL/dW_QK", "eq45_transposed": "(45) G transposed, against dL/dW_QK",
-    "eq46_printed_G": "(46) dL/dW_Q = G^T W_K with G as printed",
-    "eq47_printed_G": "(47) dL/dW_K = G W_Q with G as printed",
-    "eq46_true_G": "(46) dL/dW_Q = G^T W_K with G = dL/dW_QK", "eq47_true_G": "(47) dL/dW_K = G W_Q with G = dL/dW_QK",
-    "start": "start", "flow": "flow", "flow_moved": "flow moved (|W(T) - W(0)| / |W(0)|)",
-    "lemma2_balanced": "Lemma 2, balanced", "lemma5_balanced": "Lemma 5, balanced",
-    "lemma2_unbalanced": "Lemma 2, unbalanced", "lemma5_unbalanced": "Lemma 5, unbalanced",
-    "lemma2_row_vec": "Lemma 2, row-stacking vec", "lemma5_eq56_printed_G": "Lemma 5, (56) with G as printed (transposed)",
-    "omega_2C": "Omega(2C) = 2 Omega(C)", "omega_neg2C_printed": "Omega(-2C) = -2 Omega(C) (printed a Omega(C), a < 0)",
-    "omega_neg2C_abs": "Omega(-2C) = |-2| Omega(C)",
+LABELS = {  # each check's stable id -> the label the book shows (equation numbers of Appendix D), LaTeX in $...$
+    "eq30": r"eq. (30): $\partial L/\partial \mathbf W_{OV} = (\tilde y - y)\,\tilde x^\top$",
+    "eq31": r"eqs. (31), (3): $\partial L/\partial \mathbf W_O = \nabla L_1\,\mathbf W_V^\top$",
+    "eq32": r"eqs. (32), (3): $\partial L/\partial \mathbf W_V = \mathbf W_O^\top\,\nabla L_1$",
+    "eq33_printed": r"eq. (33) as printed, $d\mathbf W_{OV}/dt = (\tilde y - y)\,\tilde x^\top$, against "
+                    r"$-\partial L/\partial \mathbf W_{OV}$",
+    "eq45_printed": r"eq. (45): $G$ as printed, against $\partial L/\partial \mathbf W_{QK}$",
+    "eq45_transposed": r"eq. (45): $G^\top$, against $\partial L/\partial \mathbf W_{QK}$",
+    "eq46_printed_G": r"eq. (46): $\partial L/\partial \mathbf W_Q = G^\top \mathbf W_K$, $G$ as printed",
+    "eq47_printed_G": r"eq. (47): $\partial L/\partial \mathbf W_K = G\,\mathbf W_Q$, $G$ as printed",
+    "eq46_true_G": r"eq. (46): $\partial L/\partial \mathbf W_Q = G^\top \mathbf W_K$, "
+                   r"$G = \partial L/\partial \mathbf W_{QK}$",
+    "eq47_true_G": r"eq. (47): $\partial L/\partial \mathbf W_K = G\,\mathbf W_Q$, "
+                   r"$G = \partial L/\partial \mathbf W_{QK}$",
+    "start": "at the start", "flow": "after gradient flow",
+    "flow_moved": r"how far gradient flow moved the weights, $\lVert W(T) - W(0)\rVert / \lVert W(0)\rVert$",
+    "lemma2_balanced": "Lemma 2 (OV), balanced factors", "lemma5_balanced": "Lemma 5 (QK), balanced factors",
+    "lemma2_unbalanced": "Lemma 2 (OV), unbalanced factors", "lemma5_unbalanced": "Lemma 5 (QK), unbalanced factors",
+    "lemma2_row_vec": r"Lemma 2 (OV), $\operatorname{vec}$ stacking rows",
+    "lemma5_eq56_printed_G": r"Lemma 5 (QK), eq. (56) with $G$ as printed",
+    "omega_2C": r"$\Omega(2C) = 2\,\Omega(C)$",
+    "omega_neg2C_printed": r"$\Omega(-2C) = -2\,\Omega(C)$ (as printed: $\Omega(aC) = a\,\Omega(C)$)",
+    "omega_neg2C_abs": r"$\Omega(-2C) = \lvert -2\rvert\,\Omega(C)$",
 }
 
 
 def label(check: str) -> str:
     """The book's label of a check id (``gd_<lr>``: gradient descent at that step size)."""
-    return f"GD lr={check[3:]}" if check.startswith("gd_") else LABELS[check]
+    return f"gradient descent, step {check[3:]}" if check.startswith("gd_") else LABELS[check]
 
 
 def check_table(checks: dict[str, float], column: str = "relative error") -> pd.DataFrame:
-    """Checks as the book shows them: one row per label, the value in scientific notation."""
-    return pd.DataFrame({column: {label(k): f"{v:.2e}" for k, v in checks.items()}})
+    """Checks as the book shows them: one row per label (LaTeX in ``$...$``: show it with ``math_table``), the value
+    in scientific notation (``scientific``)."""
+    return pd.DataFrame({column: {label(k): scientific(v) for k, v in checks.items()}})
+
+
+# --- display helpers shared by the theory pages: numbers in scientific notation, LaTeX in HTML tables ---------------
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def power(exponent: int) -> str:
+    """10 to an integer power as a reader writes it: '10⁻¹⁶' (1 for 10⁰, 10 for 10¹)."""
+    return {0: "1", 1: "10"}.get(exponent, "10" + str(exponent).translate(_SUPERSCRIPT))
+
+
+def scientific(value: float, digits: int = 1) -> str:
+    """A number in scientific notation for reading: '6.9 × 10⁻¹⁶', '2.0' (no power for 10⁰), '10⁻³' (a power of
+    ten to no digits), '0', and '' for NaN or None."""
+    if value is None or not np.isfinite(value):
+        return "" if value is None or np.isnan(value) else str(value)
+    if value == 0:
+        return "0"
+    mantissa, exponent = f"{value:.{digits}e}".split("e")
+    exponent = int(exponent)
+    if mantissa in ("1", "-1"):  # a power of ten: '10⁻³'
+        return mantissa.replace("1", "") + power(exponent)
+    return mantissa if exponent == 0 else f"{mantissa} × 10" + str(exponent).translate(_SUPERSCRIPT)
+
+
+_MATH = re.compile(r"\$([^$]+)\$")
+
+
+def math_html(text: object) -> str:
+    """Text with LaTeX between single dollars as HTML: the text escaped, each formula in the span Sphinx gives inline
+    maths (``\\(...\\)``), which MathJax typesets in the built book and in JupyterLab; a line break where the text
+    has one."""
+    text = "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
+    parts = _MATH.split(text)
+    return "".join(html.escape(p).replace("\n", "<br>") if i % 2 == 0 else
+                   f'<span class="math notranslate nohighlight">\\({html.escape(p)}\\)</span>'
+                   for i, p in enumerate(parts))
+
+
+def math_table(table: pd.DataFrame, index: bool = True) -> HTML:
+    """A table whose headers and cells may hold LaTeX in ``$...$`` (``readable`` text otherwise), as HTML whose
+    formulas MathJax typesets; empty cells empty. A named index becomes the first columns (one header row)."""
+    out = table.copy()
+    if index and any(name is not None for name in out.index.names):
+        out, index = out.reset_index(), False
+    out.columns = _html_index(out.columns)
+    out.index = _html_index(out.index)
+    out = out.apply(lambda col: col.map(math_html))
+    return HTML(out.to_html(escape=False, index=index, na_rep="", classes="qkov-math"))
+
+
+def _html_index(idx: pd.Index) -> pd.Index:
+    if isinstance(idx, pd.MultiIndex):
+        return pd.MultiIndex.from_tuples([tuple(math_html(v) for v in t) for t in idx],
+                                         names=[math_html(n) if n is not None else None for n in idx.names])
+    return pd.Index([math_html(v) for v in idx], name=math_html(idx.name) if idx.name is not None else None)
 
 
 def tidy_checks(groups: dict[str, dict[str, float]]) -> pd.DataFrame:

@@ -254,14 +254,14 @@ CASES: list[tuple[str, str, str, dict, tuple[str, dict] | None]] = [
     ("all", "all assumptions, query = class mean", "-", {}, None),
     ("class_token", "query = a class token drawn uniformly", "query token", {"query": "class_token"}, None),
     ("mean_self", "query = class mean, attends to itself", "query self-attention", {"self_attend": True},
-     ("alpha counts the query: m + 1 positions", {"extra_positions": 1})),
+     (r"$\alpha$ counts the query as one more class position, $m + 1$", {"extra_positions": 1})),
     ("token_self", "query = class token, attends to itself", "query self-attention",
      {"query": "class_token", "self_attend": True}, None),
     ("fixed", "query = fixed vector orthogonal to all tokens", "query token", {"query": "fixed"},
-     ("1/b in place of 1/b^2 in d mu_QK/dt", {"qk_power": 1})),
+     (r"$1/b$ in place of $1/b^2$ in $d\mu_{QK}/dt$", {"qk_power": 1})),
     ("fixed_self", "query = fixed vector, attends to itself", "query self-attention",
      {"query": "fixed", "self_attend": True}, None),
-    ("literal", "Assumption 1 as printed (orthogonal only across classes for each tau)", "Assumption 1",
+    ("literal", "Assumption 1 as printed (orthogonal only across classes, for each τ)", "Assumption 1",
      {"assumption": "literal"}, None),
     ("norm", "class tokens of norm 1.2", "unit-norm tokens", {"token_norm": 1.2}, None),
     ("shifted", "background with non-zero mean", "Assumption 2", {"background": "shifted"}, None),
@@ -269,6 +269,10 @@ CASES: list[tuple[str, str, str, dict, tuple[str, dict] | None]] = [
     ("prior", "class prior (0.5, 0.3, 0.2)", "uniform classes", {"class_probs": (0.5, 0.3, 0.2)}, None),
 ]
 CASE_LABELS = {case_id: name for case_id, name, *_ in CASES}  # stable id -> the row name of ``assumption_cases``
+ERRORS = ("ov_closure", "qk_closure", "ov_error", "qk_error", "alpha_gap")  # the measures of ``compare_with_theorem``
+ERROR_LABELS = {  # each measure -> what the book calls it (``worst_case`` gives the largest over the check points)
+    "ov_closure": "OV gradient off the ansatz", "qk_closure": "QK gradient off the ansatz",
+    "ov_error": "OV gradient's error", "qk_error": "QK gradient's error", "alpha_gap": "attention's error"}
 
 
 def assumption_cases(base: InstanceConfig | None = None, points: list[tuple[float, float]] = CHECK_POINTS):

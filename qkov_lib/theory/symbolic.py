@@ -27,10 +27,52 @@ class Check:
     holds: bool
 
 
-def as_table(checks: list[Check]):
-    """The checks as a DataFrame: identity, derived, paper (as strings), holds."""
-    return pd.DataFrame([{"identity": c.name, "derived": str(c.derived), "paper": str(c.paper), "holds": c.holds}
-                         for c in checks])
+def as_table(checks: list[Check], latex: bool = False):
+    """The checks as a DataFrame: identity, derived, paper, holds. Plain: the expressions as sympy strings (the
+    tidy table a chapter saves). ``latex``: for reading, columns that fit a page: the identity's name; the derived
+    expression above the paper's, each in LaTeX between ``$...$`` (``sympy.latex``); and whether sympy proves them
+    equal."""
+    if not latex:
+        return pd.DataFrame([{"identity": c.name, "derived": str(c.derived), "paper": str(c.paper),
+                              "holds": c.holds} for c in checks])
+    return pd.DataFrame([{"identity": LATEX_NAMES.get(c.name, c.name),
+                          "derived here, and as the paper prints it":
+                              f"derived: $\\displaystyle {sp.latex(c.derived)}$\n"
+                              f"printed: $\\displaystyle {sp.latex(c.paper)}$",
+                          "proved": c.holds} for c in checks])
+
+
+LATEX_NAMES = {  # each check's name -> the same in words and LaTeX, for reading
+    "softmax on the ansatz, p_y (eq. 9)": r"softmax on the ansatz, $p_y$ (eq. 9)",
+    "OV gradient stays on the ansatz: coefficient ratio sum S : S_k":
+        r"the OV gradient stays on the ansatz: its coefficient on $\sum_y S_y$ over its coefficient on $S_k$",
+    "d mu_OV/dt (eq. 12-13)": r"$d\mu_{OV}/dt$ (eqs. 12-13)",
+    "d mu_OV/dt by the chain rule, -dL/dmu_OV / |D_OV|^2":
+        r"$d\mu_{OV}/dt$ by the chain rule, $-\dfrac{\partial L/\partial\mu_{OV}}{\lVert D_{OV}\rVert^2}$",
+    "(e_y - 1/M)^T (p - e_y) = p_y - 1 (eq. 15)": r"$(e_y - \tfrac1M\mathbf 1)^\top (p - e_y) = p_y - 1$ (eq. 15)",
+    "d mu_QK/dt (eqs. 21-23)": r"$d\mu_{QK}/dt$ (eqs. 21-23)",
+    "d mu_QK/dt by the chain rule, -dL/dmu_QK / |D_QK|^2 with dalpha/dmu_QK = alpha(1-alpha)":
+        r"$d\mu_{QK}/dt$ by the chain rule, $-\dfrac{\partial L/\partial\mu_{QK}}{\lVert D_{QK}\rVert^2}$ with "
+        r"$\dfrac{d\alpha}{d\mu_{QK}} = \alpha(1-\alpha)$",
+    "class-token score x_j^T W_QK x_T / mu_QK": r"class-token score $x_j^\top \mathbf W_{QK}\, x_T / \mu_{QK}$",
+    "alpha'(mu_QK) = alpha(1 - alpha)": r"$\alpha'(\mu_{QK}) = \alpha(1 - \alpha)$",
+    "|D_OV|^2 = b (M - 1) and |D_QK|^2 = M b^2 (unit tokens)":
+        r"$\lVert D_{OV}\rVert^2 = b(M - 1)$ and $\lVert D_{QK}\rVert^2 = Mb^2$ (unit tokens; their sum)",
+    "d mu_QK / d mu_OV (eq. 29)": r"$d\mu_{QK}/d\mu_{OV}$ (eq. 29)",
+    "1/(e^x + M - 1) - e^-x / M >= 0 for x >= 0, M > 1 (e^x = 1 + y)":
+        r"$\dfrac{1}{e^x + M - 1} - \dfrac{e^{-x}}{M} \ge 0$ for $x \ge 0$, $M > 1$ (with $e^x = 1 + y$)",
+    "e^-x - 1/(e^x + M - 1) >= 0 for x >= 0, M > 1":
+        r"$e^{-x} - \dfrac{1}{e^x + M - 1} \ge 0$ for $x \ge 0$, $M > 1$ (with $e^x = 1 + y$)",
+    "upper mu_OV bound solves U' = (eta_OV/b) e^{-alpha_0 U}, U(0) = 0":
+        r"the upper $\mu_{OV}$ bound solves $U' = \tfrac{\eta_{OV}}{b}\, e^{-\alpha_0 U}$, $U(0) = 0$",
+    "lower mu_OV bound solves L' = eta_OV alpha_0/(M b) e^{-L}, L(0) = 0":
+        r"the lower $\mu_{OV}$ bound solves $L' = \tfrac{\eta_{OV}\alpha_0}{Mb}\, e^{-L}$, $L(0) = 0$",
+    "integrating (29) with 1 - alpha <= 1 - alpha_0": r"integrating (29) with $1 - \alpha \le 1 - \alpha_0$",
+    "mu_QK upper bound (26) = that integral at the mu_OV upper bound":
+        r"the $\mu_{QK}$ upper bound (26) is that integral at the $\mu_{OV}$ upper bound",
+    "mu_QK lower bound (28) = the delta integral at the mu_OV lower bound":
+        r"the $\mu_{QK}$ lower bound (28) is the $\delta$ integral at the $\mu_{OV}$ lower bound",
+}
 
 
 def _equal(lhs: sp.Expr, rhs: sp.Expr) -> bool:
