@@ -1,0 +1,178 @@
+"""The atlas's ablation from the paper's text to the authors' code (Section 4 against their notebooks): its factors
+cover exactly the official profile's keys, its runs are the ones it claims (both directions, both end points), its
+budget rescales what it says, and the factor x claim table and its reading are right on a hand-made verdicts table;
+plus the page's labels and figures."""
+from dataclasses import asdict
+
+import pandas as pd
+import pytest
+
+from qkov_lib.chapter import ParameterError
+from qkov_lib.chapters import atlas, fig2_dtap
+from qkov_lib.reproduce import resolve
+
+CLAIMS = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "prediction_kept")
+
+
+def test_the_factors_cover_exactly_the_official_profiles_keys():
+    keys = [k for f in atlas.FACTORS for k in f.keys]
+    assert len(keys) == len(set(keys)), "a key of the official profile is in two factors"
+    assert set(keys) == set(fig2_dtap.PROFILES["official"]), \
+        "every key of fig2_dtap's official profile must be in exactly one of atlas.FACTORS"
+    assert len(atlas.FACTORS) == 5 and len(set(atlas.FACTOR_KEYS)) == 5
+
+
+def test_an_official_key_no_factor_names_is_one_clear_error(monkeypatch):
+    monkeypatch.setitem(fig2_dtap.PROFILES, "official", {**fig2_dtap.PROFILES["official"], "gamma": 0.5})
+    with pytest.raises(ValueError, match=r"official profile sets \['gamma'\], which no factor .* atlas.FACTORS"):
+        atlas.factor_changes(["layout"])
+
+
+def test_the_runs_are_both_directions_and_both_end_points():
+    runs = atlas.ablation_runs()
+    every = set(atlas.FACTOR_KEYS)
+    assert [r.key for r in runs] == (["paper"] + [f"paper+{f}" for f in atlas.FACTOR_KEYS] + ["authors"]
+                                     + [f"authors-{f}" for f in atlas.FACTOR_KEYS])
+    by_key = {r.key: r for r in runs}
+    assert by_key["paper"].on == () and set(by_key["authors"].on) == every
+    for f in atlas.FACTOR_KEYS:
+        assert by_key[f"paper+{f}"].on == (f,) and by_key[f"paper+{f}"].start == "paper"
+        assert set(by_key[f"authors-{f}"].on) == every - {f} and by_key[f"authors-{f}"].start == "authors"
+        assert by_key[f"paper+{f}"].factor == by_key[f"authors-{f}"].factor == f
+    some = atlas.ablation_runs(["scaling", "fresh"])
+    assert [r.key for r in some] == ["paper", "paper+scaling", "paper+fresh", "authors", "authors-scaling",
+                                     "authors-fresh"]
+    assert set(some[3].on) == every  # the authors' end point keeps every factor, whichever are switched
+
+
+def _setup(cell_key: str, speedup: int = 1, cap: int | None = None, profile: str = "paper"):
+    setup = resolve("atlas", profile)[1]
+    run = next(r for r in atlas.ablation_runs() if r.key == cell_key)
+    cell = {atlas.RUN: run.key, "on": list(run.on), "speedup": speedup, "cap": cap}
+    return atlas.ablation_setup(cell, atlas.shared(setup))
+
+
+def test_the_end_points_are_the_papers_setup_and_the_authors_profile():
+    assert _setup("paper") == fig2_dtap.Setup()
+    assert _setup("authors") == resolve("fig2_dtap", "official")[1]
+    one = asdict(_setup("paper+scaling"))
+    assert {k for k, v in one.items() if v != asdict(fig2_dtap.Setup())[k]} == {"score_scale"}
+    off = asdict(_setup("authors-per_panel"))
+    official = asdict(resolve("fig2_dtap", "official")[1])
+    assert {k for k, v in off.items() if v != official[k]} == {"pytorch_init", "panel_steps", "panel_stop",
+                                                              "max_steps", "eval_every", "mult_e", "ramp_f"}
+
+
+def test_the_budget_is_rescaled_by_the_speedup_and_capped():
+    fast = _setup("authors", speedup=10)
+    full = resolve("fig2_dtap", "official")[1]
+    assert fast.lr == pytest.approx(10 * full.lr) and fast.ramp_steps == full.ramp_steps // 10
+    assert fast.max_steps == full.max_steps // 10
+    assert fast.panel_steps == {k: v // 10 for k, v in full.panel_steps.items()}
+    assert fast.panel_stop == full.panel_stop and fast.eval_every == full.eval_every  # how often it checks: kept
+    capped = _setup("paper", speedup=10, cap=5000)
+    assert capped.max_steps == 5000 and capped.ramp_steps == 5000 and capped.lr == pytest.approx(0.1)
+    budget = atlas.ablation_budget(resolve("atlas", "default")[1])
+    assert budget["lr"] == pytest.approx(0.1) and budget["authors"]["caps"]["c"] == 100_000
+    assert budget["authors"]["full caps"]["c"] == 1_000_000 and budget["paper"]["caps"]["a"] == 70_000
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"ablation_factors": ["layout", "colour"]}, "ablation_factors must be a non-empty list of distinct factors"),
+    ({"ablation_factors": []}, "ablation_factors must be a non-empty list"),
+    ({"ablation_factors": ["fresh", "fresh"]}, "distinct factors from layout, weights"),
+    ({"ablation_speedup": 0}, "ablation_speedup must be an integer >= 1"),
+    ({"ablation_cap": 0}, "ablation_cap must be None .* or an integer >= 1"),
+])
+def test_bad_ablation_parameters_are_one_error_naming_the_fix(overrides, message):
+    with pytest.raises(ParameterError, match=message):
+        resolve("atlas", "smoke", overrides)
+
+
+def _hand_made(verdicts: dict[str, dict[str, str]]) -> pd.DataFrame:
+    """An ablation verdicts table: run key -> claim id -> verdict, every other (run, claim) 'fails'."""
+    rows = []
+    for r in atlas.ablation_runs():
+        for cid in CLAIMS:
+            rows.append({atlas.RUN: r.key, "start": r.start, "factor": r.factor, "claim_id": cid, "claim": cid,
+                         "this run": "", "verdict": verdicts.get(r.key, {}).get(cid, "fails"), "capped models": 0,
+                         "models": 40})
+    return pd.DataFrame(rows)
+
+
+def test_the_flip_table_on_a_hand_made_verdicts_table():
+    table = _hand_made({
+        "paper+scaling": {"faster_qk_top_right": "holds"},  # on from the paper's: fails -> holds
+        "authors": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
+        "authors-layout": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
+        "authors-weights": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
+        "authors-fresh": {"faster_qk_top_right": "holds", "prediction_kept": "undecided"},
+        "authors-per_panel": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
+        # authors-scaling: both 'fails', so scaling off flips faster QK and prediction kept from holds to fails
+    })
+    f = atlas.flips(table).set_index(["factor", "claim_id"])
+    assert len(f) == 5 * 4
+    assert f.loc[("scaling", "faster_qk_top_right"), "from the paper's"] == "flips"
+    assert f.loc[("scaling", "faster_qk_top_right"), "from the authors'"] == "flips"
+    assert f.loc[("scaling", "prediction_kept"), ["from the paper's", "from the authors'"]].tolist() == \
+        ["no change", "flips"]
+    assert f.loc[("fresh", "prediction_kept"), "from the authors'"] == "unclear"  # holds -> undecided
+    assert f.loc[("layout", "faster_qk_top_right"), ["from the paper's", "from the authors'"]].tolist() == \
+        ["no change", "no change"]
+    assert (f.loc[("weights", "prediction_kept"), ["paper", "paper + factor", "authors", "authors - factor"]]
+            .tolist() == ["fails", "fails", "holds", "holds"])
+    shown = atlas.flip_table(table)
+    assert shown.loc[("score scaling", "faster QK top-right"), "flips it"] == "from both ends"
+    assert shown.loc[("score scaling", "prediction kept"), "flips it"] == "from the authors'"
+    assert shown.loc[("fresh batches", "prediction kept"), "switched off in the authors' settings"] == \
+        "holds → undecided"
+    assert shown.loc[("token layout", "collapsed OV top-right"), "flips it"] == "no"
+    assert not any("_" in str(c) for c in shown.columns) and not any("_" in str(i) for i in shown.index.levels[1])
+
+
+def test_the_reading_is_generated_from_the_table():
+    text = atlas.reading(_hand_made({"paper+scaling": {"faster_qk_top_right": "holds"},
+                                     "authors": {"faster_qk_top_right": "holds"}}))
+    lines = text.splitlines()
+    assert len(lines) == 4 and all(line.startswith("- **") for line in lines)
+    qk = next(line for line in lines if "faster QK top-right" in line)
+    assert "fails in the paper's settings and holds in the authors'" in qk
+    assert "Switching on the authors' score scaling alone flips it from fails to holds;" in qk
+    assert ("switching off the authors' token layout, distinct-token weights, score scaling, fresh batches or "
+            "per-panel settings alone flips it from holds to fails.") in qk  # each factor is on at the authors' end
+    assert "No single factor flips it." in next(line for line in lines if "FAFO top-left" in line)
+    assert atlas.listed(["a", "b"], "or") == "a or b"
+    together = atlas.reading(_hand_made({"authors": {"fafo_top_left": "holds"}} | {
+        f"authors-{f}": {"fafo_top_left": "holds"} for f in atlas.FACTOR_KEYS}))
+    assert "No single factor flips it: it takes several together." in together.splitlines()[1]
+
+
+def test_the_ablation_rows_must_all_be_there():
+    table = _hand_made({})
+    rows = pd.DataFrame([{atlas.RUN: "paper", "panel": p, "seed": s, "ACMC": 0.0, "top_left": 0.0, "accuracy": 0.0,
+                          "hit_cap": False} for p in fig2_dtap.PANEL_KEYS for s in (0, 1)])  # the paper's run alone
+    with pytest.raises(ValueError, match="no run 'paper\\+layout'; rerun the chapter"):
+        atlas.ablation_verdicts(rows)
+    assert atlas.decided(table) == {"decided": 48, "undecided": 0, "verdicts": 48}
+
+
+def test_labels_read_as_words():
+    assert atlas.init_label("identity", 1e-6) == "identity ×10⁻⁶"
+    assert atlas.init_label("balanced", 0.1) == "balanced ×0.1"
+    assert atlas.init_label("pytorch", 1.0) == "PyTorch default"
+    assert atlas.rate_label(0.1, True) == "rate 0.1, scores ×1/√d" and atlas.rate_label(1.0, False) == \
+        "rate 1, unscaled"
+    assert atlas.run_label("paper+fresh") == "+ fresh batches" and atlas.run_label("authors-per_panel") == \
+        "− per-panel settings"
+    assert atlas.panel_label({"panel": "f", "parameterisation": "FAFO", "qk_mult": 20.0, "qk_schedule": "ramp"}) \
+        == "(f) FAFO, QK 1→20"
+    assert atlas.listed(["a", "b", "c"]) == "a, b and c" and atlas.listed(["a"]) == "a"
+
+
+def test_the_ablation_figure_has_a_row_per_run_and_a_column_per_claim():
+    fig = atlas.ablation_figure(_hand_made({"paper": {"fafo_top_left": "holds"}}))
+    assert len(fig.data) == 2  # the paper's settings, the authors'
+    paper, authors = fig.data
+    assert len(paper.y) == len(authors.y) == 6 and len(paper.x) == 5  # four claims and the step cap
+    assert paper.text[0][1] == "✓" and paper.text[0][0] == "✗" and paper.text[0][4] == "0/40"
+    assert not fig.layout.title.text  # titled by its caption
