@@ -22,7 +22,7 @@ LAYERS = {  # ARCHITECTURE.md's table, top down: a top-level module or package -
     **dict.fromkeys(["engine", "compiled", "backends", "training", "synthetic_runs", "fixed_attention", "real_data",
                      "squad_runs", "sweep"], 1),
     **dict.fromkeys(["__init__", "chapter", "contents", "codehash", "device", "progress", "validation", "optim",
-                     "results", "plots", "verdicts", "workers", "models", "data", "metrics", "theory"], 0),
+                     "results", "plots", "tables", "portable", "verdicts", "workers", "models", "data", "metrics", "theory"], 0),
 }
 
 
@@ -120,7 +120,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..verdicts import claim_table
+from ..verdicts import Claim, check, claim_table
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,10 +139,14 @@ def run(setup: Setup) -> pd.DataFrame:
 
 
 def claims(table: pd.DataFrame) -> pd.DataFrame:
-    return claim_table([("positive", "the sum is positive", str(table["sum"][0]), bool(table["sum"][0] > 0))])
+    total = table["sum"][0]
+    return claim_table([Claim("positive", "The sum is positive.", f"sum {total}", check(total > 0),
+                              "holds if the sum is above 0, fails otherwise")])
 '''
 NEW_NOTEBOOK = HEAD.replace("# A chapter for the tests", "# A tiny chapter") + """
 ```{code-cell} ipython3
+:tags: [remove-input]
+
 from qkov_lib.chapter import begin
 from qkov_lib.chapters import tiny
 
@@ -182,4 +186,18 @@ def test_a_new_chapter_is_its_notebook_its_module_and_two_lines(tmp_path):
                             cwd=root)
     assert "tiny                         A tiny chapter" in listed.stdout
     scorecard = (root / "results" / "smoke" / "scorecard.csv").read_text()
-    assert "A tiny chapter,positive,the sum is positive,4,True" in scorecard
+    assert "tiny,A tiny chapter,positive,The sum is positive.,paper,sum 4,holds," in scorecard
+
+
+def test_every_code_cell_says_what_the_page_shows_of_it():
+    """A chapter page shows results, not code: every code cell of a chapter's notebook is tagged to hide its code
+    (remove-input, or hide-input to fold it), or the whole cell (remove-cell), or is the parameters cell."""
+    shown = []
+    for name in CHAPTERS:
+        text = (REPO_ROOT / "notebooks" / f"{name}.md").read_text()
+        for i, cell in enumerate(re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", text, re.S)):
+            tags = re.search(r"^:?tags: \[(.*)\]", cell, re.M)  # the `:tags:` or the YAML form
+            tags = {t.strip() for t in tags.group(1).split(",")} if tags else set()
+            if not tags & {"remove-input", "remove-cell", "hide-input", "parameters"}:
+                shown.append(f"{name}: code cell {i + 1} ({cell.strip().splitlines()[0][:50]!r})")
+    assert not shown, "code cells the page would show:\n" + "\n".join(shown)

@@ -127,3 +127,109 @@ def test_every_page_renders_offline(browser, served):
     print("\n".join(rows))
     assert sum("figures 0/0" not in r for r in rows) >= 3 and sum("math 0/0" not in r for r in rows) >= 3, rows
     assert not problems, "\n".join(problems)
+
+
+# What a reader sees, measured on the rendered page (issues of readability): figures and their captions, text in the
+# figures' SVG that overlaps or is too small, formulas wider than their column, raw sympy, NaN, code keys as headers,
+# empty tables, and the verdict words. Returned as counts and the first few offenders.
+READER = r"""
+const W = window.innerWidth, theory = arguments[0];
+const seen = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+const box = e => e.getBoundingClientRect();
+const hit = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1
+                      && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+const label = t => t.textContent.trim().slice(0, 40);
+const figs = [...document.querySelectorAll('div.plotly-graph-div')].filter(seen);
+let captioned = 0, overlaps = [], small = [], wide = [];
+for (const f of figs) {
+  const figure = f.closest('figure'), caption = figure && figure.querySelector('figcaption');
+  if (caption && caption.innerText.trim().length > 20) captioned++;
+  const texts = [...f.querySelectorAll('svg text')].filter(t => t.textContent.trim() && seen(t));
+  const titles = texts.filter(t => /(^|\s)(annotation-text|gtitle|[xy]\d*title|legendtext|legendtitletext)(\s|$)/
+                                   .test(t.getAttribute('class') || ''));
+  const ticks = texts.filter(t => /^[xy]\d*tick$/.test(t.parentNode.getAttribute('class') || ''));
+  const cells = texts.filter(t => /heatmap-label/.test(t.parentNode.getAttribute('class') || ''));
+  for (let i = 0; i < titles.length; i++) {
+    for (let j = i + 1; j < titles.length; j++)
+      if (hit(box(titles[i]), box(titles[j]))) overlaps.push(label(titles[i]) + ' / ' + label(titles[j]));
+    for (const t of ticks) if (hit(box(titles[i]), box(t))) overlaps.push(label(titles[i]) + ' / tick ' + label(t));
+  }
+  for (const t of ticks.concat(cells))
+    if (parseFloat(getComputedStyle(t).fontSize) < 11) small.push(label(t) + ' ' + getComputedStyle(t).fontSize);
+  if (box(f).right > W + 1) wide.push(f.id + ' ' + Math.round(box(f).width) + 'px');
+}
+let formulas = 0, scrolling = 0, clipped = [];
+for (const m of [...document.querySelectorAll('div.math')].filter(seen)) {
+  formulas++;
+  if (m.scrollWidth > m.clientWidth + 1) {
+    if (['auto', 'scroll'].includes(getComputedStyle(m).overflowX)) scrolling++;
+    else clipped.push(m.textContent.trim().slice(0, 40));
+  }
+}
+const article = document.querySelector('article') || document.body;
+const prose = [...article.querySelectorAll('p, td, th, li, figcaption, span.qkov-note')].filter(seen)
+  .map(e => e.innerText).join('\n');
+const sympy = theory ? (prose.match(/[A-Za-z0-9_)]\s?\*{1,2}\s?[A-Za-z0-9_(]/g) || []) : [];
+const tables = [...article.querySelectorAll('table')];
+const nan = tables.filter(t => /\bNaN\b|\bnan\b/.test(t.innerText)).length;
+const snake = [...article.querySelectorAll('th')].map(th => th.innerText.trim())
+  .filter(t => /[A-Za-z0-9]_[A-Za-z0-9]/.test(t));
+const empty = tables.filter(t => t.querySelectorAll('td').length === 0).length;
+const verdicts = [...document.querySelectorAll('.qkov-verdict')];
+const words = verdicts.map(v => v.textContent.trim());
+const outside = verdicts.filter(seen).filter(v => box(v).left < 0 || box(v).right > W + 1).map(v => v.textContent);
+return {figures: figs.length, captioned, overlaps, small, wide, formulas, scrolling, clipped, sympy, nan, snake,
+        tables: tables.length, empty, verdicts: verdicts.length, words, outside};
+"""
+THEORY = ("theorem1", "lemma3", "appendix_d", "errata", "fig4_mu_trajectories", "factorised_dynamics")
+VERDICT_WORDS = {"holds", "fails", "undecided", "not evidence"}
+
+
+def _reader_problems(page: str, width: int, c: dict) -> list[str]:
+    """What the reader's measures say is wrong with one page at one window width."""
+    chapter = page.startswith("book/chapters/")
+    found = {
+        "figure(s) without a caption": c["figures"] - c["captioned"],
+        f"overlapping text in figures {c['overlaps'][:3]}": len(c["overlaps"]),
+        f"figure text under 11 px {c['small'][:3]}": len(c["small"]),
+        f"figure(s) wider than the {width}-px window {c['wide'][:3]}": len(c["wide"]),
+        f"formula(s) wider than their column that do not scroll {c['clipped'][:3]}": len(c["clipped"]),
+        f"raw sympy text {c['sympy'][:3]}": len(c["sympy"]),
+        "table(s) showing NaN": c["nan"],
+        f"code keys as table headers {c['snake'][:3]}": len(c["snake"]) if chapter else 0,
+        "empty table(s)": c["empty"],
+        f"verdicts that are not words {sorted(set(c['words']) - VERDICT_WORDS)}": len(set(c["words"]) - VERDICT_WORDS),
+        f"verdict cells outside the window {c['outside'][:3]}": len(c["outside"]),
+    }
+    return [f"{page} at {width} px: {n} {what}" for what, n in found.items() if n]
+
+
+def test_every_page_reads_at_desktop_and_phone_widths(browser, served):
+    """Issue-level readability, per page at 1280 and 390 px: every figure captioned; no overlapping titles, axis
+    titles, legend entries or annotations (nor a title on tick labels); tick and cell labels at least 11 px; at 390
+    px no figure wider than the window; no display formula wider than its column unless it scrolls; no raw sympy on
+    the theory pages; no NaN, no empty table, no snake_case header on a chapter page; verdicts are words, and each
+    verdict cell lies inside the window. Prints each page's counts."""
+    base, root = served
+    pages = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html")
+                   if "_static" not in p.parts and p.name not in ("genindex.html", "search.html", "index.html"))
+    rows, problems = [], []
+    try:
+        for width in (1280, 390):
+            browser.set_window_size(width, 900)
+            for page in pages:
+                browser.get(f"{base}/{page}")
+                _settle(browser)
+                c = browser.execute_script(READER, Path(page).stem in THEORY)
+                rows.append(f"{page:45} {width:4} px  figures {c['captioned']}/{c['figures']} captioned  "
+                            f"overlaps {len(c['overlaps'])}  small {len(c['small'])}  wide {len(c['wide'])}  "
+                            f"formulas {c['formulas']} ({c['scrolling']} scroll, {len(c['clipped'])} clipped)  "
+                            f"tables {c['tables']} (NaN {c['nan']}, empty {c['empty']})  verdicts {c['verdicts']}")
+                problems += _reader_problems(page, width, c)
+    finally:
+        browser.set_window_size(1280, 900)
+    print("\n".join(rows))
+    summary = [r for r in rows if r.startswith("book/chapters/summary.html")]
+    assert summary and all("verdicts 0" not in r for r in summary), "the summary shows no verdicts"
+    assert sum("figures 0/0" not in r for r in rows) >= 6, rows
+    assert not problems, "\n".join(problems)

@@ -22,8 +22,10 @@ from qkov_lib.results import REPO_ROOT
 @pytest.mark.parametrize("chapter", list(CHAPTERS))
 def test_chapter_prints_environment_and_has_checked_outputs(smoke_book, chapter):
     nb = nbformat.read(smoke_book / "book" / "chapters" / f"{chapter}.ipynb", as_version=4)
-    first = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "profile: smoke" in first and "device:" in first and "torch" in first
+    shown_html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells if c.cell_type == "code"
+                         for o in c.outputs)
+    assert 'class="qkov-settings"' in shown_html and "Profile <code>smoke</code> on " in shown_html  # the box
+    assert f"--only {chapter}" in shown_html  # ... with the command that reruns the chapter
     assert nb.cells[0].source.splitlines()[2].startswith("*This page was run with profile `smoke` · ")  # banner
     tagged = [c for c in nb.cells if "nbval-check-output" in c.metadata.get("tags", [])]
     assert tagged and all(c.outputs for c in tagged)
@@ -77,10 +79,12 @@ def test_book_builds_warning_free_and_offline(built_book):
     assert "plotly-graph-div" in html and "_static/plotly.min.js" in html
     assert "cdn.plot.ly" not in html and "_static/mathjax/MathJax.js" in html
     assert '"exponentformat":"power"' in html and 'id="qkov-figure-1"' in html
-    assert "# Parameters" not in html  # papermill's injected cell is hidden; the header lists the parameters
-    assert html.count("<th>set by</th>") == 1 and "<th>ratios</th>" in html  # the effective parameters, one table
-    cells = re.findall(r'class="cell( tag_[^" ]+)? docutils container"', html)
-    assert cells.count(" tag_hide-input") == 2 and len(cells) > 4  # setup and figure code folded, the rest shown
+    assert "# Parameters" not in html  # papermill's injected cell is hidden; the box under the title lists them
+    assert html.count('class="qkov-settings"') == 1 and "<code>ratios</code>" in html  # the settings, folded
+    for page in (built_book / "book" / "chapters").glob("*.html"):  # the pages show results, not code
+        shown = re.findall(r'<div class="cell_input', page.read_text())
+        folded = re.findall(r'class="cell tag_[^"]*hide-input[^"]*docutils container"', page.read_text())
+        assert len(shown) == len(folded), f"{page.name} shows {len(shown) - len(folded)} code cell(s)"
     assert (built_book / "_static" / "plotly.min.js").exists()
 
 

@@ -146,10 +146,10 @@ def test_damaged_results_are_noticed_and_rerun(book, damage):
 def test_scorecard_marks_damaged_results(smoke_book, tmp_path):
     folder = tmp_path / "smoke"
     shutil.copytree(smoke_book / "data" / "results" / "smoke", folder)
-    (folder / "fig4_mu_trajectories.claims.csv").write_text("claim,this run,reproduced\n")
-    table = scorecard.gather(folder)
-    row = table[table["chapter"].str.startswith("Figure 4")]
-    assert len(row) == 1 and "results unusable" in row["claim"].iloc[0] and row["reproduced"].isna().all()
+    (folder / "fig4_mu_trajectories.claims.csv").write_text("claim,this run,verdict\n")
+    table, missing = scorecard.gather(folder)
+    assert not table["chapter"].str.startswith("Figure 4").any()
+    assert "results are unusable" in missing["fig4_mu_trajectories"]
 
 
 def test_changed_data_and_data_settings_rerun(book, monkeypatch, capsys):
@@ -440,8 +440,8 @@ def test_a_chapter_without_its_data_gets_a_page_saying_so(book, monkeypatch, cap
     assert "sva data not available" in page and "QKOV_DATA_DIR" in page and "reproduce --only sva" in page
     assert "most recent call last" not in page and "papermill-error-cell-tag" not in page
     assert check(book / "res" / "smoke", "sva")["status"] == "data unavailable"
-    table = scorecard.gather(book / "res" / "smoke")
-    assert table[table["chapter"].str.contains("subject-verb")]["claim"].str.contains("not checked").all()
+    table, missing = scorecard.gather(book / "res" / "smoke")
+    assert "sva" not in set(table["page"]) and "data was not available" in missing["sva"]
     assert cli(book, *no_download, "--strict") == 1  # unchanged, so skipped, and still without data
     assert "without their data" in capsys.readouterr().err
     monkeypatch.setenv(DATA_ENV, str(book / "data"))

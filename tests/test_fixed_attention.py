@@ -84,10 +84,13 @@ def test_figure3_claims_can_fail():
     for model, loss, inc in (("factorised", 1.0, 0.1), ("collapsed", 0.5, 0.1)):
         for a in (0.2, 0.4, 0.6, 0.8, 1.0):
             for epoch in (1, 2):
-                rows.append({"model": model, "alpha": a, "seed": 0, "epoch": epoch, "train_loss": loss,
-                             "incentive_per_delta": inc if a < 1 else np.nan})
-    claims = figure3(pd.DataFrame(rows), check_epoch=2)["reproduced"].tolist()
-    assert claims == [False, True, False, False, False]  # only "positive incentive" holds in this made-up run
+                for seed, noise in ((0, 0.0), (1, 0.01), (2, -0.01)):
+                    rows.append({"model": model, "alpha": a, "seed": seed, "epoch": epoch,
+                                 "train_loss": loss + noise, "incentive_per_delta": inc + noise if a < 1 else np.nan})
+    verdicts = figure3(pd.DataFrame(rows), check_epoch=2)["verdict"].tolist()
+    assert verdicts == ["fails", "holds", "fails", "fails", "fails"]  # only "positive incentive" holds here
+    one_seed = figure3(pd.DataFrame([r for r in rows if r["seed"] == 0]), check_epoch=2)["verdict"]
+    assert (one_seed == "undecided").all()  # one seed: no interval, no verdict
 
 
 def test_split_stacks_give_the_rows_of_one_stack_per_model(monkeypatch):
