@@ -20,9 +20,9 @@ ALL = sorted(NOTEBOOKS)
 # The chapters an edit of each module makes stale: those whose imports reach it. The scorecard reads the atlas's
 # verdicts through the atlas's module, so it follows the atlas.
 EXPECTED = {
-    "engine.py": ["atlas", "corollaries", "fig2_dtap", "fig3_incentive", "scorecard"],
+    "engine.py": ["atlas", "corollaries", "fig2_dtap", "fig3_incentive", "scorecard", "summary"],
     "plots.py": [c for c in ALL if c not in ("appendix_d", "errata")],
-    "chapters/atlas.py": ["atlas", "scorecard"],
+    "chapters/atlas.py": ["atlas", "scorecard", "summary"],  # the summary reads the atlas through the scorecard
     "sweep.py": ["atlas"],
     "theory/symbolic.py": ["lemma3", "theorem1"],
     "theory/errata.py": ["errata"],
