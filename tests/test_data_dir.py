@@ -1,7 +1,10 @@
 """The data-directory setting."""
 import pytest
 
-from qkov_lib.data import DATA_ENV, DataError, cache_dir, data_dir
+from pathlib import Path
+
+from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, cache_dir, data_dir
+from qkov_lib.data.registry import data_state
 
 
 def test_unset_means_no_offline_copies(monkeypatch):
@@ -23,3 +26,14 @@ def test_missing_folder_is_one_clear_error(monkeypatch, tmp_path):
 def test_cache_dir_setting(monkeypatch, tmp_path):
     monkeypatch.setenv("QKOV_CACHE_DIR", str(tmp_path))
     assert cache_dir() == tmp_path
+
+
+def test_the_data_state_does_not_name_where_the_checkout_is(monkeypatch, tmp_path):
+    """The fingerprint's data part names the default cache relative to the repository, so a moved checkout or an
+    unpacked bundle keeps its real-data chapters current; an offline folder elsewhere is named as it is."""
+    monkeypatch.delenv("QKOV_CACHE_DIR", raising=False)
+    monkeypatch.setenv(DATA_ENV, str(tmp_path))
+    (tmp_path / "sva").mkdir()
+    state = data_state("sva")
+    assert state[CACHE_ENV] == str(Path("data") / "cache") and state[DATA_ENV] == str(tmp_path.resolve())
+    assert not any(key.startswith(str(Path(__file__).resolve().parents[1])) for key in state["files"])

@@ -182,7 +182,9 @@ def canonical_file(dataset: str, name: str, download: bool = False) -> Path | No
 
 def data_state(dataset: str) -> dict[str, object]:
     """What a chapter reading ``dataset`` depends on besides its code: the data settings and the sha256 of every
-    file the loader may read (offline copies, else the cache). Goes into the runner's fingerprint."""
+    file the loader may read (offline copies, else the cache). Goes into the runner's fingerprint. A folder inside
+    the repository (the default cache) is named relative to it, so a checkout moved or cloned elsewhere, or a
+    results bundle unpacked there, keeps its real-data chapters current."""
     root, cache = data_dir(), cache_dir()
     files: dict[str, str] = {}
     for base, names in ((root, [k for k in OFFLINE if k.startswith(f"{dataset}/")]),
@@ -191,8 +193,8 @@ def data_state(dataset: str) -> dict[str, object]:
             continue
         for name in names:
             if (base / name).is_file():
-                files[str(base / name)] = sha256(base / name)
-    return {DATA_ENV: str(root.resolve()) if root else None, CACHE_ENV: str(cache.resolve()), "files": files}
+                files[f"{_shown(base)}/{name}"] = sha256(base / name)
+    return {DATA_ENV: _shown(root) if root else None, CACHE_ENV: _shown(cache), "files": files}
 
 
 def _shown(path: Path) -> str:
