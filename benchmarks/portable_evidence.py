@@ -124,7 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path)
     parser.add_argument("--machines", default=",".join(MACHINES))
-    parser.add_argument("--chapters", default="fig2_dtap:smoke,fig2_dtap:default,hatexplain:default")
+    parser.add_argument("--chapters", default="fig2_dtap:smoke,fig2_dtap:default,hatexplain:default,sva:default")
     parser.add_argument("--verdicts", default="fig2_dtap:smoke,fig2_dtap:default,hatexplain:default")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
