@@ -4,7 +4,7 @@ the mean and its 95% interval over seeds (said once, in the table's caption or c
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -67,3 +67,9 @@ def readable(table: pd.DataFrame, digits: Mapping[str, int] | int = 1, labels: M
     if out.index.nlevels == 1 and out.columns.nlevels == 1 and out.index.name:
         out = out.rename_axis(index=None, columns=out.index.name)  # its name in the header's corner, not a row
     return out
+
+
+def listed(items: Sequence[str], conjunction: str = "and") -> str:
+    """'a', 'a and b', 'a, b and c' (or another conjunction); repeats dropped."""
+    items = list(dict.fromkeys(items))
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conjunction} " + items[-1]

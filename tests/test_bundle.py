@@ -145,8 +145,8 @@ def escaping(manifest, files):
 
 
 def absolute(manifest, files):
-    manifest["files"].append({"path": "/tmp/evil.csv", "sha256": "0" * 64, "size": 1})
-    files["/tmp/evil.csv"] = b"x"
+    manifest["files"].append({"path": "/outside/evil.csv", "sha256": "0" * 64, "size": 1})
+    files["/outside/evil.csv"] = b"x"
 
 
 def altered(manifest, files):
@@ -163,7 +163,7 @@ DAMAGE = [
     ("a wrong format version", edited(lambda m, f: m.update(version=2)),
      r"format version 2; this library reads version 1: pack the results again"),
     ("a path escaping the folder", edited(escaping), r"holds a path outside the results layout \('\.\./evil\.csv'"),
-    ("an absolute path", edited(absolute), r"holds a path outside the results layout \('/tmp/evil\.csv'"),
+    ("an absolute path", edited(absolute), r"holds a path outside the results layout \('/outside/evil\.csv'"),
     ("a link", lambda p: write(p, *members(p), links=("smoke/alpha.link",)), r"smoke/alpha.link, which is not a plain"),
     ("a member not in the manifest", edited(lambda m, f: f.update({"smoke/alpha.more.csv": b"x"})),
      r"holds smoke/alpha.more.csv, which its manifest does not list"),

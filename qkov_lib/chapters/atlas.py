@@ -28,6 +28,7 @@ from ..device import pick_device
 from ..metrics.stats import mean_ci
 from ..models.attention import INITS
 from ..synthetic_runs import Panel, SyntheticSetup, SyntheticTask, synthetic_data, train_runs
+from ..tables import listed
 from ..validation import is_positive_int
 from ..verdicts import COLOURS, FAILS, HOLDS, UNDECIDED
 from ..workers import one_thread
@@ -424,12 +425,6 @@ def reading(table: pd.DataFrame) -> str:
         lines.append(f"- **{SHORT.get(cid, cid)}** {paper} in the paper's settings and {authors} in the authors'. "
                      f"{body[0].upper()}{body[1:]}")
     return "\n".join(lines)
-
-
-def listed(items: Sequence[str], conjunction: str = "and") -> str:
-    """'a', 'a and b', 'a, b and c' (or another conjunction)."""
-    items = list(dict.fromkeys(items))
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conjunction} " + items[-1]
 
 
 def decided(table: pd.DataFrame) -> dict[str, int]:

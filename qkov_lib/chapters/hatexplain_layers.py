@@ -7,6 +7,7 @@ import pandas as pd
 import torch
 
 from ..real_data import RealRun, Prepared, claims as table1_claims, run_all, table1
+from ..tables import listed
 from ..validation import is_positive_int
 from . import hatexplain
 
@@ -84,8 +85,7 @@ def dtap_figures(depths: list[int]) -> str:
     that refers to each, then each figure with its caption (the glued figures ``figure_name(n)`` and the seed count
     ``hatexplain_layers-seeds`` and QK multiplier ``hatexplain_layers-mult``)."""
     refs = [f"{{numref}}`fig-{figure_name(n)}`" for n in depths]
-    listed = refs[0] if len(refs) == 1 else ", ".join(refs[:-1]) + " and " + refs[-1]
-    text = [f"{listed} show{'s' if len(refs) == 1 else ''} this run's Distinct Token Attention-Prediction maps "
+    text = [f"{listed(refs)} show{'s' if len(refs) == 1 else ''} this run's Distinct Token Attention-Prediction maps "
             "({term}`DTAP`), one figure per depth, with the rationale words as the relevant tokens.\n"]
     for n in depths:
         text.append(
