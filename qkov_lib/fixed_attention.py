@@ -17,9 +17,8 @@ from .data.synthetic import SyntheticSplit
 from .models import AttentionConfig, init_params
 from .device import cpu_workers
 from .backends import train_stack
-from .engine import Member, StackConfig
+from .engine import CountSet, FixedBatches, Member, StackConfig
 from .optim import RateSchedule
-from .training import FixedSetBatches
 from .workers import run_independent
 
 OTHERS = ("common", "all")
@@ -115,6 +114,14 @@ def effective_inputs(feats: torch.Tensor, rows: Sequence[int], alpha: torch.Tens
     return torch.stack([effective_input(feats[r], a.view(1)) for r, a in zip(rows, alpha)])
 
 
+def bag_set(x: torch.Tensor, labels: torch.Tensor) -> CountSet:
+    """Effective inputs x [K, N, V] and labels [K, N] as the engine's table of examples (``FixedBatches`` reads it
+    through one flat index; the compiled engine reads it in place). Fixed attention has no query slots (zeros) and
+    no distinct-token counts (empty): the engines read neither for ``qk="fixed"``."""
+    empty = torch.zeros(0, device=x.device)
+    return CountSet(x, torch.zeros(labels.shape, dtype=torch.long, device=x.device), labels, empty, empty.long())
+
+
 def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence[int],
                         train_feats: torch.Tensor, train_labels: torch.Tensor, test_feats: torch.Tensor,
                         test_labels: torch.Tensor, lr: float, batch_size: int, epochs: int, delta: float,
@@ -133,16 +140,13 @@ def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence
     per_epoch = train_labels.shape[1] // batch_size
     rows_t = torch.as_tensor(rows_k, device=device)
     train_x, train_y = effective_inputs(train_feats, rows_k, alpha), train_labels[rows_t]
-    batches = FixedSetBatches(train_x, train_y, seeds_k, batch_size)
-    members = [Member(s, r, RateSchedule(lr=lr), max_steps=epochs * per_epoch) for s, r in zip(seeds_k, rows_k)]
+    # model k reads row k of train_x (its own alpha), in the order training.FixedSetBatches gives seed seeds_k[k]
+    members = [Member(s, k, RateSchedule(lr=lr), max_steps=epochs * per_epoch) for k, s in enumerate(seeds_k)]
+    batches = FixedBatches(bag_set(train_x, train_y), members, batch_size)
     sc = StackConfig(qk="fixed", ov_factorised=model.factorised, ov_bias=model.bias, batch_size=batch_size,
                      target_nll=0.0, eval_every=per_epoch)
     records: list[dict] = []
     n_check = min(train_labels.shape[1], test_labels.shape[1])  # training loss on as many sequences as held out
-
-    def batch(step: int, active: list[int]) -> tuple[torch.Tensor, None, torch.Tensor]:
-        x, labels = batches(step)
-        return x, None, labels
 
     def monitor(prm: dict[str, torch.Tensor], active: list[int], step: int) -> None:
         with torch.no_grad():
@@ -155,7 +159,7 @@ def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence
                             "train_loss": float(tr[k]), "test_loss": float(te[k]), "incentive": inc,
                             "incentive_per_delta": inc / delta})
 
-    train_stack(params, members, sc, batch, every_eval=monitor, progress=progress,
+    train_stack(params, members, sc, batches.take, every_eval=monitor, progress=progress,
                 desc=f"fixed attention, {model.name}")
     return pd.DataFrame(records)
 

@@ -13,7 +13,7 @@ from qkov_lib.data.synthetic import SyntheticConfig
 from qkov_lib.engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
                              evaluate_counts, flush_denormals)
 from qkov_lib.synthetic_runs import synthetic_data
-from qkov_lib.fixed_attention import OVModel, bag_features, effective_inputs
+from qkov_lib.fixed_attention import OVModel, bag_features, bag_set, effective_inputs
 from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, init_params
 from qkov_lib.optim import RateSchedule
 from qkov_lib.training import FixedSetBatches
@@ -193,6 +193,29 @@ def test_fixed_attention_agrees_with_the_same_read_outs(monkeypatch, factorised,
     assert [(s, a) for s, a, _ in ref_reads] == [(s, a) for s, a, _ in got_reads]
     for (_, _, a), (_, _, b) in zip(ref_reads, got_reads):
         assert all(torch.allclose(a[k], b[k], rtol=1e-5) for k in a)
+
+
+def test_fixed_attention_table_gives_the_bits_of_per_step_batches(monkeypatch):
+    """Figure 3's bags as a table (``fixed_attention.bag_set`` through ``FixedBatches``, which the compiled engine
+    reads in place) train to the same bits as the same bags handed over a step at a time, on both engines."""
+    model = OVModel(True, init="balanced", init_scale=0.3)
+    rows, seeds = [0, 1, 0], [0, 1, 2]
+    x = effective_inputs(bag_features(DATA, CFG.vocab), rows, torch.tensor([0.3, 0.9, 0.6]))
+    labels = DATA.labels[rows]
+    members = [Member(s, k, RateSchedule(0.5), max_steps=m) for k, (s, m) in enumerate(zip(seeds, (600, 200, 600)))]
+    start = {k: v.detach() for k, v in model.init_params(CFG.vocab, seeds).items()}
+    sc = StackConfig(qk="fixed", ov_factorised=True, batch_size=80, target_nll=0, eval_every=labels.shape[1] // 80)
+
+    def per_step(step, active):
+        x_step, y_step = order(step)
+        return x_step[active], None, y_step[active]
+    for backend in ("torch", "compiled"):
+        monkeypatch.setenv(ENGINE_ENV, backend)
+        order = FixedSetBatches(x, labels, seeds, 80)
+        ref = train_stack(start, members, sc, per_step, progress=False)
+        got = train_stack(start, members, sc, FixedBatches(bag_set(x, labels), members, 80).take, progress=False)
+        assert got.curves == ref.curves and np.array_equal(got.steps_run, ref.steps_run)
+        assert all(torch.equal(a[n], b[n]) for a, b in zip(ref.params, got.params) for n in a)
 
 
 def test_update_ratios_record_the_same_steps_and_ratios(monkeypatch):
