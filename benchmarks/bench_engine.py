@@ -11,7 +11,7 @@ the other, and the arithmetic limit comes from a 1024 x 1024 sgemm timed in the 
    alternating the backends and the best of them counting, timed as this process's CPU time (the cores may be
    shared). Printed: each backend's time, the arithmetic limit (the step's matrix products at the sgemm rate), the
    share of the sgemm rate each reaches, and one line per K and parameterisation,
-   ``compiled vs torch engine, K=<k>: <r>x (<parameterisation>)``; then the issue's targets: r >= 8 at K <= 5,
+   ``compiled vs torch engine, K=<k>: <r>x (<parameterisation>)``; then the speed targets: r >= 8 at K <= 5,
    r >= 2 at K >= 15, and the compiled engine within 2.5x of the arithmetic limit at K >= 15.
 2. **Figure 2's stack** (wall time): the literal loop (eq. 1 written out in ``models/reference.py``, autograd,
    ``torch.optim.SGD``, one model after another, as a per-seed notebook trains), the same with subnormals flushed,

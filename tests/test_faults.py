@@ -113,7 +113,7 @@ def test_auto_follows_the_device_setting(monkeypatch):
 # ---- results and notebooks published as one unit ---------------------------------------------------------------------
 
 def test_notebook_and_results_never_disagree(book):
-    """The issue's case: --force, then -p x 2 into another --out, then -p x 2: the book's notebook follows."""
+    """The reported case: --force, then -p x 2 into another --out, then -p x 2: the book's notebook follows."""
     assert run(book, force=True) == "ran"
     assert run(book, out="elsewhere", x=2) == "ran"
     assert run(book, x=2) == "restored"
