@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 from IPython.display import HTML
+from scipy.stats import binomtest
 
 from .data import authors
 from .data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
@@ -41,10 +42,10 @@ class Prepared:
     heldout: Encoded | None = None
 
     @property
-    def majority(self) -> float:
-        """The test accuracy (%) of always predicting the most frequent class: what a model must beat before its
-        attention says anything about the claims."""
-        return majority_share(self.test.labels.numpy())
+    def majority(self) -> Majority:
+        """Always predicting the test set's most frequent class, as counts: what a model must beat before its
+        attention says anything about the claims (``why_not_learned``)."""
+        return Majority.of(self.test.labels.numpy())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +134,58 @@ def majority_share(labels: np.ndarray) -> float:
     return 100 * np.bincount(labels).max() / len(labels)
 
 
+@dataclass(frozen=True)
+class Majority:
+    """The trivial baseline of a classifier: always predicting the test set's most frequent class gets ``count`` of
+    its ``examples`` right. Counts, so that a model's test predictions are compared with it exactly."""
+
+    count: int
+    examples: int
+
+    @classmethod
+    def of(cls, labels: np.ndarray) -> Majority:
+        return cls(int(np.bincount(labels).max()), len(labels))
+
+    @property
+    def share(self) -> float:
+        """The baseline's accuracy in percent, for reading."""
+        return 100 * self.count / self.examples
+
+
+LEARNED_ALPHA = 0.05  # the level of the one-sided exact binomial test of each seed against the majority share
+
+
+def why_not_learned(per_seed: pd.DataFrame, majority: Majority, alpha: float = LEARNED_ALPHA) -> str | None:
+    """Why one condition's models did not learn the task, in words, or None if they did.
+
+    The rule (a model that did not learn is never evidence): a seed's model counts as learned only if
+
+    1. it predicts more than one class over the test set (``predicted_classes`` > 1): a model that gives one class
+       for every input has learned nothing about its input, whatever its accuracy; and
+    2. its number of correct test predictions (``correct`` of ``examples``, integers) beats always predicting the
+       majority class by a one-sided exact binomial test at level ``alpha``: under the null hypothesis each
+       prediction is right with probability ``majority.count / majority.examples``, and the seed passes when
+       P(X >= correct) < alpha (``scipy.stats.binomtest``, alternative 'greater').
+
+    A condition counts as learned only if every one of its seeds does: the claims pair the two conditions seed by
+    seed, and a pair with an untrained model says nothing. Counts, not accuracies: an accuracy computed in float32
+    can land a hair above the majority share for a model that predicts the majority class for every input."""
+    if not (per_seed["examples"] == majority.examples).all():
+        raise ValueError(f"the per-seed results count {sorted(set(per_seed['examples']))} test examples, the "
+                         f"majority baseline {majority.examples}: they must be the same test set")
+    failed = []
+    for _, r in per_seed.iterrows():
+        seed, correct, n = int(r["seed"]), int(r["correct"]), int(r["examples"])
+        if int(r["predicted_classes"]) <= 1:
+            failed.append(f"seed {seed} predicts one class for every test example")
+            continue
+        p = binomtest(correct, n, majority.count / n, alternative="greater").pvalue
+        if not p < alpha:
+            failed.append(f"seed {seed}'s {correct} of {n} correct does not beat the majority class's "
+                          f"{majority.count} (one-sided exact binomial p = {p:.2g}, not below {alpha:g})")
+    return "; ".join(failed) or None
+
+
 def prepare(splits: Mapping[str, TextSplit], info: dict[str, Any], classes: tuple[str, ...], s: RealSetup
             ) -> Prepared:
     """A dataset's splits (train, test, optionally heldout) subsampled as the setup says, the vocabulary built on
@@ -200,15 +253,16 @@ def train_condition(data: Prepared, s: RealSetup, qk_mult: float, device: torch.
 def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, s: RealSetup
                        ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Per seed: accuracy on the whole test set; MRTA, AC, ACMC, sufficiency and comprehensiveness on the test
-    examples with relevant tokens. Also, for the DTAP maps, each such example's relevant mass and true-class
-    probability [S, N]."""
+    examples with relevant tokens; and, for ``why_not_learned``, the test set's size, the number of correct
+    predictions and the number of distinct classes predicted. Also, for the DTAP maps, each such example's relevant
+    mass and true-class probability [S, N]."""
     cfg = model_config(data, s)
     dev = params["embed"].device
 
     def predict(ids: torch.Tensor) -> torch.Tensor:
         return torch.softmax(classify(params, cfg, ids)[0], -1)
 
-    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("correct", "mass", "prob", "suff", "comp")}
+    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("predicted", "correct", "mass", "prob", "suff", "comp")}
     test = data.test
     for start in range(0, test.ids.shape[0], s.eval_batch):
         ids, rel = trim(test.ids[start:start + s.eval_batch].to(dev),
@@ -217,6 +271,7 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, s: RealS
         has = test.has_relevance[start:start + s.eval_batch].to(dev)
         logits, attns = classify(params, cfg, ids)
         probs = torch.softmax(logits, -1)
+        parts["predicted"].append(probs.argmax(-1))
         parts["correct"].append((probs.argmax(-1) == y).float())
         att = readout_attention(attns, ids, s.identity_weight)
         S = att.shape[0]
@@ -233,7 +288,9 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, s: RealS
     masses = mass_metrics(cat["mass"], cat["prob"], s.threshold, s.confidence)
     rows = [{"seed": seed, "accuracy": 100 * float(cat["correct"][i].mean()),
              **{k: float(v[i]) for k, v in masses.items()},
-             "sufficiency": float(cat["suff"][i].mean()), "comprehensiveness": float(cat["comp"][i].mean())}
+             "sufficiency": float(cat["suff"][i].mean()), "comprehensiveness": float(cat["comp"][i].mean()),
+             "examples": int(cat["correct"].shape[1]), "correct": int(cat["correct"][i].sum()),
+             "predicted_classes": len(cat["predicted"][i].unique())}
             for i, seed in enumerate(s.seeds)]
     return pd.DataFrame(rows), {"mass": cat["mass"].numpy(), "prob_true": cat["prob"].numpy()}
 
@@ -477,14 +534,17 @@ def run_conditions(data: Prepared, s: RealSetup, device: torch.device, progress:
 ACC_SLACK = 1.0  # "performance unchanged": the task metric at most this many points lower on average
 
 
-def claims(per_seed: pd.DataFrame, performance: str = "accuracy", floor: float | None = None,
+def claims(per_seed: pd.DataFrame, performance: str = "accuracy", floor: Majority | float | None = None,
            floor_name: str = "always predicting the majority class", stored: str | None = None) -> pd.DataFrame:
     """Section 7 / Table 1, baseline against faster QK, paired by seed: the task metric (``performance``: accuracy,
     or F1 for SQuAD) comparable (its 95% interval at least ACC_SLACK points below 0 at worst); AC and ACMC up,
     sufficiency down, comprehensiveness up (the interval of the paired difference on the claimed side of 0). When a
-    condition's ``performance`` does not beat ``floor`` (its 95% interval at or below it), every claim is 'not
-    evidence': a model that has not learned the task says nothing about where attention goes. ``stored`` names the
-    chapter's keys in the authors' stored numbers (``data.authors``: '<stored>.<metric>.baseline|faster')."""
+    condition's models do not beat ``floor``, every claim is 'not evidence': a model that has not learned the task
+    says nothing about where attention goes. ``floor`` is the majority class (``Majority``: a classifier, judged on
+    counts by ``why_not_learned``, every seed against it) or a number (a score that is no count of correct
+    predictions, such as SQuAD's F1: the 95% interval over seeds of ``performance`` must lie above it). ``stored``
+    names the chapter's keys in the authors' stored numbers (``data.authors``: '<stored>.<metric>.baseline|faster').
+    """
     base, faster = per_seed["condition"].unique()[:2]
     e = paired_effects(per_seed, base, [performance, "AC", "ACMC", "sufficiency", "comprehensiveness"],
                        by="condition").set_index("metric")
@@ -519,9 +579,18 @@ def claims(per_seed: pd.DataFrame, performance: str = "accuracy", floor: float |
     table = claim_table(rows)
     if floor is None:
         return table
+    if performance == "accuracy" and not isinstance(floor, Majority):
+        raise ValueError("an accuracy floor is the majority class as counts (Majority, e.g. Prepared.majority), "
+                         f"compared exactly with each seed's correct predictions (got {floor!r})")
     for cond, part in per_seed.groupby("condition", sort=False):
-        learned = Interval.of(part[performance])
-        if not learned.low > floor:
-            return not_evidence(table, f"the {cond} model's {performance} ({learned.text()}) does not beat "
+        if isinstance(floor, Majority):
+            why = why_not_learned(part, floor)
+            if why:
+                return not_evidence(table, f"the {cond} models do not beat {floor_name} ({floor.count} of "
+                                           f"{floor.examples}, {floor.share:.1f}%) on every seed: {why}")
+            continue
+        score = Interval.of(part[performance])
+        if not score.low > floor:
+            return not_evidence(table, f"the {cond} model's {performance} ({score.text()}) does not beat "
                                        f"{floor_name} ({floor:.1f})")
     return table

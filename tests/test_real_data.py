@@ -24,8 +24,9 @@ from qkov_lib.metrics.rationale import erase, faithfulness, mass_metrics, readou
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
 from qkov_lib.optim import circuit_groups
 from qkov_lib.plots import dtap_conditions
-from qkov_lib.real_data import (TABLE_METRICS, claims, compared, folded, group_display, group_table,
-                                per_seed_display, run_conditions, short_names, table1, table1_display, table1_page)
+from qkov_lib.real_data import (TABLE_METRICS, Majority, claims, compared, folded, group_display, group_table,
+                                per_seed_display, run_conditions, short_names, table1, table1_display, table1_page,
+                                why_not_learned)
 from qkov_lib.reproduce import resolve
 from qkov_lib.verdicts import Interval
 
@@ -463,10 +464,95 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     assert claims(forged).set_index("id").loc["AC_rises", "verdict"] == "holds"
     flat = forged.assign(AC=forged["seed"] * 0.1)  # the same AC in both conditions: no rise
     assert claims(flat).set_index("id").loc["AC_rises", "verdict"] == "fails"
-    learned = claims(forged, floor=-1e6).set_index("id")["verdict"]  # two seeds: wide intervals, a floor far below
-    assert learned["AC_rises"] == "holds"  # both conditions beat the floor
-    unlearned = claims(forged, floor=100.0)  # no model beats 100% accuracy: nothing it attends to is evidence
+    n = data.test.labels.shape[0]
+    assert (per_seed["examples"] == n).all() and data.majority == Majority.of(data.test.labels.numpy())
+    assert np.allclose(100 * per_seed["correct"] / n, per_seed["accuracy"])  # the counts behind each accuracy
+    assert per_seed["predicted_classes"].between(1, len(data.classes)).all()
+    easy = forged.assign(correct=n, predicted_classes=len(data.classes))  # every test example right, every seed
+    learned = claims(easy, floor=data.majority).set_index("id")["verdict"]
+    assert learned["AC_rises"] == "holds"  # both conditions beat the majority class
+    unlearned = claims(forged.assign(correct=data.majority.count), floor=data.majority)  # the majority's own count
     assert (unlearned["verdict"] == "not evidence").all() and unlearned["rule"].str.contains("does not beat").all()
+    with pytest.raises(ValueError, match="counts"):  # an accuracy floor as a float is the trap the counts avoid
+        claims(forged, floor=data.majority.share)
+
+
+LABELS = np.array([0] * 31 + [1] * 19)  # 50 test examples, 31 of the majority class: a share of exactly 62%
+FASTER = "faster QK (x30)"
+
+
+def forged_per_seed(predictions: dict[str, list[np.ndarray]], labels: np.ndarray = LABELS) -> pd.DataFrame:
+    """Per-seed results of two conditions from each seed's predicted classes on ``labels``, computed as
+    ``evaluate_condition`` does (the accuracy a float32 mean), with attention metrics that favour faster QK."""
+    rows = []
+    for condition, runs in predictions.items():
+        for seed, predicted in enumerate(runs):
+            right = predicted == labels
+            gain = 10.0 + 0.5 * seed if condition == FASTER else 0.0
+            rows.append({"seed": seed, "accuracy": 100 * float(torch.from_numpy(right).float().mean()),
+                         "MRTA": 10.0 + seed + gain, "AC": 10.0 + seed + gain, "ACMC": 5.0 + seed + gain,
+                         "sufficiency": 0.3 - 0.01 * (seed + gain), "comprehensiveness": 0.3 + 0.01 * (seed + gain),
+                         "examples": len(labels), "correct": int(right.sum()),
+                         "predicted_classes": len(np.unique(predicted)), "condition": condition})
+    return pd.DataFrame(rows)
+
+
+def wrong_on(k: int, labels: np.ndarray = LABELS) -> np.ndarray:
+    """Predictions right on every example but the first ``k`` of the minority class."""
+    predicted = labels.copy()
+    predicted[np.flatnonzero(labels == 1)[:k]] = 0
+    return predicted
+
+
+def test_a_model_that_predicts_the_majority_class_for_every_input_is_not_evidence():
+    majority = Majority.of(LABELS)
+    assert (majority.count, majority.examples, majority.share) == (31, 50, 62.0)
+    good = [wrong_on(k) for k in (1, 2, 3)]  # 47-49 of 50 right: far above 31 of 50
+    constant = np.zeros_like(LABELS)  # the majority class for every input
+    forged = forged_per_seed({"baseline": [constant] * 3, FASTER: good})
+    assert (forged.loc[forged["condition"] == "baseline", "accuracy"] > majority.share).all()  # float32: a hair above
+    assert why_not_learned(forged[forged["condition"] == FASTER], majority) is None
+    assert "predicts one class" in why_not_learned(forged[forged["condition"] == "baseline"], majority)
+    table = claims(forged, floor=majority)
+    assert (table["verdict"] == "not evidence").all()
+    assert table["rule"].str.contains("the baseline models do not beat always predicting the majority class").all()
+    assert set(claims(forged)["verdict"]) != {"not evidence"}  # without the floor the same rows give verdicts
+
+
+def test_the_majority_count_or_one_more_correct_is_not_evidence_and_a_clear_margin_is():
+    majority = Majority.of(LABELS)
+    good = [wrong_on(k) for k in (1, 2, 3)]
+    level = LABELS.copy()  # two classes predicted, exactly the majority's 31 of 50 right: one right, one wrong swap
+    level[np.flatnonzero(LABELS == 1)[1:]] = 0  # 18 minority examples missed ...
+    level[0] = 1  # ... and one majority example too: 31 right
+    one_more = LABELS.copy()
+    one_more[np.flatnonzero(LABELS == 1)[1:]] = 0  # 32 of 50 right: above the majority, not by a real margin
+    for near, correct in ((level, 31), (one_more, 32)):
+        forged = forged_per_seed({"baseline": [near, *good[1:]], FASTER: good})
+        row = forged.iloc[0]
+        assert (row["correct"], row["predicted_classes"]) == (correct, 2)
+        table = claims(forged, floor=majority)
+        assert (table["verdict"] == "not evidence").all() and table["rule"].str.contains("seed 0's").all()
+        assert "binomial" in why_not_learned(forged[forged["condition"] == "baseline"], majority)
+    clear = forged_per_seed({"baseline": good, FASTER: good})
+    verdicts = claims(clear, floor=majority).set_index("id")["verdict"]
+    assert "not evidence" not in set(verdicts) and verdicts["AC_rises"] == "holds"
+    with pytest.raises(ValueError, match="same test set"):
+        why_not_learned(clear, Majority(31, 60))
+
+
+def test_constant_predictions_are_not_evidence_even_above_the_floor():
+    labels = np.array([0] * 40 + [1] * 10)  # the test set's majority class at 80%
+    floor = Majority(25, 50)  # a floor of 50%, as a balanced training set's share would give
+    constant = np.zeros_like(labels)  # 40 of 50 right: far above the floor by the binomial test alone
+    good = [wrong_on(k, labels) for k in (0, 1, 2)]
+    forged = forged_per_seed({"baseline": [constant, *good[1:]], FASTER: good}, labels)
+    assert forged.iloc[0]["correct"] == 40 and forged.iloc[0]["predicted_classes"] == 1
+    table = claims(forged, floor=floor)  # one constant seed is enough: its pair says nothing
+    assert (table["verdict"] == "not evidence").all()
+    assert table["rule"].str.contains("seed 0 predicts one class for every test example").all()
+    assert "not evidence" not in set(claims(forged_per_seed({"baseline": good, FASTER: good}, labels), floor=floor)
+                                      ["verdict"])
 
 
 def test_sva_accuracy_by_attractors(offline):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 import pandas as pd
 import torch
 
-from ..real_data import RealRun, Prepared, claims as table1_claims, run_all, table1
+from ..real_data import Majority, RealRun, Prepared, claims as table1_claims, run_all, table1
 from ..tables import listed
 from ..validation import is_positive_int
 from . import hatexplain
@@ -57,9 +57,10 @@ def table(runs: dict[int, RealRun]) -> pd.DataFrame:
     return rows[["layers", *rows.columns.drop("layers")]]
 
 
-def claims(per_seed_by_depth: dict[int, pd.DataFrame], floor: float | None = None) -> pd.DataFrame:
+def claims(per_seed_by_depth: dict[int, pd.DataFrame], floor: Majority | None = None) -> pd.DataFrame:
     """Appendix D.5 / Table 5: Table 1's claims checked at each depth, the claim named with it; a depth whose models
-    do not beat ``floor`` (the majority class) gives 'not evidence'. The authors stored numbers for two layers only."""
+    do not beat ``floor`` (the majority class, ``real_data.why_not_learned``) gives 'not evidence'. The authors
+    stored numbers for two layers only."""
     parts = []
     for n, per_seed in per_seed_by_depth.items():
         table = table1_claims(per_seed, floor=floor, stored="hatexplain_layers" if n == STORED_DEPTH else None)
