@@ -28,7 +28,9 @@ def bag_features(split: SyntheticSplit, vocab: int, others: str = "common") -> t
     """[S, N, 2, vocab]: the mean one-hot vector over a sequence's distinct positions and over its other positions.
 
     ``others="common"``: the context positions that are not distinct (the paper's x~); ``"all"``: every position that
-    is not distinct, the query included (the authors' notebook). A sequence with no distinct token gets a zero
+    is not distinct, the last one (here the query) included, as in the authors' notebook, whose last input token is
+    the class's next-token id and whose label is its query id: the reverse of this task's order, equivalent in
+    function since either id names the class. A sequence with no distinct token gets a zero
     distinct part, so the mass alpha is then placed nowhere.
     """
     if others not in OTHERS:

@@ -34,7 +34,12 @@ def majority(labels: list[int]) -> int | None:
 
 def relevance(rationales: list[list[int]], n_tokens: int, rule: str, where: str) -> np.ndarray | None:
     """Combine per-annotator 0/1 rationales: ``union`` (any annotator) or ``majority`` (at least half of those
-    who marked tokens). None when nobody marked any token (posts labelled normal)."""
+    who marked tokens). None when nobody marked any token (posts labelled normal).
+
+    Either rule gives 0/1 relevance, which differs from the authors' notebooks: they keep the three annotators'
+    masks, a mask of zeros for each annotator who marked nothing, and take the mean of the attention mass on the
+    three (the mass on the mean mask), so a token one annotator of three marked weighs 1/3 there and fully in the
+    union here (book/deviations.md)."""
     if rule not in RATIONALE_RULES:
         raise ValueError(f"rationale rule must be one of {', '.join(RATIONALE_RULES)} (got {rule!r})")
     if not rationales:
