@@ -51,7 +51,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from qkov_lib.backends import BACKENDS, ENGINE_ENV, train_stack
+from qkov_lib.backends import train_stack
+from qkov_lib.device import BACKENDS, ENGINE_ENV
 from qkov_lib.chapters.fig2_dtap import panels as figure2_panels
 from qkov_lib.data.synthetic import SyntheticConfig
 from qkov_lib.engine import CountSet, FixedBatches, FreshBatches, Member, StackConfig, count_set, flush_denormals

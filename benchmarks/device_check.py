@@ -49,7 +49,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from qkov_lib.backends import ENGINE_ENV, engine_backend, train_stack  # noqa: E402
+from qkov_lib.backends import train_stack  # noqa: E402
+from qkov_lib.device import ENGINE_ENV, engine_backend  # noqa: E402
 from qkov_lib.chapters import fig2_dtap  # noqa: E402
 from qkov_lib.contents import chapter_names  # noqa: E402
 from qkov_lib.data.synthetic import SyntheticConfig  # noqa: E402

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import html
+import json
 import os
 import time
 import types
@@ -28,6 +29,7 @@ from .device import describe, pick_device
 
 PROFILES = ("smoke", "default", "paper", "official")
 CHOICES = PROFILES + ("auto",)
+INT_LIMIT = 2 ** 63  # integer parameters reach numpy and torch as 64-bit integers
 
 
 class ParameterError(ValueError):
@@ -86,7 +88,7 @@ def _describe(hint: Any) -> str:
 
 def _coerce(value: Any, hint: Any) -> Any:
     """``value`` as the type ``hint`` asks for (a list becomes a tuple, an int a float where a float is asked);
-    TypeError when it is not one."""
+    TypeError when it is not one, OverflowError for an integer beyond 64 bits."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
@@ -107,6 +109,8 @@ def _coerce(value: Any, hint: Any) -> Any:
     elif hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     elif hint is int and isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) >= INT_LIMIT:
+            raise OverflowError
         return value
     elif hint in (bool, str) and isinstance(value, hint):
         return value
@@ -132,6 +136,9 @@ def resolve(module: types.ModuleType, profile: str, overrides: Mapping[str, Any]
         except TypeError:
             raise ParameterError(f"parameter {name!r} of {chapter} must be {_describe(hints[name])} like "
                                  f"{allowed[name]!r} (got {value!r})") from None
+        except OverflowError:
+            raise ParameterError(f"parameter {name!r} of {chapter} is too large (got {value!r}): an integer must be "
+                                 f"below 2**63 and a float finite; give a value like {allowed[name]!r}") from None
     try:
         return profile, setup_type(**values)
     except ValueError as err:  # the setup's own check: the same kind of error for every chapter
@@ -174,11 +181,25 @@ class Chapter:
         print(f"saved {len(paths)} result files for {self.name} ({self.profile}){where}")
 
 
+def notebook_overrides(value: Any) -> Mapping[str, Any] | None:
+    """A notebook's ``overrides`` parameter: a mapping, or the text of one as papermill's ``-p overrides '{"M": 20}'``
+    passes it (a Python or JSON literal); ParameterError for anything else."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = parse_value(value)
+    if value is not None and not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
+        raise ParameterError(f"overrides must map parameter names to values, like {{'M': 20}} (got {value!r}); with "
+                             f"papermill, pass -p overrides '{{\"M\": 20}}' or -y 'overrides: {{M: 20}}'")
+    return value
+
+
 def begin(module: types.ModuleType, profile: str = "default", overrides: Mapping[str, Any] | None = None
           ) -> Chapter:
     """Resolve the chapter's setup for a profile plus overrides; show, folded, how it runs (profile, device,
     versions), the settings that differ from the paper's (all of them a click further) and how to rerun it."""
-    concrete, setup = resolve(module, profile, overrides)
+    concrete, setup = resolve(module, profile, notebook_overrides(overrides))
     try:
         portable.level()
     except ValueError as err:

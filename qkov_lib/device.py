@@ -1,16 +1,20 @@
-"""Device choice (CUDA, then MPS, then CPU; QKOV_DEVICE forces one) and a one-line description of the environment."""
+"""Device choice (CUDA, then MPS, then CPU; QKOV_DEVICE forces one), which engine trains the synthetic stacks
+(QKOV_ENGINE), how many worker processes (QKOV_WORKERS), and a description of the environment."""
 from __future__ import annotations
 
 import hashlib
 import os
 import platform
+import re
 
 import numpy
 import torch
 
 ENV_VAR = "QKOV_DEVICE"
 WORKERS_ENV = "QKOV_WORKERS"
+ENGINE_ENV = "QKOV_ENGINE"
 CHOICES = ("cpu", "cuda", "mps")
+BACKENDS = ("compiled", "torch")
 
 
 def _available(name: str) -> bool:
@@ -32,6 +36,18 @@ def pick_device() -> torch.device:
                                f"unset {ENV_VAR} or set it to 'cpu'")
         return torch.device(forced)
     return torch.device(next(name for name in ("cuda", "mps", "cpu") if _available(name)))
+
+
+def engine_backend(device: torch.device) -> str:
+    """Which engine trains synthetic stacks on ``device``: ``compiled`` (numba) on a CPU, ``torch`` elsewhere, unless
+    QKOV_ENGINE says otherwise. The two agree to 1e-5 of how far the parameters move, not to the bit, so the engine
+    is part of a result's identity."""
+    forced = os.environ.get(ENGINE_ENV, "").strip().lower()
+    if forced and forced not in BACKENDS:
+        raise ValueError(f"{ENGINE_ENV}={forced!r} is not an engine; allowed: {', '.join(BACKENDS)} (or unset it)")
+    if forced == "compiled" and device.type != "cpu":
+        raise ValueError(f"{ENGINE_ENV}=compiled trains on the CPU only, not on {device}; unset it or set it to torch")
+    return forced or ("compiled" if device.type == "cpu" else "torch")
 
 
 def _cpuinfo() -> dict[str, str]:
@@ -73,7 +89,7 @@ def describe(device: torch.device | None = None) -> dict[str, str]:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model(info)
     return {"device": device.type, "device_name": name, "torch": torch.__version__, "numpy": numpy.__version__,
             "python": platform.python_version(), "cpu": _cpu_model(info), "cpu_id": _cpu_id(info),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "synthetic_engine": engine_backend(device)}
 
 
 def cpu_workers(device: torch.device) -> int:
@@ -81,7 +97,8 @@ def cpu_workers(device: torch.device) -> int:
     thread: two threads on two small stacks spin and slow down), one on a GPU; QKOV_WORKERS overrides."""
     forced = os.environ.get(WORKERS_ENV, "").strip()
     if forced:
-        if not forced.isdigit() or int(forced) < 1:
-            raise ValueError(f"{WORKERS_ENV}={forced!r} must be a whole number >= 1 (or unset)")
+        if not re.fullmatch(r"[0-9]+", forced) or int(forced) < 1:
+            raise ValueError(f"{WORKERS_ENV}={forced!r} is not a number of processes; set it to a whole number >= 1, "
+                             f"written in the digits 0-9, or unset it")
         return int(forced)
     return (os.cpu_count() or 1) if device.type == "cpu" else 1

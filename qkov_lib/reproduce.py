@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -30,10 +31,11 @@ from . import codehash, portable, results
 from .results import UNAVAILABLE
 from .chapter import ParameterError, as_dict, concrete_profile, parameters, resolve as resolve_setup
 from .contents import GATHERERS, chapter_names, run_order, title
-from .data import data_dir
+from .data import cache_dir, data_dir
 from .data.registry import DataUnavailable, data_state
-from .device import cpu_workers, pick_device
+from .device import cpu_workers, engine_backend, pick_device
 from .progress import PROGRESS_ENV
+from .sweep import SCHEDULER_ENV
 
 NOTEBOOKS_DIR = results.REPO_ROOT / "notebooks"
 BOOK_CHAPTERS = results.REPO_ROOT / "book" / "chapters"
@@ -131,13 +133,16 @@ def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root
                 ) -> dict[str, str]:
     """What a chapter's output depends on, part by part: its source, its resolved parameters, its code (the library
     modules it can execute, docstrings aside, and the numerical libraries' versions), the files and settings of the
-    datasets it reads, the portable arithmetic mode's settings, and, for a page that gathers results, the other
-    chapters' units (their metadata, which holds every file's sha256)."""
+    datasets it reads, the portable arithmetic mode's settings, the device and engine that compute (``computed_by``),
+    and, for a page that gathers results, the other chapters' units (their metadata, which holds every file's
+    sha256)."""
     datasets = getattr(chapter_module(chapter), "DATASETS", ())
+    code = chapter_code(chapter)
     parts = {"source": _sha((NOTEBOOKS_DIR / f"{chapter}.md").read_bytes()),
              "parameters": _sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
-             "code": chapter_code(chapter).digest,
-             "arithmetic": _sha(json.dumps(portable.settings(), sort_keys=True).encode())}
+             "code": code.digest,
+             "arithmetic": _sha(json.dumps(portable.settings(), sort_keys=True).encode()),
+             "engine": _sha(json.dumps(computed_by(code), sort_keys=True).encode())}
     if datasets:
         state = {name: data_state(name) for name in datasets}
         parts["data"] = _sha(json.dumps(state, sort_keys=True).encode())
@@ -145,6 +150,16 @@ def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root
         units = sorted(p for p in (results_root / profile).glob("*.json") if p.stem not in GATHERERS)
         parts["inputs"] = _sha(b"".join(p.name.encode() + p.read_bytes() for p in units))
     return parts
+
+
+def computed_by(code: codehash.CodeState) -> dict[str, str]:
+    """What computes a chapter's numbers, beyond its code and the arithmetic mode: the device, and the engine that
+    trains synthetic stacks where the chapter's code can reach it (the engines agree closely, not to the bit)."""
+    device = pick_device()
+    out = {"device": device.type}
+    if f"{__package__}.backends" in code.modules:
+        out["synthetic_engine"] = engine_backend(device)
+    return out
 
 
 def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> tuple[str | None, dict[str, Any]]:
@@ -168,6 +183,11 @@ def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> tuple[str | N
 def _named(part: str, chapter: str, meta: dict[str, Any]) -> str:
     """A changed fingerprint part; for the code, with the modules (and library versions) that changed when the
     unit recorded its code."""
+    if part == "engine" and isinstance(meta.get("computed_by"), dict):
+        now = computed_by(chapter_code(chapter))
+        what = [f"{k} {meta['computed_by'].get(k, 'none')} -> {now.get(k, 'none')}" for k in sorted(now)
+                if meta["computed_by"].get(k) != now.get(k)]
+        return f"engine ({', '.join(what)})" if what else part
     if part != "code" or not isinstance(meta.get("code"), dict):
         return part
     what = codehash.what_changed(meta["code"], chapter_code(chapter))
@@ -315,7 +335,8 @@ def _seal(staging: Path, chapter: str, fp: dict[str, str], wall: float) -> None:
     if strays:
         raise ChapterFailed(f"chapter {chapter!r} wrote files not named {chapter}.*: {', '.join(strays)}")
     meta = results.read_meta(staging, chapter)
-    meta.update(fingerprint=fp, code=chapter_code(chapter).as_meta(), runner_wall_time_s=round(wall, 3),
+    code = chapter_code(chapter)
+    meta.update(fingerprint=fp, code=code.as_meta(), computed_by=computed_by(code), runner_wall_time_s=round(wall, 3),
                 files={p.name: results.sha256_file(p) for p in sorted(staging.iterdir())
                        if p.name != f"{chapter}.json"})
     results.write_meta(staging, chapter, meta)
@@ -421,10 +442,14 @@ def _writable_folder(path: Path, flag: str) -> None:
 
 
 def check_environment() -> None:
-    """The environment settings every chapter reads (device, workers, data folder), checked once up front."""
+    """The environment settings every chapter reads (device, engine, workers, data and cache folders, the portable
+    mode), checked once up front."""
     try:
-        cpu_workers(pick_device())
+        device = pick_device()
+        engine_backend(device)
+        cpu_workers(device)
         data_dir()
+        cache_dir()
         portable.level()
     except (ValueError, RuntimeError) as err:
         raise ParameterError(str(err)) from None
@@ -473,8 +498,30 @@ def _prepare(profile: str, pairs: Sequence[tuple[str, Any]], only: Sequence[str]
     profile = concrete_profile(profile)
     per_chapter = split_overrides(chapters, pairs)
     for c in chapters:
-        resolve(c, profile, per_chapter[c])
+        _warn_serial(c, profile, resolve(c, profile, per_chapter[c])[1])
     return chapters, profile, per_chapter
+
+
+def _warn_serial(chapter: str, profile: str, setup: Any) -> None:
+    """One line when $QKOV_DASK_SCHEDULER is set but the chapter's sweep runs serially (its profile says so)."""
+    address = os.environ.get(SCHEDULER_ENV)
+    if address and getattr(setup, "scheduler", None) == "serial":
+        print(f"note: {SCHEDULER_ENV}={address} is not used by {chapter}: profile {profile} runs its sweep serially "
+              f"(scheduler='serial'); add -p scheduler {address} to run it there", file=sys.stderr)
+
+
+def results_folders(results_root: Path, profile: str, create: bool) -> Path:
+    """The profile's folder of published units under ``results_root``, checked up front: neither it nor the root may
+    be a file (and, with ``create``, both are made writable folders); ParameterError naming the fix."""
+    final = results_root / profile
+    for path in (results_root, final):
+        if path.exists() and not path.is_dir():
+            raise ParameterError(f"the results folder {path} is a file, not a folder; move the file away, or name "
+                                 f"another folder with --results")
+    if create:
+        _writable_folder(results_root, "--results")
+        _writable_folder(final, "--results")
+    return final
 
 
 def plan(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Sequence[str] | None = None,
@@ -482,6 +529,7 @@ def plan(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Seq
     """What ``reproduce`` would do, chapter by chapter, without running or writing anything (``--dry-run``). With a
     budget, the stale chapters whose last wall time would no longer fit are marked deferred."""
     chapters, profile, per_chapter = _prepare(profile, pairs, only, budget_minutes)
+    results_folders(results_root, profile, create=False)
     plans, spent = [], 0.0
     for c in chapters:
         p = chapter_state(c, profile, per_chapter[c], results_root, force)
@@ -545,7 +593,7 @@ def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only
     budget, a stale chapter whose last wall time would end the run past it is not started ('deferred')."""
     chapters, profile, per_chapter = _prepare(profile, pairs, only, budget_minutes)
     _writable_folder(out_dir, "--out")
-    _writable_folder(results_root, "--results")
+    results_folders(results_root, profile, create=True)
     summary = Summary()
     began = time.perf_counter()
     for c in (bar := tqdm(chapters, desc=f"chapters ({profile})", unit="chapter")):

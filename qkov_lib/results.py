@@ -1,6 +1,7 @@
 """Tidy results: data/results/<profile>/<chapter>[.<table>].csv, the executed <chapter>.ipynb and <chapter>.json
-metadata. The metadata lists every file of the chapter with its sha256 (``files``), so a reader can tell a complete,
-untouched set from a damaged or mixed one (``check``)."""
+metadata. The metadata lists every file of the chapter with its sha256 (``files``) and carries a digest of itself
+(``metadata_sha256``), so a reader can tell a complete, untouched set from a damaged, mixed or hand-edited one
+(``check``)."""
 from __future__ import annotations
 
 import hashlib
@@ -25,6 +26,7 @@ def results_root() -> Path:
 
 
 INTERACTIVE = "interactive"
+SEAL = "metadata_sha256"  # the metadata's own digest, so that a hand edit of the root of a unit's check shows
 UNAVAILABLE = "data unavailable"  # the status of a unit whose chapter stopped for want of its dataset
 
 
@@ -75,10 +77,22 @@ def read_meta(folder: Path, chapter: str) -> dict[str, Any]:
         raise ResultsError(f"{path} is unreadable ({type(err).__name__}); rerun the chapter with --force") from None
 
 
+def _seal(meta: dict[str, Any]) -> str:
+    """The sha256 of the metadata without its seal, as JSON with sorted keys."""
+    body = {k: v for k, v in meta.items() if k != SEAL}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def check(folder: Path, chapter: str) -> dict[str, Any]:
-    """The chapter's metadata after checking that every file it lists is present with the recorded sha256;
-    ResultsError naming the first file that is not."""
+    """The chapter's metadata after checking its seal (a hand edit breaks it) and that every file it lists is present
+    with the recorded sha256; ResultsError naming the first thing that is not."""
     meta = read_meta(folder, chapter)
+    if SEAL not in meta:
+        raise ResultsError(f"{folder / f'{chapter}.json'} has no seal (written by an older version or by hand); rerun "
+                           f"the chapter")
+    if meta[SEAL] != _seal(meta):
+        raise ResultsError(f"{folder / f'{chapter}.json'} changed after it was written (its seal differs: edited by "
+                           f"hand?); rerun the chapter")
     for name, digest in meta.get("files", {}).items():
         path = folder / name
         if not path.is_file():
@@ -101,8 +115,11 @@ def save(folder: Path, chapter: str, tables: dict[str, pd.DataFrame], meta: dict
 
 
 def write_meta(folder: Path, chapter: str, meta: dict[str, Any]) -> Path:
+    """Write the metadata with its seal (``SEAL``: the sha256 of the rest, as it reads back), through a temporary
+    file."""
     path = folder / f"{chapter}.json"
-    write_atomic(path, json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n")
+    meta = json.loads(json.dumps({k: v for k, v in meta.items() if k != SEAL}, default=str))
+    write_atomic(path, json.dumps({**meta, SEAL: _seal(meta)}, indent=2, sort_keys=True) + "\n")
     return path
 
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from qkov_lib import workers
-from qkov_lib.backends import ENGINE_ENV, engine_backend, train_stack
+from qkov_lib.backends import train_stack
+from qkov_lib.device import ENGINE_ENV, engine_backend
 from qkov_lib.data.synthetic import SyntheticConfig
 from qkov_lib.engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
                              evaluate_counts, flush_denormals)

@@ -27,5 +27,13 @@ def data_dir() -> Path | None:
 
 
 def cache_dir() -> Path:
-    """Where downloads go: $QKOV_CACHE_DIR, else data/cache in the repository."""
-    return Path(os.environ.get(CACHE_ENV) or REPO_ROOT / "data" / "cache").expanduser()
+    """Where downloads and derived files go: $QKOV_CACHE_DIR, else data/cache in the repository. It need not exist
+    yet, but nothing on its path may be a file."""
+    value = os.environ.get(CACHE_ENV)
+    path = Path(value or REPO_ROOT / "data" / "cache").expanduser()
+    blocking = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        where = f"{CACHE_ENV}={value!r}" if value else f"the default cache {path}"
+        raise DataError(f"{where} cannot be a folder: {blocking} is a file; point {CACHE_ENV} at a folder (it is "
+                        f"created when missing) or move the file away")
+    return path

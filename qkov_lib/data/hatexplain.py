@@ -133,11 +133,22 @@ def _split(name: str, posts: list[tuple[str, list[str], list[int], list[list[int
     return TextSplit(name, tokens, np.asarray(labels), rel), dropped
 
 
+def _divisions(path: Path, keys: tuple[str, ...]) -> dict[str, list[str]]:
+    """post_id_divisions.json: a list of post ids under each of ``keys``; one DataError naming what is missing."""
+    divisions = read_json(path)
+    for key in keys:
+        ids = divisions.get(key) if isinstance(divisions, dict) else None
+        if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
+            raise DataError(f"{path} has no list of post ids under {key!r} (it needs {', '.join(map(repr, keys))}); "
+                            f"the file is damaged or another file, copy or download it again")
+    return divisions
+
+
 def _offline(rule: str) -> tuple[dict[str, TextSplit], dict] | None:
     divisions_path = offline_file("hatexplain/post_id_divisions.json")
     if divisions_path is None:
         return None
-    divisions = read_json(divisions_path)
+    divisions = _divisions(divisions_path, ("train",))
     splits, info = {}, {"source": "offline copies", "dropped (no majority)": {}}
     for name, fname in (("validation", "hatexplain_validation.json"), ("test", "hatexplain_test.json")):
         path = offline_file(f"hatexplain/{fname}")
@@ -163,7 +174,7 @@ def _canonical(rule: str, download: bool) -> tuple[dict[str, TextSplit], dict] |
     div_path = canonical_file("hatexplain", "post_id_divisions.json", download)
     if data_path is None or div_path is None:
         return None
-    data, divisions = read_json(data_path), read_json(div_path)
+    data, divisions = read_json(data_path), _divisions(div_path, ("train", "val", "test"))
     splits, info = {}, {"source": "canonical release", "dropped (no majority)": {}}
     for name, key in (("train", "train"), ("validation", "val"), ("test", "test")):
         posts = []
