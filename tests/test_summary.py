@@ -1,8 +1,11 @@
 """The reproducibility summary's results table on a hand-made scorecard: how a headline combines its parts'
 verdicts, names each part's numbers, and says when a chapter did not run."""
+import re
+
 import pandas as pd
 
 from qkov_lib.chapters import summary
+from qkov_lib.data import authors
 from qkov_lib.verdicts import FAILS, HOLDS, NOT_EVIDENCE, UNDECIDED
 
 RULE = "holds if the 95% interval of X lies above 0; fails if it lies at or below 0; undecided if it straddles 0"
@@ -48,3 +51,38 @@ def test_a_chapter_that_did_not_run_is_undecided_and_says_so():
 def test_every_label_names_one_id():
     for h in summary.HEADLINES:
         assert not h.labels or len(h.labels) == len(h.ids), h
+
+
+AUTHORS_NOTEBOOKS = {  # the 17 notebooks of the authors' repository (commit 9e89c94)
+    "Fig2-Heatmaps/Fig-2-Heatmaps-Row-1.ipynb", "Fig2-Heatmaps/Fig-2_CACO_FAFO Experiments.ipynb",
+    "FIg-3-Code/Fig-3_Fixed-Self-Attention-Experiments_Factorised.ipynb",
+    "FIg-3-Code/Fig-3_Fixed-Self-Attention-Experiments_Collapsed.ipynb",
+    "Fig-4 Code/Simulated_Differential_equations.ipynb",
+    *(f"HateXplain Dataset/{n}.ipynb" for n in (
+        "HateXplain_Faster_QK_LR_Final_4-Layers", "HateXplain_Faster_QK_LR_Final_Config", "HateXplain_Same_LR-4-Layers",
+        "HateXplain_Same_LR_Final_Config", "HateXplain_heatmaps_1_layer", "HateXplain_heatmaps_2_layers")),
+    "SVA-Dataset/Baseline_SVA_Train+heatmap+Eval.ipynb", "SVA-Dataset/Faster_SVA_Train+heatmap+Eval.ipynb",
+    *(f"Squad-Dataset/{n}.ipynb" for n in ("GPT2-Squad-QA_Faster", "GPT2-Squad-QA_Same", "Squad_Faster_QK_heatmaps",
+                                           "Squad_baseline_heatmaps"))}
+CELL = re.compile(r"\d+( \((In \[\d+\]|unexecuted|no execution count)\))?")  # position in the file, from 1
+SEEDS = re.compile(r"(\d+)( \(.+\))?")  # how many seeds the stored number covers, and which
+
+
+def test_every_stored_number_names_its_notebook_its_cell_and_how_many_seeds_it_covers():
+    rows = authors.table()
+    assert len(AUTHORS_NOTEBOOKS) == 17 and not rows.empty
+    for key, r in rows.iterrows():
+        assert r["notebook"] in AUTHORS_NOTEBOOKS, key
+        assert CELL.fullmatch(r["cell"]) or r["cell"] in ("none", "not identified"), key
+        seeds = SEEDS.fullmatch(r["seeds"])
+        assert seeds, key
+        recorded = r["provenance"] != authors.NOT_RECORDED
+        assert (int(seeds.group(1)) > 0 or "deterministic" in r["seeds"]) == recorded, key  # 0: nothing stored
+        if r["cell"] == "none" or "unexecuted" in r["cell"]:
+            assert not recorded, key  # no cell ran: no number
+    untraced = set(rows.index[rows["cell"] == "not identified"])  # DTAP shares read from images, cell not yet traced
+    assert untraced == {"squad.AC.baseline", "squad.AC.faster", "squad.ACMC.baseline", "squad.ACMC.faster"}
+    for key in ("fig2.g.accuracy", "fig2.h.accuracy"):  # the model left after the loop over five seeds
+        assert rows.loc[key, "seeds"] == "1 (1238)" and authors.stored(key) == "100% (seed 1238, stored)"
+    assert authors.stored("fig4.alpha.0.01") == "0.149 (deterministic, stored)"
+    assert authors.stored("hatexplain.accuracy.baseline") == "57.5% (mean of 5 seeds, 1234-1238, derived)"

@@ -1,7 +1,13 @@
 """The numbers the authors' notebooks stored, read from their saved outputs (``authors_outputs.csv``, with where each
 came from: the notebook, a single seed or a mean this companion derived from stored per-seed numbers, or "not
 recorded" where a cell never ran), and the paper's own number where its text states one. The chapters show them
-beside their own runs; none of them is a result of this companion."""
+beside their own runs; none of them is a result of this companion.
+
+Each row names its notebook (its path in the authors' repository), its cell (the cell's position in the notebook
+file, every cell counted from 1, with its execution count "In [k]" where the saved notebook has one; "none" where
+no cell computes the number; "not identified" where the cell has not been traced) and the seeds the stored number
+covers ('5 (1234-1238)'; '1 (1238)' for a model left over from a loop over seeds; '0' for a number not recorded,
+'0 (deterministic)' for one without a random draw)."""
 from __future__ import annotations
 
 import functools
@@ -17,7 +23,7 @@ NOT_RECORDED = "not recorded"
 @functools.cache
 def table() -> pd.DataFrame:
     """Every stored number, one row per key (chapter, quantity, condition, paper, value, unit, seeds, provenance,
-    notebook, note)."""
+    notebook, cell, note)."""
     return pd.read_csv(PATH, dtype={"seeds": str}, keep_default_na=False).set_index("key")
 
 
@@ -41,11 +47,12 @@ def stored(key: str) -> str:
 
 
 def _seeds(text: str) -> str:
-    """'5 (1234-1238)' -> '5 seeds, 1234-1238'; '1 (1234)' -> 'seed 1234'; '1' -> 'one seed'; '' -> ''."""
+    """'5 (1234-1238)' -> '5 seeds, 1234-1238'; '1 (1234)' -> 'seed 1234'; '1' -> 'one seed'; '0 (deterministic)'
+    -> 'deterministic'; '0' or '' -> ''."""
     count, _, ids = text.partition(" ")
     ids = ids.strip("()")
-    if not count:
-        return ""
+    if count in ("", "0"):
+        return ids
     if count == "1":
         return f"seed {ids}" if ids else "one seed"
     return f"{count} seeds" + (f", {ids}" if ids else "")
