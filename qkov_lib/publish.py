@@ -62,8 +62,6 @@ def restore(path: Path, profile: str, results_root: Path, log: Callable[[str], N
     commit = (done.manifest.get("commit") or "an unknown commit")[:12]
     log(f"restored {len(done.units)} units of {profile} and {done.sweep_cells} sweep cells from {path} (packed at "
         f"{commit}); the book reruns only the stale chapters")
-    for chapter, why in done.failing.items():
-        log(f"  {chapter} fails its check and reruns: {why}")
     return True
 
 

@@ -3,11 +3,15 @@ truncated or foreign bundle is refused with one message naming the problem and t
 left exactly as it was. The units are sealed here directly (no chapter runs)."""
 from __future__ import annotations
 
+import errno
 import gzip
+import hashlib
 import io
 import json
+import os
 import re
 import tarfile
+import tracemalloc
 from pathlib import Path
 
 import pandas as pd
@@ -39,13 +43,14 @@ def res(tmp_path, monkeypatch) -> Path:
     """A results root with two smoke units, a damaged third, another profile's unit, and a sweep's cells."""
     root = tmp_path / "res"
     for i, chapter in enumerate(["alpha", "beta", "gamma"]):
+        monkeypatch.setitem(runner.CHAPTERS, chapter, fake_module(chapter, x=1))
         seal_unit(root / "smoke", chapter, i)
     (root / "smoke" / "gamma.csv").write_text("x\n99\n")  # damaged: left out of the bundle
     (root / "smoke" / "failed").mkdir()
     (root / "smoke" / "failed" / "alpha.ipynb").write_text("{}")  # a failed run's notebook: not packed
     seal_unit(root / "default", "alpha", 7)
     (root / CELLS).mkdir(parents=True)
-    for cell in ("aaaa", "bbbb"):
+    for cell in ("aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"):
         (root / CELLS / f"{cell}.csv").write_text(f"cell\n{cell}\n")
     monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {"alpha": lambda profile: [CELLS]})
     monkeypatch.setattr(results, "git_commit", lambda: "c0ffee" * 6 + "c0ff")  # the same bytes every run, so a
@@ -150,7 +155,7 @@ def absolute(manifest, files):
 
 
 def altered(manifest, files):
-    files["smoke/alpha.csv"] = b"x\n1000\n"
+    files["smoke/alpha.csv"] = b"x\n9\n"  # the same size as the packed "x\n0\n"
 
 
 DAMAGE = [
@@ -162,9 +167,10 @@ DAMAGE = [
     ("a foreign manifest", edited(lambda m, f: m.update(format="something-else")), r"not of format 'qkov-results"),
     ("a wrong format version", edited(lambda m, f: m.update(version=2)),
      r"format version 2; this library reads version 1: pack the results again"),
-    ("a path escaping the folder", edited(escaping), r"holds a path outside the results layout \('\.\./evil\.csv'"),
-    ("an absolute path", edited(absolute), r"holds a path outside the results layout \('/outside/evil\.csv'"),
-    ("a link", lambda p: write(p, *members(p), links=("smoke/alpha.link",)), r"smoke/alpha.link, which is not a plain"),
+    ("a path escaping the folder", edited(escaping), r"names a path outside the results layout \('\.\./evil\.csv'"),
+    ("an absolute path", edited(absolute), r"names a path outside the results layout \('/outside/evil\.csv'"),
+    ("a link", lambda p: write(p, *members(p), links=("smoke/alpha.link.csv",)),
+     r"smoke/alpha.link.csv, which is not a plain"),
     ("a member not in the manifest", edited(lambda m, f: f.update({"smoke/alpha.more.csv": b"x"})),
      r"holds smoke/alpha.more.csv, which its manifest does not list"),
     ("a manifest entry missing", edited(lambda m, f: f.pop("smoke/beta.csv")),
@@ -220,3 +226,161 @@ def test_restored_units_are_reused_by_the_runner(tmp_path, monkeypatch):
     bundle.unpack(tmp_path / "b.tar.gz", tmp_path / "fresh")
     plan = runner.chapter_state("tiny", "smoke", {}, tmp_path / "fresh")
     assert plan.reason is None and plan.estimate_s == 60.0
+
+
+# ---- hostile bundles: checked whole before anything moves; nothing changes in the results folder or beside it -------
+
+def sha_tree(root: Path) -> dict[str, str]:
+    """The sha256 of every file under ``root`` (the results folder and the folders beside it), but the locks."""
+    return {p.relative_to(root).as_posix(): results.sha256_file(p) for p in sorted(root.rglob("*"))
+            if p.is_file() and runner.LOCKS not in p.parts}
+
+
+def rewritten(path: Path, change) -> None:
+    """Rewrite the bundle after ``change(manifest, files)``, the manifest's sizes and sha256 made to match the files
+    (so that only the check under test can refuse it)."""
+    manifest, files = members(path)
+    change(manifest, files)
+    digests = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+    manifest["files"] = [{"path": name, "sha256": digests[name], "size": len(files[name])} for name in files]
+    write(path, manifest, files)
+
+
+def _outside_unit(root: Path) -> Path:
+    """A folder beside the results holding files named like a unit's, which a bundle must never touch."""
+    outside = root / "outside"
+    outside.mkdir()
+    for name in ("alpha.json", "alpha.csv", "alpha.ipynb"):
+        (outside / name).write_text("keep me\n")
+    return outside
+
+
+def _profile(value):
+    def change(manifest, files):
+        manifest["profile"] = value
+    return change
+
+
+def _renamed(old: str, new: str):
+    def change(manifest, files):
+        files[new] = files.pop(old)
+    return change
+
+
+def _only(name: str, data: bytes):
+    def change(manifest, files):
+        files.clear()
+        files[name] = data
+    return change
+
+
+def _big_stray(manifest, files):
+    files["smoke/alpha.big.csv"] = b"0" * (8 << 20)  # listed in the manifest, in no unit's metadata
+
+
+def _hand_edited_unit(manifest, files):
+    meta = json.loads(files["smoke/alpha.json"])
+    meta["device"] = "cuda"  # its seal no longer matches
+    files["smoke/alpha.json"] = json.dumps(meta).encode()
+
+
+HOSTILE = [
+    ("profile an absolute folder", lambda root: _profile(str(root / "outside")),
+     r"names profile '/.*outside', which is not one of this book's \(smoke, default, paper, official\)"),
+    ("profile sweeps", lambda root: _profile("sweeps"), r"names profile 'sweeps', which is not one of this book's"),
+    ("profile ..", lambda root: _profile(".."), r"names profile '\.\.', which is not one of this book's"),
+    ("profile smoke/sub", lambda root: _profile("smoke/sub"), r"names profile 'smoke/sub', which is not one"),
+    ("profile empty", lambda root: _profile(""), r"names profile '', which is not one of this book's"),
+    ("profile Smoke", lambda root: _profile("Smoke"), r"names profile 'Smoke', which is not one of this book's"),
+    ("a dot inside the chapter part", lambda root: _only("smoke/alpha.x.json", b"{}"),
+     r"names a path outside the results layout \('smoke/alpha\.x\.json'"),
+    ("a chapter the book does not have", lambda root: _renamed("smoke/alpha.csv", "smoke/omega.csv"),
+     r"names a path outside the results layout \('smoke/omega\.csv'"),
+    ("a stray sweep file", lambda root: _renamed(f"{CELLS.as_posix()}/aaaaaaaaaaaaaaaa.csv", "sweeps/tiny/x.csv"),
+     r"names a path outside the results layout \('sweeps/tiny/x\.csv'"),
+    ("a big member of no unit", lambda root: _big_stray,
+     r"holds smoke/alpha\.big\.csv, which its unit's metadata does not list"),
+    ("a unit file without its unit", lambda root: _renamed("smoke/beta.json", "smoke/beta.ipynb") if False else
+     (lambda m, f: f.pop("smoke/beta.json")), r"holds smoke/beta\..*, which belongs to no unit"),
+    ("a unit that fails its own check", lambda root: _hand_edited_unit,
+     r"unit alpha fails its own check \(.*seal differs.*\); nothing was restored, the local unit is kept"),
+]
+
+
+@pytest.mark.parametrize("make,message", [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_a_hostile_bundle_changes_nothing_inside_or_beside_the_results(res, tmp_path, capsys, make, message):
+    """A manifest's profile, a member's path, a member of no unit, a unit failing its check: one message, exit 1,
+    and the sha256 of every file in the results folder and beside it as before (the good local units kept)."""
+    _outside_unit(tmp_path)
+    target = tmp_path / "b.tar.gz"
+    bundle.pack("smoke", target, res)
+    rewritten(target, make(tmp_path))
+    before = sha_tree(tmp_path)
+    assert main(["results", "unpack", str(target), "--results", str(res)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "Traceback" not in err and re.search(message, err), err
+    assert sha_tree(tmp_path) == before and not list(res.glob(".unpack-*"))
+
+
+def test_sizes_are_checked_before_a_member_is_inflated(res, tmp_path, capsys, monkeypatch):
+    """A manifest that understates a member's size is refused from the archive's header, before the member is read;
+    one past the cap is refused from the manifest alone."""
+    target = tmp_path / "b.tar.gz"
+    bundle.pack("smoke", target, res)
+    manifest, files = members(target)
+    next(f for f in manifest["files"] if f["path"] == "smoke/alpha.ipynb")["size"] -= 1
+    write(target, manifest, files)
+    before = sha_tree(tmp_path)
+    read = []
+    monkeypatch.setattr(bundle, "_stream", lambda *a: read.append(a))
+    assert main(["results", "unpack", str(target), "--results", str(res)]) == 1
+    assert re.search(r"holds smoke/alpha\.ipynb at \d+ bytes, but its manifest says \d+", capsys.readouterr().err)
+    assert read == [] and sha_tree(tmp_path) == before
+    monkeypatch.setattr(bundle, "MAX_MEMBER", 3)
+    bundle.pack("smoke", target, res)
+    before = sha_tree(tmp_path)
+    assert main(["results", "unpack", str(target), "--results", str(res)]) == 1
+    assert re.search(r"lists 'smoke/.*' at \d+ bytes, past the cap of 3", capsys.readouterr().err)
+    assert read == [] and sha_tree(tmp_path) == before
+
+
+def test_members_are_streamed_not_held_in_memory(tmp_path, monkeypatch):
+    """A unit with a 24 MB table unpacks with well under 24 MB of Python memory at its peak."""
+    monkeypatch.setitem(runner.CHAPTERS, "alpha", fake_module("alpha", x=1))
+    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
+    folder = tmp_path / "res" / "smoke"
+    seal_unit(folder, "alpha", 1)
+    big = pd.DataFrame({"x": range(3_000_000)})  # about 24 MB of CSV
+    results.save(folder, "alpha", {"main": big}, results.read_meta(folder, "alpha"))
+    meta = results.read_meta(folder, "alpha")
+    meta["files"]["alpha.ipynb"] = results.sha256_file(folder / "alpha.ipynb")
+    results.write_meta(folder, "alpha", meta)
+    (folder / "alpha.claims.csv").unlink()  # no longer part of the unit
+    bundle.pack("smoke", tmp_path / "b.tar.gz", tmp_path / "res")
+    assert (folder / "alpha.csv").stat().st_size > 20e6
+    tracemalloc.start()
+    bundle.unpack(tmp_path / "b.tar.gz", tmp_path / "fresh")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8e6, f"{peak / 1e6:.1f} MB"
+    assert sha_tree(tmp_path / "fresh" / "smoke") == sha_tree(folder)
+
+
+def test_pack_onto_a_folder_a_file_or_a_full_disk_is_one_error(res, tmp_path, monkeypatch, capsys):
+    (tmp_path / "afile").write_text("x")
+    cases = [(tmp_path, r"is a folder; give the bundle's file name"),
+             (tmp_path / "afile" / "b.tar.gz", r"cannot write .*b\.tar\.gz \(File exists\); name a file in a writable")]
+    for target, message in cases:
+        before = sha_tree(tmp_path)
+        assert main(["results", "pack", "smoke", str(target), "--results", str(res)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("error:") == 1 and re.search(message, err), err
+        assert sha_tree(tmp_path) == before
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(bundle, "_write_bundle", full)
+    before = sha_tree(tmp_path)
+    assert main(["results", "pack", "smoke", str(tmp_path / "b.tar.gz"), "--results", str(res)]) == 1
+    assert re.search(r"cannot write .*b\.tar\.gz \(No space left on device\); free space", capsys.readouterr().err)
+    assert sha_tree(tmp_path) == before
