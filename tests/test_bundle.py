@@ -300,8 +300,8 @@ HOSTILE = [
      r"names a path outside the results layout \('sweeps/tiny/x\.csv'"),
     ("a big member of no unit", lambda root: _big_stray,
      r"holds smoke/alpha\.big\.csv, which its unit's metadata does not list"),
-    ("a unit file without its unit", lambda root: _renamed("smoke/beta.json", "smoke/beta.ipynb") if False else
-     (lambda m, f: f.pop("smoke/beta.json")), r"holds smoke/beta\..*, which belongs to no unit"),
+    ("a unit file without its unit", lambda root: lambda m, f: f.pop("smoke/beta.json"),
+     r"holds smoke/beta\..*, which belongs to no unit"),
     ("a unit that fails its own check", lambda root: _hand_edited_unit,
      r"unit alpha fails its own check \(.*seal differs.*\); nothing was restored, the local unit is kept"),
 ]
