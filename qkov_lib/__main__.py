@@ -14,6 +14,7 @@ from .codehash import DynamicImport
 from .contents import title
 from .data.registry import CANONICAL, DataError, canonical_file
 from .reproduce import BOOK_CHAPTERS, CHAPTERS, RESULTS_ROOT, Summary, format_plan, plan, reproduce
+from .workers import end_descendants
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,11 +107,17 @@ def _only(values: list[str] | None) -> list[str] | None:
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    """SIGTERM ends the run like Ctrl-C: the running chapter's staging folder is removed on the way out."""
+    """SIGINT (Ctrl-C, or ``kill -INT`` of this process alone) and SIGTERM (``kill``, a batch scheduler) end the run
+    at once: the running chapter's kernel and every process it started are killed, then the run unwinds like Ctrl-C
+    (the chapter's staging folder is removed on the way out; published results stay as they were)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second signal while unwinding changes nothing
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    end_descendants()
     raise KeyboardInterrupt
 
 
 def run() -> int:
+    signal.signal(signal.SIGINT, _interrupt)
     signal.signal(signal.SIGTERM, _interrupt)
     return main()
 

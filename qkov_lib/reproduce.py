@@ -514,10 +514,10 @@ def results_folders(results_root: Path, profile: str, create: bool) -> Path:
     """The profile's folder of published units under ``results_root``, checked up front: neither it nor the root may
     be a file (and, with ``create``, both are made writable folders); ParameterError naming the fix."""
     final = results_root / profile
-    for path in (results_root, final):
+    for path, what in ((results_root, "--results"), (final, f"profile {profile}'s results folder")):
         if path.exists() and not path.is_dir():
-            raise ParameterError(f"the results folder {path} is a file, not a folder; move the file away, or name "
-                                 f"another folder with --results")
+            raise ParameterError(f"{what} {path} is a file, not a folder; move the file away, or name another "
+                                 f"folder with --results")
     if create:
         _writable_folder(results_root, "--results")
         _writable_folder(final, "--results")

@@ -6,7 +6,9 @@ one kernel start."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -16,18 +18,21 @@ import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
+import torch
 from fake_chapters import BROKEN, TINY, fake_module
 from fake_data import seal, write_hatexplain_canonical, write_hatexplain_offline, write_sva_canonical, write_sva_offline
 
 from qkov_lib import reproduce as runner
-from qkov_lib.__main__ import _interrupt, main
+from qkov_lib.__main__ import main
 from qkov_lib.chapters import scorecard
 from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, hatexplain, registry, sva
-from qkov_lib.chapter import concrete_profile
+from qkov_lib.chapter import ParameterError, concrete_profile, notebook_overrides
 from qkov_lib.results import REPO_ROOT, RESULTS_ENV, ROOT_ENV, ResultsError, check, save
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -80,7 +85,17 @@ CLI_CASES = [
      "'x' of tiny must be an int"),
     ("an unknown device", ["--only", "tiny,broken"], {"QKOV_DEVICE": "tpu"}, "QKOV_DEVICE='tpu' is not a device"),
     ("an absent device", ["--only", "tiny"], {"QKOV_DEVICE": "cuda"}, "QKOV_DEVICE='cuda' was asked for but is"),
-    ("a bad worker count", ["--only", "tiny"], {"QKOV_WORKERS": "two"}, "QKOV_WORKERS='two' must be a whole"),
+    ("a bad worker count", ["--only", "tiny"], {"QKOV_WORKERS": "two"}, "QKOV_WORKERS='two' is not a number of"),
+    ("a worker count in other digits", ["--only", "tiny"], {"QKOV_WORKERS": "²"},
+     "QKOV_WORKERS='²' is not a number of processes; set it to a whole number >= 1, written in the digits 0-9"),
+    ("an unknown engine", ["--only", "tiny"], {"QKOV_ENGINE": "bogus"},
+     r"QKOV_ENGINE='bogus' is not an engine; allowed: compiled, torch \(or unset it\)"),
+    ("a cache folder that is a file", ["--only", "tiny"], {CACHE_ENV: "FILE"},
+     r"QKOV_CACHE_DIR='.*FILE' cannot be a folder: .*FILE is a file; point QKOV_CACHE_DIR at a folder"),
+    ("a cache folder inside a file", ["--only", "tiny"], {CACHE_ENV: "FILE/cache"},
+     r"QKOV_CACHE_DIR='.*FILE/cache' cannot be a folder: .*FILE is a file"),
+    ("an integer beyond 64 bits", ["--only", "tiny", "-p", "x", "1000000000000000000000000000000"], {},
+     r"parameter 'x' of tiny is too large \(got 10+\): an integer must be below 2\*\*63"),
     ("a data folder that is absent", ["--only", "tiny"], {DATA_ENV: "/nonexistent/qkov"}, "is not a folder"),
     ("--out naming a file", ["--only", "tiny", "--out", "FILE"], {}, "--out .* is a file; name a folder"),
     ("--results naming a file", ["--only", "tiny", "--results", "FILE"], {}, "--results .* is a file"),
@@ -92,7 +107,7 @@ def test_bad_arguments_and_settings(book, monkeypatch, capsys, argv, env, messag
     if env.get("QKOV_DEVICE") == "cuda":
         monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     for key, value in env.items():
-        monkeypatch.setenv(key, value)
+        monkeypatch.setenv(key, value.replace("FILE", str(book / "FILE")))
     (book / "FILE").write_text("a file, not a folder")
     argv = [str(book / "FILE") if a == "FILE" else a for a in argv]
     save(book / "res" / "smoke", "tiny", {"main": pd.DataFrame({"x": [1]})}, {"parameters": {"x": 1}})
@@ -102,6 +117,90 @@ def test_bad_arguments_and_settings(book, monkeypatch, capsys, argv, env, messag
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and re.search(message, err), err
     assert snapshot(book / "res") == before and not (book / "pwned").exists()
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_a_profile_folder_that_is_a_file_is_one_error_before_anything_runs(book, capsys, dry_run):
+    (book / "res").mkdir()
+    (book / "res" / "smoke").write_text("not a folder")
+    before = sha_tree(book)
+    assert cli(book, "--only", "tiny", *(["--dry-run"] if dry_run else [])) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and re.search(r"profile smoke's results folder .*res/smoke is a file, not a "
+                                                  r"folder; move the file away, or name another folder", err), err
+    assert sha_tree(book) == before
+
+
+def test_a_scheduler_that_a_serial_profile_ignores_is_said(book, monkeypatch, capsys):
+    """$QKOV_DASK_SCHEDULER set while the profile runs the sweep serially: one line naming both and the fix."""
+    sweepy = fake_module("sweepy", x=1)
+    sweepy.Setup = dataclasses.make_dataclass("Setup", [("scheduler", str | None, dataclasses.field(default=None))],
+                                              frozen=True, kw_only=True)
+    sweepy.PROFILES = {"smoke": {"scheduler": "serial"}}
+    (book / "notebooks" / "sweepy.md").write_text(TINY)
+    monkeypatch.setitem(runner.CHAPTERS, "sweepy", sweepy)
+    monkeypatch.setenv("QKOV_DASK_SCHEDULER", "tcp://127.0.0.1:8786")
+    before = sha_tree(book)
+    assert cli(book, "--only", "sweepy", "--dry-run") == 0
+    assert ("note: QKOV_DASK_SCHEDULER=tcp://127.0.0.1:8786 is not used by sweepy: profile smoke runs its sweep "
+            "serially (scheduler='serial'); add -p scheduler tcp://127.0.0.1:8786 to run it there") \
+        in capsys.readouterr().err
+    assert sha_tree(book) == before
+    monkeypatch.delenv("QKOV_DASK_SCHEDULER")
+    assert cli(book, "--only", "sweepy", "--dry-run") == 0 and "note:" not in capsys.readouterr().err
+
+
+def test_overrides_given_as_text_like_papermill_passes_them():
+    assert notebook_overrides('{"M": 20, "ratios": [0.1, 10]}') == {"M": 20, "ratios": [0.1, 10]}
+    assert notebook_overrides("{'M': 20}") == {"M": 20} and notebook_overrides(None) is None
+    for bad in ("M=20", "[20]", 20):
+        with pytest.raises(ParameterError, match=r"overrides must map parameter names to values, like \{'M': 20\}"):
+            notebook_overrides(bad)
+
+
+def test_a_notebook_run_by_plain_papermill_takes_overrides_as_text(tmp_path):
+    """``papermill chapter.ipynb out.ipynb -p profile smoke -p overrides '{"M": 3}'``: the chapter runs with M = 3."""
+    import jupytext  # lazy: as the runner's tests do, through the notebook files
+    import papermill
+    source = tmp_path / "fig4.ipynb"
+    jupytext.write(jupytext.read(REPO_ROOT / "notebooks" / "fig4_mu_trajectories.md"), source)
+    env = {"QKOV_RESULTS_ROOT": str(tmp_path / "res")}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        papermill.execute_notebook(str(source), str(tmp_path / "out.ipynb"), kernel_name="python3",
+                                   parameters={"profile": "smoke", "overrides": '{"M": 3}'}, progress_bar=False,
+                                   cwd=str(REPO_ROOT / "notebooks"))
+    meta = json.loads((tmp_path / "res" / "interactive" / "smoke" / "fig4_mu_trajectories.json").read_text())
+    assert meta["parameters"]["M"] == 3
+
+
+def test_a_hand_edited_metadata_file_makes_the_unit_stale(book, capsys):
+    """The metadata is the root of a unit's check: an edit of a recorded value (the device) shows, and reruns."""
+    assert run(book) == "ran"
+    path = book / "res" / "smoke" / "tiny.json"
+    path.write_text(path.read_text().replace('"device": "cpu"', '"device": "cuda"'))
+    assert '"device": "cuda"' in path.read_text()
+    capsys.readouterr()
+    assert cli(book, "--only", "tiny", "--dry-run") == 0
+    assert re.search(r"tiny\s+stale .*tiny\.json changed after it was written \(its seal differs: edited by "
+                     r"hand\?\); rerun the chapter", capsys.readouterr().out)
+    assert run(book) == "ran" and '"device": "cpu"' in path.read_text()
+
+
+def test_the_engine_and_the_device_are_part_of_a_results_identity(monkeypatch):
+    """Switching the synthetic engine changes the fingerprint of a chapter that trains with it, not of one that
+    does not; switching the device changes both."""
+    def parts(chapter, engine, device="cpu"):
+        monkeypatch.setenv("QKOV_ENGINE", engine)
+        monkeypatch.setattr(runner, "pick_device", lambda: torch.device(device))
+        return runner.fingerprint(chapter, "smoke", runner.as_dict(runner.resolve(chapter, "smoke")[1]))
+    fig2, fig4 = (parts("fig2_dtap", "compiled"), parts("fig2_dtap", "torch")), \
+        (parts("fig4_mu_trajectories", "compiled"), parts("fig4_mu_trajectories", "torch"))
+    assert [k for k in fig2[0] if fig2[0][k] != fig2[1][k]] == ["engine"]
+    assert fig4[0] == fig4[1]
+    assert parts("fig4_mu_trajectories", "torch", "cuda")["engine"] != fig4[1]["engine"]
+    assert runner.computed_by(runner.chapter_code("fig2_dtap")) == {"device": "cuda", "synthetic_engine": "torch"}
 
 
 def test_auto_follows_the_device_setting(monkeypatch):
@@ -228,8 +327,48 @@ def test_an_interrupted_run_leaves_nothing(book, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "interrupted" in err and "Traceback" not in err
     assert snapshot(book / "res") == before and not list((book / "res").glob(".staging-*"))
-    with pytest.raises(KeyboardInterrupt):  # SIGTERM takes the same way out
-        _interrupt(signal.SIGTERM, None)
+
+
+def sha_tree(root: Path) -> dict[str, str]:
+    """The sha256 of every file under ``root`` but the lock files."""
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file() and runner.LOCKS not in p.parts}
+
+
+@pytest.mark.parametrize("how", ["SIGINT to the runner alone", "SIGINT to its process group (Ctrl-C)", "SIGTERM"])
+def test_a_signal_stops_a_running_chapter_at_once(tmp_path, how):
+    """A real chapter (Figure 2 at `default`, minutes long) stopped while its kernel and worker processes compute:
+    the runner ends within seconds with status 130 and one line, no traceback, no process of the run left, and the
+    results folder and the folder beside it as they were."""
+    res, beside = tmp_path / "res", tmp_path / "beside"
+    (res / "default").mkdir(parents=True)
+    (res / "default" / "keep.txt").write_text("published\n")
+    beside.mkdir()
+    (beside / "fig2_dtap.json").write_text("{}\n")
+    before = sha_tree(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "qkov_lib", "reproduce", "--profile", "default", "--only",
+                             "fig2_dtap", "--results", str(res), "--out", str(tmp_path / "nb")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    runner_process = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 240
+    while len(kids := runner_process.children(recursive=True)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.5)  # the kernel, then its worker processes
+    assert len(kids) >= 3 and proc.poll() is None, "the chapter did not start its workers in time"
+    time.sleep(2)
+    signum = signal.SIGTERM if how == "SIGTERM" else signal.SIGINT
+    (os.killpg if "group" in how else os.kill)(proc.pid, signum)
+    try:
+        err = proc.communicate(timeout=30)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"{how}: the runner was still running 30 s later")
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == ("interrupted: the chapter that was running was discarded; published "
+                                            "results are as they were") and "Traceback" not in err, err
+    assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE], "processes left running"
+    assert sha_tree(tmp_path) == before
 
 
 def test_a_killed_run_is_cleaned_up_by_the_next(book, capsys):
@@ -373,6 +512,8 @@ DATA_CASES = [
      r"numpred.val line 1: label 'VBD' is neither VBZ nor VBP"),
     ("an incomplete offline copy", HX, lambda r: (r / "hatexplain" / "hatexplain_test.json").unlink(),
      r"offline HateXplain copy incomplete: hatexplain/hatexplain_test.json is missing"),
+    ("divisions without the train split", HX, _edit("hatexplain/post_id_divisions.json", '"train"', '"training"'),
+     r"post_id_divisions.json has no list of post ids under 'train' \(it needs 'train'\); the file is damaged"),
 ]
 
 
