@@ -74,6 +74,10 @@ def claim_table(claims: Iterable[Claim]) -> pd.DataFrame:
                          for c in claims], columns=COLUMNS)
 
 
+PERCENT = (0.0, 100.0)  # the bounds of a percentage: accuracy, ACMC, AC, MRTA, a cell's share of examples
+PROBABILITY = (0.0, 1.0)  # the bounds of a probability or a share
+
+
 @dataclass(frozen=True)
 class Interval:
     """The mean of per-seed values and its 95% Student-t interval (low = high = mean for a single value: no
@@ -85,10 +89,31 @@ class Interval:
     n: int
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> "Interval":
+    def of(cls, values: Sequence[float], bounds: tuple[float, float] | None = None) -> "Interval":
+        """The t interval of the values' mean; for a bounded quantity (``bounds``: ``PERCENT``, ``PROBABILITY``)
+        the t interval clipped to the bounds, so that an accuracy near 100% never reads '98.7 [91.7, 105.6]'.
+
+        Why clipping: the true mean of a bounded quantity lies within its bounds, so the clipped interval
+        contains it whenever the t interval does: the coverage stays exactly the t interval's 95% (a bootstrap
+        interval has less with five seeds; a logit-scale interval cannot take a seed at exactly 0 or 100% and moves
+        both ends). Every interval that does not reach a bound is unchanged, and so is every verdict against a
+        threshold strictly inside the bounds: an interval that straddled such a threshold still straddles it and
+        stays undecided. Clipping changes a verdict only for a threshold at or beyond a bound, where the bounds
+        themselves decide (an accuracy is always at most 100%). A value outside the bounds is an error: the
+        quantity is not the one the bounds describe."""
         v = np.asarray(values, dtype=float)
+        if bounds is not None:
+            lo, hi = bounds
+            outside = v[(v < lo) | (v > hi)]
+            if outside.size:
+                raise ValueError(f"a value outside the bounds [{lo:g}, {hi:g}] of the quantity: {outside[0]!r}")
         mean, half = mean_ci(v)
-        return cls(mean, mean - half, mean + half, int(v.size)) if v.size > 1 else cls(mean, mean, mean, 1)
+        if v.size < 2:
+            return cls(mean, mean, mean, 1)
+        low, high = mean - half, mean + half
+        if bounds is not None:
+            low, high = max(low, bounds[0]), min(high, bounds[1])
+        return cls(mean, low, high, int(v.size))
 
     @property
     def numbers(self) -> tuple[float, float, float]:

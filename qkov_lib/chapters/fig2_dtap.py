@@ -17,7 +17,7 @@ from ..plots import dtap_grid
 from ..synthetic_runs import (Panel, PanelResult, RunSettings, SyntheticSetup, mean_pm_std, synthetic_data,
                               train_runs)
 from ..validation import is_positive_int
-from ..verdicts import Claim, Interval, above, at_least, claim_table, every, rule, weakest
+from ..verdicts import PERCENT, Claim, Interval, above, at_least, claim_table, every, rule, weakest
 
 PANEL_KEYS = "abcdefgh"
 MULTIPLIERS = ("mult_e", "ramp_f", "mult_g", "ramp_h")
@@ -79,7 +79,8 @@ def _check_panel_map(name: str, value: Mapping[str, Any], valid: Callable[[Any],
 PROFILES = {
     "smoke": dict(seeds=(0, 1), n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20, ramp_steps=200),
     "official": dict(layout="official", distinct_weights="linear", vocab_size=50, seq_len=63, seq_len_gh=127,
-                     score_scale=50 ** -0.5, fresh_batches=True, max_steps=1_000_000, mult_e=20.0, ramp_f=40.0,
+                     score_scale=50 ** -0.5, fresh_batches=True, class_draw="random", collapsed_init="factor",
+                     max_steps=1_000_000, mult_e=20.0, ramp_f=40.0,
                      eval_every=50, pytorch_init=OFFICIAL_INIT, panel_steps=OFFICIAL_STEPS,
                      panel_stop=OFFICIAL_STOP),
 }
@@ -128,7 +129,7 @@ def claims(summary: pd.DataFrame) -> pd.DataFrame:
     wide = summary.pivot_table(index="seed", columns="panel", values=["ACMC", "top_left", "accuracy"])
 
     def of(metric: str, panel: str) -> Interval:
-        return Interval.of(wide[(metric, panel)].dropna())
+        return Interval.of(wide[(metric, panel)].dropna(), PERCENT)
 
     def gain(metric: str, faster: str, base: str) -> Interval:
         return Interval.of((wide[(metric, faster)] - wide[(metric, base)]).dropna())
@@ -193,7 +194,7 @@ def compared(summary: pd.DataFrame) -> pd.DataFrame:
     """The paper, the authors' notebooks as stored, and this run, side by side: the top-right cell and test accuracy
     per panel (this run: the mean and its 95% interval over seeds)."""
     def this_run(metric: str, panel: str) -> str:
-        return Interval.of(summary.loc[summary["panel"] == panel, metric]).text() + " %"
+        return Interval.of(summary.loc[summary["panel"] == panel, metric], PERCENT).text() + " %"
 
     keys = {f"fig2.{k}.top_right_cell": this_run("top_right_cell", k) for k in PANEL_KEYS}
     keys |= {f"fig2.{k}.accuracy": this_run("accuracy", k) for k in "abgh"}
