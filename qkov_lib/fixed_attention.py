@@ -51,6 +51,9 @@ def effective_input(feats: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     return torch.lerp(feats[..., 1, :], feats[..., 0, :], alpha.view(-1, *[1] * (feats.dim() - 2)))
 
 
+BIAS_SEED = 2 ** 32  # the bias's generator: this plus the seed, apart from every weight generator's seed
+
+
 @dataclass(frozen=True)
 class OVModel:
     """The OV circuit alone: factorised W_O W_V or collapsed W_OV, optionally with an output bias."""
@@ -71,8 +74,17 @@ class OVModel:
                               init_scale=self.init_scale)
         params = {k: v for k, v in init_params(cfg, seeds, device).items() if k in ("W_O", "W_V", "W_OV")}
         if self.bias:
-            params["b_OV"] = torch.zeros(len(seeds), vocab, device=device, requires_grad=True)
+            params["b_OV"] = self._bias(vocab, seeds).to(device).requires_grad_()
         return params
+
+    def _bias(self, vocab: int, seeds: Sequence[int]) -> torch.Tensor:
+        """[K, vocab]: zero, or under PyTorch's init ``nn.Linear``'s default bias U(+-sigma/sqrt(vocab)), each seed
+        from a generator of its own (offset from the weights' seed)."""
+        if self.init != "pytorch":
+            return torch.zeros(len(seeds), vocab)
+        bound = self.init_scale / vocab**0.5
+        return torch.stack([(torch.rand(vocab, generator=torch.Generator().manual_seed(BIAS_SEED + int(s))) * 2 - 1)
+                            * bound for s in seeds])
 
     @staticmethod
     def logits(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:

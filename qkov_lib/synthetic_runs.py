@@ -134,6 +134,7 @@ class SyntheticSetup(SyntheticTask):
     init: str = "identity"  # every factor 1e-6 * I, the authors' notebooks (the paper states none)
     init_scale: float = 1e-6  # the authors' identity scale
     score_scale: float = 1.0  # eq. (1) has no score scaling (the authors': 1/sqrt(50))
+    collapsed_init: str = "product"  # collapsed = its factors' product (one start for all four); "factor": the authors'
     lr: float = 1e-2  # SGD's rate: the authors' 0.01 (the paper states none)
 
     def __post_init__(self) -> None:
@@ -148,8 +149,8 @@ class SyntheticSetup(SyntheticTask):
 
     def model(self, panel: Panel) -> AttentionConfig:
         """The panel's model config (checks init, scale and score scaling)."""
-        return AttentionConfig(panel.parameterisation, vocab=self.vocab, init=self.init,
-                               init_scale=self.init_scale, score_scale=self.score_scale)
+        return AttentionConfig(panel.parameterisation, vocab=self.vocab, init=self.init, init_scale=self.init_scale,
+                               score_scale=self.score_scale, collapsed_init=self.collapsed_init)
 
     def shared(self, **changes) -> "SyntheticSetup":
         """What the runs share as a plain ``SyntheticSetup`` (a chapter's setup adds its own fields), with

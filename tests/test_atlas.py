@@ -19,7 +19,7 @@ def test_the_factors_cover_exactly_the_official_profiles_keys():
     assert len(keys) == len(set(keys)), "a key of the official profile is in two factors"
     assert set(keys) == set(fig2_dtap.PROFILES["official"]), \
         "every key of fig2_dtap's official profile must be in exactly one of atlas.FACTORS"
-    assert len(atlas.FACTORS) == 5 and len(set(atlas.FACTOR_KEYS)) == 5
+    assert len(atlas.FACTORS) == 9 and len(set(atlas.FACTOR_KEYS)) == 9
 
 
 def test_an_official_key_no_factor_names_is_one_clear_error(monkeypatch):
@@ -57,10 +57,12 @@ def test_the_end_points_are_the_papers_setup_and_the_authors_profile():
     assert _setup("authors") == resolve("fig2_dtap", "official")[1]
     one = asdict(_setup("paper+scaling"))
     assert {k for k, v in one.items() if v != asdict(fig2_dtap.Setup())[k]} == {"score_scale"}
-    off = asdict(_setup("authors-per_panel"))
     official = asdict(resolve("fig2_dtap", "official")[1])
-    assert {k for k, v in off.items() if v != official[k]} == {"pytorch_init", "panel_steps", "panel_stop",
-                                                              "max_steps", "eval_every", "mult_e", "ramp_f"}
+    for factor, keys in {"budgets": {"panel_steps", "panel_stop", "max_steps", "eval_every"},
+                         "init": {"pytorch_init"}, "multipliers": {"mult_e", "ramp_f"},
+                         "collapsed": {"collapsed_init"}, "classes": {"class_draw"}}.items():
+        off = asdict(_setup(f"authors-{factor}"))
+        assert {k for k, v in off.items() if v != official[k]} == keys, factor
 
 
 def test_the_budget_is_rescaled_by_the_speedup_and_capped():
@@ -107,11 +109,12 @@ def test_the_flip_table_on_a_hand_made_verdicts_table():
         "authors-layout": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
         "authors-weights": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
         "authors-fresh": {"faster_qk_top_right": "holds", "prediction_kept": "undecided"},
-        "authors-per_panel": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
+        **{f"authors-{f}": {"faster_qk_top_right": "holds", "prediction_kept": "holds"}
+           for f in ("classes", "collapsed", "init", "multipliers", "budgets")},
         # authors-scaling: both 'fails', so scaling off flips faster QK and prediction kept from holds to fails
     })
     f = atlas.flips(table).set_index(["factor", "claim_id"])
-    assert len(f) == 5 * 4
+    assert len(f) == 9 * 4
     assert f.loc[("scaling", "faster_qk_top_right"), "from the paper's"] == "flips"
     assert f.loc[("scaling", "faster_qk_top_right"), "from the authors'"] == "flips"
     assert f.loc[("scaling", "prediction_kept"), ["from the paper's", "from the authors'"]].tolist() == \
@@ -121,6 +124,7 @@ def test_the_flip_table_on_a_hand_made_verdicts_table():
         ["no change", "no change"]
     assert (f.loc[("weights", "prediction_kept"), ["paper", "paper + factor", "authors", "authors - factor"]]
             .tolist() == ["fails", "fails", "holds", "holds"])
+    assert "switched on in the paper's settings (default, rate 0.1)" in atlas.flip_table(table, "default, rate 0.1")
     shown = atlas.flip_table(table)
     assert shown.loc[("score scaling", "faster QK top-right"), "flips it"] == "from both ends"
     assert shown.loc[("score scaling", "prediction kept"), "flips it"] == "from the authors'"
@@ -138,8 +142,9 @@ def test_the_reading_is_generated_from_the_table():
     qk = next(line for line in lines if "faster QK top-right" in line)
     assert "fails in the paper's settings and holds in the authors'" in qk
     assert "Switching on the authors' score scaling alone flips it from fails to holds;" in qk
-    assert ("switching off the authors' token layout, distinct-token weights, score scaling, fresh batches or "
-            "per-panel settings alone flips it from holds to fails.") in qk  # each factor is on at the authors' end
+    assert ("switching off the authors' token layout, distinct-token weights, score scaling, fresh batches, "
+            "random classes, collapsed start, per-panel initialisation, the code's multipliers or per-panel budgets "
+            "and stop rule alone flips it from holds to fails.") in qk  # each factor is on at the authors' end
     assert "No single factor flips it." in next(line for line in lines if "FAFO top-left" in line)
     assert atlas.listed(["a", "b"], "or") == "a or b"
     together = atlas.reading(_hand_made({"authors": {"fafo_top_left": "holds"}} | {
@@ -153,7 +158,7 @@ def test_the_ablation_rows_must_all_be_there():
                           "hit_cap": False} for p in fig2_dtap.PANEL_KEYS for s in (0, 1)])  # the paper's run alone
     with pytest.raises(ValueError, match="no run 'paper\\+layout'; rerun the chapter"):
         atlas.ablation_verdicts(rows)
-    assert atlas.decided(table) == {"decided": 48, "undecided": 0, "verdicts": 48}
+    assert atlas.decided(table) == {"decided": 80, "undecided": 0, "verdicts": 80}  # 20 runs x 4 claims
 
 
 def test_labels_read_as_words():
@@ -162,8 +167,12 @@ def test_labels_read_as_words():
     assert atlas.init_label("pytorch", 1.0) == "PyTorch default"
     assert atlas.rate_label(0.1, True) == "rate 0.1, scores ×1/√d" and atlas.rate_label(1.0, False) == \
         "rate 1, unscaled"
-    assert atlas.run_label("paper+fresh") == "+ fresh batches" and atlas.run_label("authors-per_panel") == \
-        "− per-panel settings"
+    assert atlas.run_label("paper+fresh") == "+ fresh batches" and atlas.run_label("authors-budgets") == \
+        "− per-panel budgets and stop rule"
+    assert atlas.clock(resolve("atlas", "default")[1]) == "rate 0.1, step counts ÷10"
+    assert atlas.clock(resolve("atlas", "official")[1]) == "rate 0.01, full budgets"
+    assert atlas.reading(_hand_made({}), "profile `default` (rate 0.1)").startswith(
+        "Every run below trained at profile `default` (rate 0.1).")
     assert atlas.panel_label({"panel": "f", "parameterisation": "FAFO", "qk_mult": 20.0, "qk_schedule": "ramp"}) \
         == "(f) FAFO, QK 1→20"
     assert atlas.listed(["a", "b", "c"]) == "a, b and c" and atlas.listed(["a"]) == "a"
@@ -173,6 +182,6 @@ def test_the_ablation_figure_has_a_row_per_run_and_a_column_per_claim():
     fig = atlas.ablation_figure(_hand_made({"paper": {"fafo_top_left": "holds"}}))
     assert len(fig.data) == 2  # the paper's settings, the authors'
     paper, authors = fig.data
-    assert len(paper.y) == len(authors.y) == 6 and len(paper.x) == 5  # four claims and the step cap
+    assert len(paper.y) == len(authors.y) == 10 and len(paper.x) == 5  # four claims and the step cap
     assert paper.text[0][1] == "✓" and paper.text[0][0] == "✗" and paper.text[0][4] == "0/40"
     assert not fig.layout.title.text  # titled by its caption

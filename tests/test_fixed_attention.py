@@ -105,3 +105,16 @@ def test_split_stacks_give_the_rows_of_one_stack_per_model(monkeypatch):
     split = run_models(models, *args, **kw)
     whole = pd.concat([run_fixed_attention(m, *args, **kw) for m in models], ignore_index=True)
     pd.testing.assert_frame_equal(split, whole, check_exact=True)
+
+
+def test_pytorch_init_draws_the_bias_as_nn_linear_does():
+    """Figure 3's ``official`` start: a collapsed model with bias gets nn.Linear's default bias, U(+-1/sqrt(V)), seeded
+    per seed and apart from the weights; otherwise the bias starts at zero."""
+    drawn = OVModel(factorised=False, bias=True, init="pytorch", init_scale=1.0).init_params(50, [0, 1])
+    bias = drawn["b_OV"].detach()
+    assert bias.shape == (2, 50) and bias.abs().max() <= 50 ** -0.5 and bias.abs().min() > 0
+    assert not torch.equal(bias[0], bias[1])
+    again = OVModel(factorised=False, bias=True, init="pytorch", init_scale=1.0).init_params(50, [1])["b_OV"]
+    assert torch.equal(again[0].detach(), bias[1])
+    zero = OVModel(factorised=False, bias=True).init_params(50, [0])["b_OV"]
+    assert not zero.detach().any()

@@ -106,3 +106,16 @@ def test_dtap_on_hand_made_inputs():
 def test_bad_bins(edges, message):
     with pytest.raises(ValueError, match=message):
         check_bins(edges)
+
+
+def test_a_collapsed_circuit_starts_as_the_product_or_as_one_factor():
+    """``collapsed_init``: the product of the factor pair (sigma^2 I for the identity init: the same function as the
+    factorised model), or one factor's sigma I (the authors' notebooks)."""
+    for name, parameterisation in (("W_OV", "FACO"), ("W_QK", "CAFO")):
+        product = init_params(AttentionConfig(parameterisation, vocab=10, init="identity", init_scale=1e-6), [0])
+        factor = init_params(AttentionConfig(parameterisation, vocab=10, init="identity", init_scale=1e-6,
+                                             collapsed_init="factor"), [0])
+        assert torch.allclose(product[name][0], 1e-12 * torch.eye(10)) and torch.allclose(
+            factor[name][0], 1e-6 * torch.eye(10))
+    with pytest.raises(ValueError, match="unknown collapsed_init 'sum'"):
+        AttentionConfig("CACO", collapsed_init="sum")

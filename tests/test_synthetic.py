@@ -101,3 +101,18 @@ def test_stack_splits():
 def test_bad_task_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SyntheticConfig(**kwargs)
+
+
+def test_classes_balanced_by_default_or_each_drawn_at_random():
+    """``class_draw``: the paper's uniform classes as exact quarters (shuffled), or the notebooks' draw per
+    sequence (seeded: the same seed, the same classes); an unknown draw is one error."""
+    rng = lambda: np.random.default_rng(3)  # noqa: E731
+    _, balanced = make_splits(SyntheticConfig(), 400, 40, seed=3)
+    assert np.bincount(balanced.classes.numpy(), minlength=4).tolist() == [10, 10, 10, 10]
+    cfg = SyntheticConfig(class_draw="random")
+    labels = sample_tokens(cfg, 4000, rng())[1]
+    counts = np.unique(labels, return_counts=True)[1]
+    assert len(counts) == 4 and len(set(counts)) > 1 and counts.min() > 900  # uneven, about a quarter each
+    assert (sample_tokens(cfg, 4000, rng())[1] == labels).all()
+    with pytest.raises(ValueError, match="class_draw must be one of balanced, random"):
+        SyntheticConfig(class_draw="even")

@@ -7,7 +7,7 @@ multipliers, the four faster-QK panels (e-h) train for every seed, one task of `
 claim checks (``fig2_dtap.claims``) then give a verdict per setting and multiplier set.
 
 The ablation runs Figure 2 from the paper's text (``fig2_dtap.Setup()``) towards the authors' code
-(``fig2_dtap.PROFILES["official"]``), whose keys fall into five factors (``FACTORS``): from the paper's settings each
+(``fig2_dtap.PROFILES["official"]``), whose keys fall into nine factors (``FACTORS``): from the paper's settings each
 factor switched on alone, from the authors' settings each switched off alone, and the two end points, every run one
 task of the same sweep. Its budget is time-rescaled: the learning rate times ``ablation_speedup`` and every step count
 divided by it, so that rate x steps, the time of gradient flow, stays the paper's and the authors'.
@@ -59,15 +59,18 @@ class Factor:
     keys: tuple[str, ...]
 
 
-# The official profile's keys, every one in exactly one factor (tests/test_atlas.py checks it). The authors' QK
-# multipliers of panels e and f go with their per-panel settings: in their notebooks each panel's loop sets its own.
+# The official profile's keys, every one in exactly one factor (tests/test_atlas.py checks it): one thing the
+# authors' code does differently per factor, so that a flip can be attributed.
 FACTORS = (
     Factor("layout", "token layout", ("layout", "vocab_size", "seq_len", "seq_len_gh")),
     Factor("weights", "distinct-token weights", ("distinct_weights",)),
     Factor("scaling", "score scaling", ("score_scale",)),
     Factor("fresh", "fresh batches", ("fresh_batches",)),
-    Factor("per_panel", "per-panel settings", ("pytorch_init", "panel_steps", "panel_stop", "max_steps",
-                                               "eval_every", "mult_e", "ramp_f")),
+    Factor("classes", "random classes", ("class_draw",)),
+    Factor("collapsed", "collapsed start", ("collapsed_init",)),
+    Factor("init", "per-panel initialisation", ("pytorch_init",)),
+    Factor("multipliers", "the code's multipliers", ("mult_e", "ramp_f")),
+    Factor("budgets", "per-panel budgets and stop rule", ("panel_steps", "panel_stop", "max_steps", "eval_every")),
 )
 FACTOR_KEYS = tuple(f.key for f in FACTORS)
 STEP_COUNTS = ("max_steps", "ramp_steps")  # with panel_steps' values: what the ablation's speedup divides
@@ -86,7 +89,7 @@ class Setup(SyntheticTask):
     scaled_scores: tuple[bool, ...] = (False, True)  # no score scaling (eq. 1), or the authors' 1/sqrt(d)
     mult_sets: tuple[tuple[float, float, float, float], ...] = (
         (10.0, 20.0, 5.0, 10.0), (20.0, 40.0, 5.0, 10.0))  # the paper's multipliers (Figure 2), the code's
-    ablation_factors: tuple[str, ...] = FACTOR_KEYS  # the factors switched one at a time (all five of FACTORS)
+    ablation_factors: tuple[str, ...] = FACTOR_KEYS  # the factors switched one at a time (all of FACTORS)
     ablation_speedup: int = 1  # the rate x this, step counts / this; 1: the paper's 0.01, the authors' budgets
     ablation_cap: int | None = None  # a cap on every ablation run's steps (None: the budgets alone, as the authors)
     scheduler: str | None = None  # a Dask scheduler's address, "serial", or None: a local cluster
@@ -131,6 +134,7 @@ PROFILES = {
     "default": dict(inits=(("identity", 1e-6), ("balanced", 0.1), ("pytorch", 1.0)), lrs=(0.01, 0.1, 1.0),
                     mult_sets=((10.0, 20.0, 5.0, 10.0),), max_steps=60_000, ramp_steps=20_000,
                     ablation_speedup=10),
+    "official": dict(ablation_speedup=1),  # the ablation at the authors' rate 0.01 and their own budgets
     "smoke": dict(seeds=(0, 1), n_train=320, n_test=320, inits=(("identity", 1e-6), ("balanced", 0.1)), lrs=(1.0,),
                   scaled_scores=(False,), mult_sets=((10.0, 20.0, 5.0, 10.0),), max_steps=200, eval_every=20,
                   ramp_steps=100, ablation_speedup=100, ablation_cap=100, scheduler="serial"),
@@ -382,9 +386,20 @@ def _factor(key: str) -> Factor:
     return next(f for f in FACTORS if f.key == key)
 
 
-def flip_table(table: pd.DataFrame) -> pd.DataFrame:
+def clock(setup: Setup) -> str:
+    """The rate and budget the ablation ran at, in a few words: 'rate 0.01, full budgets' or 'rate 0.1, step counts
+    ÷10' (and the cap)."""
+    k, cap = setup.ablation_speedup, setup.ablation_cap
+    if k == 1 and cap is None:
+        return f"rate {PAPER_LR:g}, full budgets"
+    return f"rate {PAPER_LR * k:g}" + (f", step counts ÷{k}" if k > 1 else "") + (f", at most {cap:,} steps"
+                                                                                  if cap else "")
+
+
+def flip_table(table: pd.DataFrame, ran_at: str = "") -> pd.DataFrame:
     """``flips`` for reading, one row per factor and claim (in words, the index): each direction as 'before →
-    after', and whether the factor flips the claim (from both ends, from one, or not)."""
+    after', and whether the factor flips the claim (from both ends, from one, or not); ``ran_at`` (``clock``) labels
+    the two directions' columns with the profile and rate they ran at."""
     def both(r: pd.Series) -> str:
         paper, authors = r["from the paper's"] == "flips", r["from the authors'"] == "flips"
         return ("from both ends" if paper and authors else "from the paper's" if paper
@@ -393,18 +408,21 @@ def flip_table(table: pd.DataFrame) -> pd.DataFrame:
     f = flips(table)
     index = pd.MultiIndex.from_arrays([[_factor(k).name for k in f["factor"]],
                                        [SHORT.get(c, c) for c in f["claim_id"]]], names=["factor", "claim"])
-    return pd.DataFrame({"switched on in the paper's settings": (f["paper"] + " → " + f["paper + factor"]).to_numpy(),
-                         "switched off in the authors' settings":
+    at = f" ({ran_at})" if ran_at else ""
+    return pd.DataFrame({f"switched on in the paper's settings{at}":
+                             (f["paper"] + " → " + f["paper + factor"]).to_numpy(),
+                         f"switched off in the authors' settings{at}":
                              (f["authors"] + " → " + f["authors - factor"]).to_numpy(),
                          "flips it": f.apply(both, axis=1).to_numpy()}, index=index)
 
 
-def reading(table: pd.DataFrame) -> str:
+def reading(table: pd.DataFrame, ran_at: str = "") -> str:
     """The ablation in sentences, generated from ``ablation_verdicts``' output: per claim, its verdict at both end
-    points and which factors, switched alone, flip it from which end (Markdown, one bullet per claim)."""
+    points and which factors, switched alone, flip it from which end (Markdown, one bullet per claim), after a line
+    naming the profile and rate the runs trained at (``ran_at``)."""
     f = flips(table)
     verdict = table.set_index([RUN, "claim_id"])["verdict"]
-    lines = []
+    lines = [f"Every run below trained at {ran_at}.\n"] if ran_at else []
     for cid in dict.fromkeys(table["claim_id"]):
         part = f[f["claim_id"] == cid]
         paper, authors = verdict[("paper", cid)], verdict[("authors", cid)]
@@ -448,13 +466,19 @@ def factor_text(key: str) -> str:
         "scaling": f"attention scores as in eq. (1), against scores divided by √{official['vocab_size']}",
         "fresh": f"a fixed training set of {paper.n_train:,} sequences per seed, against fresh random sequences at "
                  f"every step",
-        "per_panel": f"every panel from the same start, trained until the loss reaches {paper.target_nll:g} or "
-                     f"{paper.max_steps:,} steps, with QK multipliers ×{paper.mult_e:g} and 1→{paper.ramp_f:g} in "
-                     f"panels e and f, against the authors' loop per panel: some matrices at PyTorch's default "
-                     f"initialisation (panels {listed(sorted(official['pytorch_init']))}), budgets of "
-                     f"{min(steps.values()):,} to {max(steps.values()):,} steps, their own stopping rule (none in "
-                     f"panels {listed([k for k, v in official['panel_stop'].items() if v is None])}), and multipliers "
-                     f"×{official['mult_e']:g} and 1→{official['ramp_f']:g}",
+        "classes": f"classes balanced, {paper.n_train // paper.n_classes:,} sequences of each in a training set, "
+                   f"against each sequence's class drawn at random",
+        "collapsed": f"a collapsed matrix starting as its two factors' product ({paper.init_scale ** 2:g}·I), so all "
+                     f"four parameterisations start as one function, against the authors' {paper.init_scale:g}·I, "
+                     f"the start of every one of their layers",
+        "init": f"every panel from the chapter's start, against PyTorch's default initialisation of some matrices "
+                f"(panels {listed(sorted(official['pytorch_init']))})",
+        "multipliers": f"QK multipliers ×{paper.mult_e:g} and 1→{paper.ramp_f:g} in panels e and f (the paper's "
+                       f"caption), against the code's ×{official['mult_e']:g} and 1→{official['ramp_f']:g}",
+        "budgets": f"every panel trained until the loss reaches {paper.target_nll:g} or {paper.max_steps:,} steps, "
+                   f"against the authors' loop per panel: budgets of {min(steps.values()):,} to "
+                   f"{max(steps.values()):,} steps and their own stopping rule (none in panels "
+                   f"{listed([k for k, v in official['panel_stop'].items() if v is None])})",
     }[key]
 
 

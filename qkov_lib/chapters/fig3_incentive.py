@@ -36,8 +36,8 @@ class Setup(SyntheticConfig):
     others: str = "common"  # where 1 - alpha goes: the common tokens (Section 5); "all": every other position
     n_train: int = 32_000  # an epoch: the authors' 250 batches of 128
     n_test: int = 6400  # the held-out set the incentive is measured on
-    init: str = "balanced"  # a random balanced OV pair (the paper states none; the authors' default layers)
-    init_scale: float = 0.6  # entries of PyTorch's default size
+    init: str = "balanced"  # a random balanced OV pair (the paper states none); "pytorch": the authors' default layers
+    init_scale: float = 0.6  # entries of PyTorch's default size (1 with init "pytorch": its own default, bias too)
     lr: float = 1e-2  # "gradient descent": the authors' SGD at 0.01
     batch_size: int = 128  # the authors' batches
     epochs: int = 500  # about 500 shown in Figure 3
@@ -75,7 +75,8 @@ class Setup(SyntheticConfig):
 
 PROFILES = {
     "smoke": dict(seeds=(0,), alphas=(0.2, 0.6, 1.0), n_train=1280, n_test=640, epochs=3, check_epoch=2),
-    "official": dict(layout="official", distinct_weights="linear", vocab_size=50, others="all", seeds=(0,)),
+    "official": dict(layout="official", distinct_weights="linear", vocab_size=50, others="all", seeds=(0,),
+                     init="pytorch", init_scale=1.0),
 }
 
 

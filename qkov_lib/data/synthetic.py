@@ -15,6 +15,7 @@ from ..validation import require_positive_ints
 
 LAYOUTS = ("disjoint", "official")
 WEIGHTS = ("uniform", "linear")
+CLASS_DRAWS = ("balanced", "random")
 FIELDS = ("tokens", "labels", "classes", "distinct")
 
 
@@ -30,6 +31,7 @@ class SyntheticConfig:
     vocab_size: int | None = None  # None: exactly the tokens the layout needs (58; the paper says 50)
     distinct_weights: str = "uniform"  # P(l | n) = gamma / C (Section 4); the authors': "linear"
     layout: str = "disjoint"  # every token its own id; "official": the authors' 50 ids
+    class_draw: str = "balanced"  # "classes uniform": n/4 of each, shuffled; "random": each drawn anew (the authors')
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("n_classes", "n_distinct", "n_common", "seq_len"))
@@ -37,6 +39,8 @@ class SyntheticConfig:
             raise ValueError(f"gamma (mixture weight of distinct tokens) must lie in (0, 1) (got {self.gamma!r})")
         if self.layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {', '.join(LAYOUTS)} (got {self.layout!r})")
+        if self.class_draw not in CLASS_DRAWS:
+            raise ValueError(f"class_draw must be one of {', '.join(CLASS_DRAWS)} (got {self.class_draw!r})")
         if self.distinct_weights not in WEIGHTS:
             raise ValueError(f"distinct_weights must be one of {', '.join(WEIGHTS)} (got {self.distinct_weights!r})")
         if self.seq_len < 2:
@@ -117,8 +121,12 @@ def inverse_cdf(cum: np.ndarray, u: np.ndarray, grid: int = 4096) -> np.ndarray:
 
 
 def _sample(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """n sequences with balanced classes (shuffled); returns (tokens [n, T], classes [n])."""
-    classes = rng.permutation(np.arange(n) % cfg.n_classes)
+    """n sequences, their classes balanced (shuffled) or each drawn uniformly at random (``class_draw``); returns
+    (tokens [n, T], classes [n])."""
+    if cfg.class_draw == "balanced":
+        classes = rng.permutation(np.arange(n) % cfg.n_classes)
+    else:
+        classes = rng.integers(0, cfg.n_classes, n)
     probs = cfg.context_distribution()
     cum = np.cumsum(probs, axis=1)
     u = rng.random((n, cfg.seq_len - 1))
@@ -146,7 +154,7 @@ def _as_split(cfg: SyntheticConfig, tokens: np.ndarray, classes: np.ndarray) -> 
 
 
 def sample_tokens(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """n fresh sequences (classes balanced, shuffled), as the authors' notebooks draw every batch: tokens [n, T]
+    """n fresh sequences (classes as ``class_draw`` says), as the authors' notebooks draw every batch: tokens [n, T]
     (query last) and labels (next-token ids) [n]; no distinct mask, which training batches do not read."""
     tokens, classes = _sample(cfg, n, rng)
     return tokens, cfg.token_ids()["next"][classes]

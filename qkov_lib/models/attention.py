@@ -14,6 +14,7 @@ import torch
 
 PARAMETERISATIONS = ("FAFO", "FACO", "CAFO", "CACO")
 INITS = ("balanced", "identity", "pytorch")
+COLLAPSED_INITS = ("product", "factor")
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class AttentionConfig:
     ``"pytorch"`` draws every matrix, factor or collapsed, as ``nn.Linear`` does by default, U(+-sigma/sqrt(fan_in))
     (sigma = 1 is PyTorch's own default; the parameterisations then do not start from the same function).
     ``score_scale`` multiplies the attention scores (eq. 1 has none; the authors used 1/sqrt(d)).
+    ``collapsed_init``: a collapsed circuit starts as its factor pair's ``"product"`` (sigma^2 * I for the identity
+    init), or as one ``"factor"`` (sigma * I: the authors' notebooks, where each layer starts at 1e-6 * I).
     """
 
     parameterisation: str = "FAFO"
@@ -36,6 +39,7 @@ class AttentionConfig:
     init: str = "balanced"
     score_scale: float = 1.0
     attend_to_query: bool = True
+    collapsed_init: str = "product"
 
     def __post_init__(self) -> None:
         if self.parameterisation not in PARAMETERISATIONS:
@@ -48,6 +52,8 @@ class AttentionConfig:
                              f"(got {self.d_model!r})")
         if self.init not in INITS:
             raise ValueError(f"unknown init {self.init!r}; allowed: {', '.join(INITS)}")
+        if self.collapsed_init not in COLLAPSED_INITS:
+            raise ValueError(f"unknown collapsed_init {self.collapsed_init!r}; allowed: {', '.join(COLLAPSED_INITS)}")
         if not self.init_scale > 0:
             raise ValueError(f"init_scale must be > 0 (got {self.init_scale!r})")
 
@@ -89,15 +95,17 @@ def _balanced_ov(m: int, d: int, sigma: float, gen: torch.Generator) -> tuple[to
 
 
 def _pairs(cfg: AttentionConfig, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """Identity or random balanced factor pairs of scale sigma; a collapsed circuit starts as its pair's product."""
+    """Identity or random balanced factor pairs of scale sigma; a collapsed circuit starts as its pair's product, or
+    as its first factor (``collapsed_init="factor"``)."""
     if cfg.init == "identity":
         w_k = w_q = w_v = cfg.init_scale * torch.eye(cfg.d)
         w_o = cfg.init_scale * torch.eye(cfg.outputs, cfg.d)
     else:
         w_k, w_q = _balanced_qk(cfg.d, cfg.init_scale, gen)
         w_o, w_v = _balanced_ov(cfg.outputs, cfg.d, cfg.init_scale, gen)
-    p = {"W_K": w_k, "W_Q": w_q} if cfg.qk_factorised else {"W_QK": w_k @ w_q.T}
-    return p | ({"W_O": w_o, "W_V": w_v} if cfg.ov_factorised else {"W_OV": w_o @ w_v})
+    product = cfg.collapsed_init == "product"
+    p = {"W_K": w_k, "W_Q": w_q} if cfg.qk_factorised else {"W_QK": w_k @ w_q.T if product else w_k}
+    return p | ({"W_O": w_o, "W_V": w_v} if cfg.ov_factorised else {"W_OV": w_o @ w_v if product else w_o})
 
 
 def _pytorch_default(cfg: AttentionConfig, gen: torch.Generator) -> dict[str, torch.Tensor]:
