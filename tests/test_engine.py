@@ -108,7 +108,7 @@ def test_stacks_in_worker_processes_give_the_same_results(monkeypatch):
         assert np.allclose(a.summary["final_train_nll"], b.summary["final_train_nll"], rtol=1e-5)
         assert np.allclose(a.heatmaps, b.heatmaps)
     monkeypatch.setenv("QKOV_WORKERS", "two")
-    with pytest.raises(ValueError, match="QKOV_WORKERS='two' must be a whole number"):
+    with pytest.raises(ValueError, match="QKOV_WORKERS='two' is not a number of processes"):
         _run(RUNS, [3])
 
 
