@@ -5,7 +5,7 @@ VENV ?= .venv
 PROFILE ?= auto
 PY := $(VENV)/bin/python
 
-.PHONY: venv book lab test bench clean portable-reference
+.PHONY: venv book lab test test-fast bench clean portable-reference
 
 venv: $(VENV)/.installed
 
@@ -37,6 +37,10 @@ $(VENV)/.lab: requirements-lab.txt
 
 test: venv
 	$(PY) -m pytest
+
+# The unit tests alone (a few minutes): everything but the book-level tests marked slow (tests/conftest.py).
+test-fast: venv
+	$(PY) -m pytest -m "not slow"
 
 bench: venv
 	$(PY) benchmarks/bench_fig4.py

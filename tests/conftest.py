@@ -1,5 +1,7 @@
 """Shared fixtures: one smoke run of every chapter, executed into a temporary book tree, on the tests' own tiny
-real-data fixtures (so the tests need no dataset copies)."""
+real-data fixtures (so the tests need no dataset copies); and the tiers: a test that reads the smoke book or the
+built book, or runs processes of its own (marked ``slow`` where it is defined), is a book-level test, left out by
+``make test-fast`` (``pytest -m "not slow"``)."""
 import shutil
 import sys
 from pathlib import Path
@@ -45,3 +47,14 @@ def built_book(smoke_book) -> Path:
     the chapters' launch links); returns the HTML folder."""
     from qkov_lib.book import build_book
     return build_book(root=smoke_book, repo_url=TEST_REPOSITORY).parent
+
+
+BOOK_FIXTURES = {"smoke_book", "built_book"}
+SLOW_FILES = {"test_browser.py", "test_portable.py"}  # every test there starts Chromium or fresh interpreters
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the book-level tests ``slow``: those using the smoke or the built book, and those of SLOW_FILES."""
+    for item in items:
+        if BOOK_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from fake_chapters import HEAD
 
@@ -17,7 +18,7 @@ from qkov_lib.reproduce import CHAPTERS
 from qkov_lib.results import PACKAGE_DIR, REPO_ROOT
 
 LAYERS = {  # ARCHITECTURE.md's table, top down: a top-level module or package -> its layer (0 = the core)
-    **dict.fromkeys(["__main__", "reproduce", "book", "book_ext", "bundle", "publish"], 3),
+    **dict.fromkeys(["__main__", "reproduce", "book", "book_ext", "bundle", "publish", "notebooks"], 3),
     "chapters": 2,
     **dict.fromkeys(["engine", "compiled", "backends", "training", "synthetic_runs", "fixed_attention", "real_data",
                      "squad_runs", "sweep"], 1),
@@ -157,6 +158,7 @@ ch.save({"main": table, "claims": tiny.claims(table)})
 """
 
 
+@pytest.mark.slow
 def test_a_new_chapter_is_its_notebook_its_module_and_two_lines(tmp_path):
     """The worked example of ARCHITECTURE.md: in a copy of the repository, a new chapter touches four files (two new,
     a line in the table of contents and in the intro) and the runner, the scorecard and the checks above take it."""

@@ -306,6 +306,7 @@ print(digest.hexdigest())
 """
 
 
+@pytest.mark.slow
 def test_a_freshly_compiled_engine_gives_the_bits_of_its_cached_kernels(tmp_path):
     """The first run on a machine compiles the kernels, the next ones load them from numba's disk cache: both give
     the same parameters and loss curves, bit for bit (a reassociated loss sum once gave other curves on first run)."""
