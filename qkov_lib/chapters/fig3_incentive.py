@@ -76,7 +76,7 @@ class Setup(SyntheticConfig):
 PROFILES = {
     "smoke": dict(seeds=(0,), alphas=(0.2, 0.6, 1.0), n_train=1280, n_test=640, epochs=3, check_epoch=2),
     "official": dict(layout="official", distinct_weights="linear", vocab_size=50, others="all", seeds=(0,),
-                     init="pytorch", init_scale=1.0),
+                     alphas=(0.2, 0.4, 0.6, 0.8, 1.0), init="pytorch", init_scale=1.0),
 }
 
 
