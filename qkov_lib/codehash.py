@@ -211,6 +211,21 @@ def code_cells(path: Path) -> list[str]:
     return [transform(cell.source) for cell in jupytext.read(path).cells if cell.cell_type == "code"]
 
 
+PAGE_METADATA = ("tags", "mystnb")  # the cell metadata that change what a chapter's page shows (myst-nb reads them)
+
+
+def source_digest(path: Path) -> str:
+    """A digest of a jupytext notebook source as it runs and renders: each cell's type, source, tags (and myst-nb's
+    per-cell options, where a cell has them), in order. The notebook's metadata (the kernelspec JupyterLab writes
+    back, jupytext's version) and the cells' other metadata (JupyterLab's collapsed or scrolled states) are left out,
+    so opening and saving a chapter does not make its results stale; an edit of any cell does."""
+    import jupytext  # lazy: only reading a notebook needs it (a second to import)
+    cells = [{"type": cell.cell_type, "source": cell.source,
+              **{key: cell.metadata[key] for key in PAGE_METADATA if key in cell.metadata}}
+             for cell in jupytext.read(path).cells]
+    return hashlib.sha256(json.dumps(cells, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
 def notebook_modules(path: Path, package_dir: Path | None = None) -> set[str]:
     """The package's modules a notebook's code cells import directly (with their parent packages)."""
     package = _package(package_dir)

@@ -1,6 +1,6 @@
 """The book's figures: one plotly template for all of them (fonts, sizes, margins), the builders the chapters share
 (DTAP heatmap grids, learning curves, panels of lines), and the wrapper that shows a figure in JupyterLab and in the
-built book, where a chapter places it in a numbered, captioned figure (``glue`` and ``{glue:figure}``).
+built book, where a chapter places it in a numbered, captioned figure (``glue_figure`` and ``{glue:figure}``).
 
 Every figure is titled by its caption, not inside the plot: titles inside a plot get clipped or run into the panel
 titles on a narrow screen. Panel titles are short and wrap; each axis title is written once per figure."""
@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from IPython.core.formatters import format_display_data
 from IPython.display import display
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .metrics import mean_std
+from .results import RESULTS_ENV
 
 PALETTE = qualitative.D3
 FONT = "Helvetica, Arial, sans-serif"
@@ -54,8 +57,35 @@ class Shown:
 
 
 def show(fig: go.Figure) -> None:
-    """Display a figure where the cell is (a figure without a caption: prefer ``glue`` and ``{glue:figure}``)."""
+    """Display a figure where the cell is (a figure without a caption: prefer ``glue_figure`` and
+    ``{glue:figure}``)."""
     display(Shown(fig))
+
+
+GLUE_PREFIX = "application/papermill.record/"  # myst-nb's mark of an output glued without being displayed
+
+
+def in_runner() -> bool:
+    """Whether the chapter runs inside the book's runner, which names its staging folder in $QKOV_RESULTS_DIR; a
+    chapter run by hand (JupyterLab, plain papermill) has none."""
+    return bool(os.environ.get(RESULTS_ENV))
+
+
+def glue(name: str, value: object, display_it: bool) -> None:
+    """``myst_nb.glue(name, value, display=display_it)``, written as myst-nb writes it (one display output whose
+    metadata names it), without importing myst-nb and Sphinx into every chapter's kernel."""
+    bundle, metadata = format_display_data(value)
+    prefix = "" if display_it else GLUE_PREFIX
+    metadata["scrapbook"] = dict(name=name, mime_prefix=prefix)
+    display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
+
+
+def glue_figure(name: str, fig: go.Figure) -> None:
+    """A chapter's figure, for the book and for a reader running the chapter by hand, in one output: glued under
+    ``name`` for the page's captioned ``{glue:figure}``; inside the runner hidden where the cell is (the page shows
+    it once, under its caption), outside it (JupyterLab, plain papermill) also displayed there, where JupyterLab
+    draws it (``application/vnd.plotly.v1+json``) and ``{glue:figure}`` is only text."""
+    glue(name, Shown(fig), display_it=not in_runner())
 
 
 def clear_axis_titles(fig: go.Figure, x_label: str | None, y_label: str | None) -> None:
