@@ -17,7 +17,6 @@ CPU thread's flush-to-zero flags, which the kernels obey as they run on that thr
 """
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -27,7 +26,7 @@ import torch
 
 from .engine import (QK_KINDS, Batch, FixedBatches, Member, Monitor, Recorder, StackConfig, StackResult, _epoch_stops,
                      model_label)
-from .progress import bar
+from .progress import bar, notice
 from .training import check_finite
 
 try:
@@ -562,7 +561,8 @@ def _chunk_end(step: int, every: int, cap: int, record_every: int) -> int:
 
 
 class _CompileNotice(event.Listener):
-    """Says so in the progress output when numba starts compiling the kernels (a cached start loads them)."""
+    """Says so, once for a run and its worker processes, on stdout, when numba starts compiling the kernels (a
+    cached start loads them); not where progress is off (the runner)."""
 
     said = False
 
@@ -571,7 +571,7 @@ class _CompileNotice(event.Listener):
 
     def on_start(self, ev) -> None:
         if not _CompileNotice.said and not self.steps.disable:
-            self.steps.write("compiling the engine's kernels (once; cached afterwards)", file=sys.stderr)
+            notice("compile", "compiling the engine's kernels (once; cached afterwards)")
         _CompileNotice.said = True
 
     def on_end(self, ev) -> None:
