@@ -24,6 +24,7 @@ def progress_on(monkeypatch):
 
 
 def test_a_file_or_a_pipe_is_a_log_and_a_terminal_is_a_terminal():
+    assert not progress._notebook_kernel()  # pytest is no notebook kernel
     assert progress.kind(io.StringIO()) == progress.LOG
     assert progress.kind(Terminal()) == progress.TERMINAL
     with open(os.devnull, "w") as closed:
@@ -80,3 +81,14 @@ def test_another_run_says_it_again():
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
             for _ in range(2)]
     assert [r.stdout.count("compiling the engine's kernels") for r in runs] == [1, 1]
+
+
+def test_in_a_notebook_kernel_a_bar_is_a_widget_or_without_ipywidgets_lines(monkeypatch):
+    class Widget(progress.tqdm):
+        pass
+    monkeypatch.setattr(progress, "_notebook_kernel", lambda: True)
+    monkeypatch.setattr(progress, "_widgets", lambda: Widget)
+    assert progress.kind(Terminal()) == progress.WIDGET
+    assert type(progress.bar(range(3), "x", file=io.StringIO())) is Widget
+    monkeypatch.setattr(progress, "_widgets", lambda: None)  # no ipywidgets: a kernel's stderr is no terminal
+    assert progress.kind(io.StringIO()) == progress.LOG
