@@ -20,6 +20,7 @@ from .chapter import ParameterError
 from .contents import chapter_names
 
 REPO_URL_ENV = "QKOV_REPO_URL"  # the repository's web address, e.g. https://github.com/OWNER/REPO
+BRANCH_ENV = "QKOV_BRANCH"  # the branch the chapters' launch and source links name (default: main)
 
 MATHJAX_ENV = "QKOV_MATHJAX"
 MATHJAX_SYSTEM = Path("/usr/share/javascript/mathjax")  # apt-get install libjs-mathjax
@@ -113,10 +114,20 @@ def needs_full_build(stamp: Path, inputs: str, strict: bool) -> bool:
     return last.get("inputs") != inputs or (strict and not last.get("strict"))
 
 
+def link_branch(branch: str | None = None) -> str:
+    """The branch the links name: ``branch``, else $QKOV_BRANCH, else main (a branch name git allows in a URL)."""
+    name = branch or os.environ.get(BRANCH_ENV) or "main"
+    if not re.fullmatch(r"[A-Za-z0-9._/-]+", name) or name.startswith(("-", "/")) or ".." in name:
+        raise ParameterError(f"branch {name!r} is not a branch name for a link (letters, digits, '.', '_', '-', "
+                             f"'/'), e.g. main")
+    return name
+
+
 def build_book(root: Path = results.REPO_ROOT, out_dir: Path | None = None, strict: bool = True,
-               repo_url: str | None = None, branch: str = "main") -> Path:
+               repo_url: str | None = None, branch: str | None = None) -> Path:
     """Render the book with Jupyter Book 1.x from executed chapters (no execution at build time); returns index.html.
-    ``repo_url`` (default $QKOV_REPO_URL) adds the repository link and each chapter's launch links."""
+    ``repo_url`` (default $QKOV_REPO_URL) adds the repository link and each chapter's launch links, which name
+    ``branch`` (default $QKOV_BRANCH, else main)."""
     out_dir = out_dir or root / "book" / "chapters"
     missing = [c for c in chapter_names() if not (out_dir / f"{c}.ipynb").exists()]
     if missing:
@@ -126,7 +137,7 @@ def build_book(root: Path = results.REPO_ROOT, out_dir: Path | None = None, stri
     copy_plotly(static)
     if not copy_mathjax(static):
         print(f"no local MathJax (install libjs-mathjax, or set {MATHJAX_ENV}): formulas will load it from a CDN")
-    config = _book_config(root, repo_url or os.environ.get(REPO_URL_ENV), branch)
+    config = _book_config(root, repo_url or os.environ.get(REPO_URL_ENV), link_branch(branch))
     stamp, inputs = root / "_build" / BUILD_STAMP, book_inputs(root, config)
     full = needs_full_build(stamp, inputs, strict)
     stamp.unlink(missing_ok=True)  # a failed or interrupted build leaves none: the next one rebuilds every page
