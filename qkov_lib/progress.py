@@ -5,9 +5,10 @@ runner does, so executed chapters stay clean). ``kind`` decides, at each bar:
   (``tqdm.notebook``, what ``tqdm.auto`` picks there);
 - ``terminal``: where stderr is a terminal (``isatty()``), tqdm's bar redrawn in place;
 - ``log``: anywhere else: stderr a file or a pipe (a CI log, ``make book > log 2>&1``, the worker processes of a
-  notebook kernel, whose output the kernel forwards), or a notebook without ipywidgets. A bar is then plain lines,
-  each ending in a newline (no carriage return, no cursor movement, so no nested bars), one when it starts, at most
-  one every ``LOG_INTERVAL`` seconds, and one when it ends.
+  notebook kernel, whose output the kernel forwards), or a notebook without ipywidgets. A bar is then plain lines on
+  stdout (news, not an error: a notebook shows stderr in red), each ending in a newline (no carriage return, no
+  cursor movement, so no nested bars), one when it starts, at most one every ``LOG_INTERVAL`` seconds, and one when
+  it ends.
 
 ``notice`` says something once for a whole run, the processes it starts included (the compiled engine's "compiling
 the engine's kernels", which every worker would otherwise print), on stdout: it is news, not an error.
@@ -95,6 +96,8 @@ def bar(iterable: Iterable | None, desc: str, enabled: bool = True, **kwargs) ->
     off = not enabled or os.environ.get(PROGRESS_ENV, "1") == "0"
     how = kind(kwargs.get("file"))
     cls = _widgets() if how == WIDGET else tqdm if how == TERMINAL else LogBar
+    if how == LOG:
+        kwargs.setdefault("file", sys.stdout)
     return cls(iterable, desc=desc, disable=off, mininterval=1.0, **kwargs)
 
 

@@ -33,6 +33,14 @@ def test_a_file_or_a_pipe_is_a_log_and_a_terminal_is_a_terminal():
     assert isinstance(progress.bar(range(3), "x", file=io.StringIO()), progress.LogBar)
 
 
+def test_a_bar_in_a_log_writes_its_lines_to_stdout(capsys):
+    for _ in progress.bar(range(3), "counting"):  # pytest's captured stderr is no terminal
+        pass
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [line for line in out.splitlines() if line.startswith("counting")] and len(out) > 0
+    assert err == ""
+
+
 def test_bars_in_a_log_are_whole_lines_even_nested():
     log = io.StringIO()
     with progress.bar(None, "outer", total=3, file=log) as outer:
