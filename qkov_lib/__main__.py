@@ -1,4 +1,4 @@
-"""Command line: ``python -m qkov_lib reproduce|book|chapters|fetch|results|publish`` (see README)."""
+"""Command line: ``python -m qkov_lib reproduce|book|chapters|notebook|fetch|results|publish`` (see README)."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +13,7 @@ from .chapter import CHOICES, ParameterError, parse_value
 from .codehash import DynamicImport
 from .contents import title
 from .data.registry import CANONICAL, DataError, canonical_file
+from .notebooks import write_notebook
 from .reproduce import BOOK_CHAPTERS, CHAPTERS, RESULTS_ROOT, Summary, format_plan, plan, reproduce
 from .workers import end_descendants
 
@@ -40,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
                                          "launch links (default: $QKOV_REPO_URL; none when unset)")
     book.add_argument("--branch", default="main", help="the repository branch the links name (default: main)")
     sub.add_parser("chapters", help="list the chapters")
+    nb = sub.add_parser("notebook", help="write a chapter as an .ipynb for plain papermill or any notebook tool")
+    nb.add_argument("name", help="the chapter (`python -m qkov_lib chapters` lists them)")
+    nb.add_argument("-o", "--output", type=Path, help="the .ipynb file, or a folder (default: NAME.ipynb here)")
     fetch = sub.add_parser("fetch", help="download a dataset's canonical release into the cache (needs the internet)")
     fetch.add_argument("dataset", choices=sorted(CANONICAL))
     bundle.add_commands(sub)  # results pack|unpack (qkov_lib/bundle.py)
@@ -66,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
             summary = reproduce(args.profile, pairs, _only(args.only), args.force, args.out, args.results,
                                 args.budget_minutes)
             return _report(summary, args.strict)
+        elif args.command == "notebook":
+            print(f"wrote {write_notebook(args.name, args.output)}; run it with `papermill <it> <out>.ipynb -p "
+                  f"profile smoke`")
         elif args.command == "fetch":
             for name in CANONICAL[args.dataset]:
                 print(f"{args.dataset}/{name}: {canonical_file(args.dataset, name, download=True)}")

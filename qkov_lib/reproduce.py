@@ -131,14 +131,15 @@ def chapter_code(chapter: str) -> codehash.CodeState:
 
 def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root: Path = RESULTS_ROOT
                 ) -> dict[str, str]:
-    """What a chapter's output depends on, part by part: its source, its resolved parameters, its code (the library
+    """What a chapter's output depends on, part by part: its source (its cells, not the notebook's metadata, which
+    JupyterLab rewrites on opening), its resolved parameters, its code (the library
     modules it can execute, docstrings aside, and the numerical libraries' versions), the files and settings of the
     datasets it reads, the portable arithmetic mode's settings, the device and engine that compute (``computed_by``),
     and, for a page that gathers results, the other chapters' units (their metadata, which holds every file's
     sha256)."""
     datasets = getattr(chapter_module(chapter), "DATASETS", ())
     code = chapter_code(chapter)
-    parts = {"source": _sha((NOTEBOOKS_DIR / f"{chapter}.md").read_bytes()),
+    parts = {"source": codehash.source_digest(NOTEBOOKS_DIR / f"{chapter}.md"),
              "parameters": _sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
              "code": code.digest,
              "arithmetic": _sha(json.dumps(portable.settings(), sort_keys=True).encode()),

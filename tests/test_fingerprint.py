@@ -188,3 +188,18 @@ def test_sweep_cells_follow_their_task_code(package):
     assert sweep.cell_folder("atlas", {"a": 1}, atlas.run_setting) != folder
     with pytest.raises(ValueError, match="sweep task 'stale_after' is defined in .*outside qkov_lib; define it"):
         sweep.cell_folder("atlas", {"a": 1}, stale_after)
+
+
+def test_notebook_metadata_leaves_a_chapter_current_and_a_cell_edit_does_not(tmp_path, monkeypatch):
+    """Opening a chapter in JupyterLab rewrites its kernelspec; that changes no fingerprint, an edited cell does."""
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "tiny.md").write_text(TINY)
+    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
+    monkeypatch.setitem(runner.CHAPTERS, "tiny", fake_module("tiny", x=1))
+    before = runner.fingerprint("tiny", "smoke", {"x": 1}, tmp_path)
+    (notebooks / "tiny.md").write_text(TINY.replace("display_name: Python 3,", "display_name: Python 3 (ipykernel),"))
+    assert "ipykernel" in (notebooks / "tiny.md").read_text()
+    assert runner.fingerprint("tiny", "smoke", {"x": 1}, tmp_path) == before
+    (notebooks / "tiny.md").write_text(TINY.replace('overrides.get("x", 1)', 'overrides.get("x", 2)'))
+    assert runner.fingerprint("tiny", "smoke", {"x": 1}, tmp_path)["source"] != before["source"]
