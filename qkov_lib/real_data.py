@@ -75,6 +75,20 @@ class RealSetup:
     qk_mult: float  # the faster condition's QK multiplier (Section 7, per dataset)
     batch_size: int = 32  # the authors' batch
     weight_decay: float = 1e-4  # AdamW's decoupled decay on every parameter (the authors')
+    momentum: float = 0.0  # SGD's momentum (the paper states none)
+    lr_schedule: str = "constant"  # training.LR_SCHEDULES; the paper states no schedule
+    warmup: float = 0.0  # share of the optimiser steps warming up (cosine) or rising (onecycle)
+    clip_norm: float | None = None  # each seed's gradient clipped to this global norm (the paper states none)
+    accumulate: int = 1  # mini-batches per optimiser step (the paper states none)
+    label_smoothing: float = 0.0  # of the training loss only (the paper states none)
+    qk_params: str = "wq_wk"  # what trains at the QK rate (training.QK_PARAMS): W_Q and W_K (Section 7)
+    embed_mult: float = 1.0  # the token embedding's rate x the base rate, outside the QK set (the paper: none)
+    embed_decay: float | None = None  # the token embedding's weight decay (None: weight_decay)
+    frozen: str = "none"  # parameters neither condition trains (training.FROZEN)
+    faster_weight_decay: float | None = None  # the faster condition's (None: weight_decay; Section 7: only QK)
+    faster_frozen: str | None = None  # parameters the faster condition leaves untrained (None: frozen)
+    activation: str = "relu"  # the MLP's nonlinearity (models.transformer.ACTIVATIONS); the paper states none
+    biases: bool = False  # biases on Q, K, V, O and the MLP (the paper states none)
     epochs: int  # passes over the training set (the authors'; the paper states none)
     evals_per_epoch: int = 2  # read-outs of the training loss per epoch
     eval_batch: int = 256  # examples per evaluation batch (changes no number)
@@ -102,8 +116,11 @@ class RealSetup:
         if not (self.epochs >= 1 and self.evals_per_epoch >= 1):
             raise ValueError(f"epochs and evals_per_epoch must be integers >= 1 (got {self.epochs!r}, "
                              f"{self.evals_per_epoch!r})")
+        if not 0 <= self.label_smoothing < 1:
+            raise ValueError(f"label_smoothing must lie in [0, 1) (got {self.label_smoothing!r})")
         self.model(vocab=10, n_classes=2)
-        self.train_config(self.qk_mult, per_epoch=1)
+        self.train_config(self.qk_mult, per_epoch=self.accumulate)
+        self.for_condition(True).train_config(self.qk_mult, per_epoch=self.accumulate)
         check_bins(list(self.bins))
         if self.max_len < 2:
             raise ValueError(f"max_len must be >= 2 (got {self.max_len})")
@@ -112,14 +129,29 @@ class RealSetup:
         """The classifier for a vocabulary and class count (checks the sizes)."""
         return ClassifierConfig(vocab=vocab, n_classes=n_classes, max_len=self.max_len, d_model=self.d_model,
                                 n_heads=self.n_heads, d_head=self.d_head, n_layers=self.n_layers, mlp=self.mlp,
-                                d_mlp=self.d_mlp, residual=self.residual)
+                                d_mlp=self.d_mlp, residual=self.residual, activation=self.activation,
+                                biases=self.biases)
 
     def train_config(self, qk_mult: float, per_epoch: int) -> TrainConfig:
-        """The training loop of one condition: only W_Q and W_K at ``qk_mult`` x the base rate, weight decay on
-        every circuit, ``epochs`` x ``per_epoch`` steps, ``evals_per_epoch`` read-outs of the loss per epoch."""
+        """The training loop of one condition: the ``qk_params`` set (default W_Q and W_K only) at ``qk_mult`` x the
+        base rate, weight decay on every circuit, ``epochs`` x ``per_epoch`` mini-batch steps, ``evals_per_epoch``
+        read-outs of the loss per epoch; the optimiser, schedule, clipping, accumulation and groups as set."""
         return TrainConfig(RateSchedule(self.lr, qk_mult=qk_mult), batch_size=self.batch_size,
                            optimizer=self.optimizer, weight_decay=self.weight_decay,
-                           max_steps=self.epochs * per_epoch, eval_every=max(1, per_epoch // self.evals_per_epoch))
+                           max_steps=self.epochs * per_epoch, eval_every=max(1, per_epoch // self.evals_per_epoch),
+                           momentum=self.momentum, lr_schedule=self.lr_schedule, warmup=self.warmup,
+                           clip_norm=self.clip_norm, accumulate=self.accumulate, qk_params=self.qk_params,
+                           frozen=self.frozen, embed_mult=self.embed_mult, embed_decay=self.embed_decay)
+
+    def for_condition(self, faster: bool) -> RealSetup:
+        """This setup for the baseline (itself) or the faster condition: the faster one with its own weight decay
+        and frozen parameters where ``faster_weight_decay`` / ``faster_frozen`` are set (the authors' HateXplain
+        runs change both; Section 7 changes only the QK rate)."""
+        if not faster or (self.faster_weight_decay is None and self.faster_frozen is None):
+            return self
+        return replace(self, faster_weight_decay=None, faster_frozen=None,
+                       weight_decay=self.weight_decay if self.faster_weight_decay is None else self.faster_weight_decay,
+                       frozen=self.frozen if self.faster_frozen is None else self.faster_frozen)
 
     def conditions(self) -> list[tuple[str, float]]:
         """Table 1's two conditions: (name, QK multiplier)."""
@@ -213,11 +245,12 @@ def model_config(data: Prepared, s: RealSetup) -> ClassifierConfig:
 
 
 def fit(params: dict[str, torch.Tensor], loss_fn: Callable, inputs: torch.Tensor, labels: torch.Tensor,
-        s: RealSetup, qk_mult: float, progress: bool, desc: str, probe: int = 1024, chunk: int = 256
-        ) -> pd.DataFrame:
+        s: RealSetup, qk_mult: float, progress: bool, desc: str, probe: int = 1024, chunk: int = 256,
+        train_loss: Callable | None = None) -> pd.DataFrame:
     """Train stacked models in place for ``epochs`` epochs over (inputs, labels) [N, ...], every seed reading its
-    own batch order, with only W_Q and W_K at ``qk_mult`` x the base rate; returns the training loss curve, read on
-    a fixed subset of ``probe`` training examples (columns step, epoch, seed, train_nll)."""
+    own batch order, with the ``qk_params`` set (default W_Q and W_K only) at ``qk_mult`` x the base rate, on
+    ``train_loss`` (default ``loss_fn``; e.g. with label smoothing); returns the training loss curve (``loss_fn``),
+    read on a fixed subset of ``probe`` training examples (columns step, epoch, seed, train_nll)."""
     seeds, n = list(s.seeds), inputs.shape[0]
     per_epoch = n // s.batch_size
     tc = s.train_config(qk_mult, per_epoch)
@@ -230,7 +263,7 @@ def fit(params: dict[str, torch.Tensor], loss_fn: Callable, inputs: torch.Tensor
                for part in rows.split(chunk)]
         return torch.stack(out).mean(0).cpu().numpy()
 
-    hist = train(params, loss_fn, tc, batches, monitor, seeds, progress, desc)
+    hist = train(params, train_loss or loss_fn, tc, batches, monitor, seeds, progress, desc)
     return pd.DataFrame([{"step": step, "epoch": step / per_epoch, "seed": seed, "train_nll": float(v[i])}
                          for step, v in zip(hist.steps, hist.train_nll) for i, seed in enumerate(seeds)])
 
@@ -241,11 +274,14 @@ def train_condition(data: Prepared, s: RealSetup, qk_mult: float, device: torch.
     cfg = model_config(data, s)
     params = init_classifier(cfg, list(s.seeds), device)
 
-    def loss_fn(prm, x, y):
+    def loss_fn(prm, x, y, smoothing=0.0):
         logits, _ = classify(prm, cfg, trim(x)[0])
-        return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none").mean(1)
+        return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none",
+                                                 label_smoothing=smoothing).mean(1)
 
-    curve = fit(params, loss_fn, data.train.ids.to(device), data.train.labels.to(device), s, qk_mult, progress, desc)
+    smoothed = (lambda prm, x, y: loss_fn(prm, x, y, s.label_smoothing)) if s.label_smoothing else None
+    curve = fit(params, loss_fn, data.train.ids.to(device), data.train.labels.to(device), s, qk_mult, progress, desc,
+                train_loss=smoothed)
     return params, curve
 
 
@@ -511,7 +547,8 @@ def run_all(data: Any, variants: list[RealSetup], device: torch.device, progress
     one torch thread, so the numbers do not depend on the machine's core count): one RealRun per variant.
     ``task``: what to train and measure (default: the classifiers of this module)."""
     task = task or CLASSIFY
-    tasks = [(task, data, s, name, mult, device, progress) for s in variants for name, mult in s.conditions()]
+    tasks = [(task, data, s.for_condition(i > 0), name, mult, device, progress)
+             for s in variants for i, (name, mult) in enumerate(s.conditions())]
     done = iter(run_independent(_condition, tasks, cpu_workers(device)))
     runs = []
     for s in variants:

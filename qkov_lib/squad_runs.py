@@ -105,7 +105,7 @@ def baseline_display(baseline: dict[str, float]) -> pd.DataFrame:
 def model_config(data: PreparedQA, s: SquadSetup) -> DecoderConfig:
     return DecoderConfig(vocab=len(data.vocab), max_len=data.train.ids.shape[1] + s.max_answer + 1,
                          d_model=s.d_model, n_heads=s.n_heads, d_head=s.d_head, n_layers=s.n_layers,
-                         d_mlp=s.d_mlp)
+                         d_mlp=s.d_mlp, activation=s.activation, biases=s.biases)
 
 
 def allowed_tokens(ids: torch.Tensor, vocab: Vocab, s: SquadSetup) -> torch.Tensor | None:
@@ -117,9 +117,9 @@ def allowed_tokens(ids: torch.Tensor, vocab: Vocab, s: SquadSetup) -> torch.Tens
 
 
 def _answer_loss(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tensor, targets: torch.Tensor,
-                 answer_id: int, allowed: torch.Tensor | None) -> torch.Tensor:
+                 answer_id: int, allowed: torch.Tensor | None, smoothing: float = 0.0) -> torch.Tensor:
     """Mean cross-entropy per seed of the answer tokens and <eos>, each predicted from the position before it,
-    over the vocabulary or over the ``allowed`` tokens [S, B, K]."""
+    over the vocabulary or over the ``allowed`` tokens [S, B, K], with ``smoothing`` as label smoothing."""
     start = (ids == answer_id).int().argmax(-1)  # [S, B], the <a> position
     rows = (start[..., None] + torch.arange(targets.shape[-1], device=ids.device)).clamp(max=ids.shape[-1] - 1)
     logits = next_token_logits(params, decode(params, cfg, ids)[0], rows, allowed)
@@ -127,7 +127,8 @@ def _answer_loss(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch
         classes = targets
     else:  # each target's place among the allowed tokens; padding (weight 0) points at <eos>, a finite logit
         classes = torch.where(targets != 0, squad.token_slots(allowed, targets), allowed.shape[-1] - 1)
-    nll = torch.nn.functional.cross_entropy(logits.flatten(0, 2), classes.flatten(), reduction="none")
+    nll = torch.nn.functional.cross_entropy(logits.flatten(0, 2), classes.flatten(), reduction="none",
+                                            label_smoothing=smoothing)
     weights = (targets != 0).float().flatten()
     return (nll * weights).view_as(targets).sum((1, 2)) / (targets != 0).sum((1, 2)).clamp(min=1)
 
@@ -139,11 +140,12 @@ def train_condition(data: PreparedQA, s: SquadSetup, qk_mult: float, device: tor
     cfg, answer_id = model_config(data, s), data.vocab.stoi["<a>"]
     params = init_decoder(cfg, list(s.seeds), device)
 
-    def loss_fn(prm, x, y):
-        return _answer_loss(prm, cfg, x, y, answer_id, allowed_tokens(x, data.vocab, s))
+    def loss_fn(prm, x, y, smoothing=0.0):
+        return _answer_loss(prm, cfg, x, y, answer_id, allowed_tokens(x, data.vocab, s), smoothing)
 
+    smoothed = (lambda prm, x, y: loss_fn(prm, x, y, s.label_smoothing)) if s.label_smoothing else None
     curve = fit(params, loss_fn, data.train.ids.to(device), data.train.targets.to(device), s, qk_mult, progress,
-                desc, probe=512, chunk=128)
+                desc, probe=512, chunk=128, train_loss=smoothed)
     return params, curve
 
 

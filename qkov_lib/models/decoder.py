@@ -2,8 +2,9 @@
 once (a leading seed dimension).
 
 Token and learned position embeddings; ``n_layers`` pre-norm blocks of causal multi-head attention (W_Q, W_K, W_V
-[H, d, d_head], W_O [H, d_head, d]; padding masked) and a ReLU MLP, each added to the residual stream; a final norm
-and an output layer tied to the token embedding. The norms have no parameters, so that every trained weight is in
+[H, d, d_head], W_O [H, d_head, d]; padding masked) and an MLP (ReLU or GELU), each added to the residual
+stream, optionally with biases (b_Q, b_K, b_V [H, d_head], b_O [d], the MLP's b_in, b_out); a final norm and an
+output layer tied to the token embedding. The norms have no parameters, so that every trained weight is in
 the QK group (W_Q, W_K), the OV group (W_V, W_O) or 'other' (``optim.circuit_groups``).
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 from torch.nn.functional import layer_norm
 
 from ..validation import require_positive_ints
-from .transformer import scaled_attention
+from .transformer import ACTIVATIONS, activate, is_bias, scaled_attention
 
 
 @dataclass(frozen=True)
@@ -28,26 +29,36 @@ class DecoderConfig:
     n_layers: int = 6
     d_mlp: int = 256
     init_scale: float = 0.02
+    activation: str = "relu"  # the MLP's (``transformer.ACTIVATIONS``)
+    biases: bool = False  # biases on Q, K, V, O and the MLP (zero at the start)
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("vocab", "max_len", "d_model", "n_heads", "d_head", "n_layers", "d_mlp"))
         if not self.init_scale > 0:
             raise ValueError(f"init_scale must be > 0 (got {self.init_scale!r})")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)} (got {self.activation!r})")
 
 
 def init_decoder(cfg: DecoderConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
                  ) -> dict[str, torch.Tensor]:
-    """Normal(0, init_scale) weights, one independent draw per seed, stacked on dimension 0."""
+    """Normal(0, init_scale) weights, zero biases (drawing nothing), one independent draw per seed, stacked on
+    dimension 0."""
     shapes = {"embed": (cfg.vocab, cfg.d_model), "pos": (cfg.max_len, cfg.d_model)}
     for layer in range(cfg.n_layers):
         p = f"blocks.{layer}."
         shapes |= {p + "W_Q": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_K": (cfg.n_heads, cfg.d_model, cfg.d_head),
                    p + "W_V": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_O": (cfg.n_heads, cfg.d_head, cfg.d_model),
                    p + "mlp_in": (cfg.d_model, cfg.d_mlp), p + "mlp_out": (cfg.d_mlp, cfg.d_model)}
+        if cfg.biases:
+            shapes |= {p + "b_Q": (cfg.n_heads, cfg.d_head), p + "b_K": (cfg.n_heads, cfg.d_head),
+                       p + "b_V": (cfg.n_heads, cfg.d_head), p + "b_O": (cfg.d_model,), p + "b_in": (cfg.d_mlp,),
+                       p + "b_out": (cfg.d_model,)}
     per_seed = []
     for seed in seeds:
         gen = torch.Generator().manual_seed(int(seed))
-        per_seed.append({k: cfg.init_scale * torch.randn(s, generator=gen) for k, s in shapes.items()})
+        per_seed.append({k: torch.zeros(s) if is_bias(k) else cfg.init_scale * torch.randn(s, generator=gen)
+                         for k, s in shapes.items()})
     return {k: torch.stack([p[k] for p in per_seed]).to(device).requires_grad_() for k in shapes}
 
 
@@ -68,11 +79,19 @@ def decode(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tenso
         p = f"blocks.{layer}."
         h = layer_norm(x, (d,))
         q, k, v = (torch.einsum("sbtd,shde->sbhte", h, params[p + n]) for n in ("W_Q", "W_K", "W_V"))
+        if cfg.biases:
+            q, k, v = (t + params[p + n][:, None, :, None, :] for t, n in zip((q, k, v), ("b_Q", "b_K", "b_V")))
         attn = scaled_attention(q @ k.transpose(-1, -2), blocked, cfg.d_head)
         attns.append(attn)
         x = x + torch.einsum("sbhqe,shed->sbqd", attn @ v, params[p + "W_O"])
-        h = torch.relu(torch.einsum("sbtd,sdm->sbtm", layer_norm(x, (d,)), params[p + "mlp_in"]))
-        x = x + torch.einsum("sbtm,smd->sbtd", h, params[p + "mlp_out"])
+        if cfg.biases:
+            x = x + params[p + "b_O"][:, None, None, :]
+        pre = torch.einsum("sbtd,sdm->sbtm", layer_norm(x, (d,)), params[p + "mlp_in"])
+        if cfg.biases:
+            pre = pre + params[p + "b_in"][:, None, None, :]
+        x = x + torch.einsum("sbtm,smd->sbtd", activate(pre, cfg.activation), params[p + "mlp_out"])
+        if cfg.biases:
+            x = x + params[p + "b_out"][:, None, None, :]
     return layer_norm(x, (d,)), attns
 
 

@@ -1,8 +1,9 @@
 """A small transformer classifier for the real-data tasks (Section 7), many seeds at once (a leading seed dimension).
 
 Token and learned position embeddings; ``n_layers`` blocks of multi-head attention (W_Q, W_K, W_V [H, d, d_head],
-W_O [H, d_head, d]; padding masked, no causal mask) with an optional residual stream and ReLU MLP; a linear read-out
-of the last real position, which holds the read-out token. Parameter names end in W_Q, W_K, W_V, W_O so that
+W_O [H, d_head, d]; padding masked, no causal mask) with an optional residual stream and MLP (ReLU or GELU),
+optionally with biases (b_Q, b_K, b_V [H, d_head], b_O [d]; the MLP's b_in, b_out); a linear read-out of the last
+real position, which holds the read-out token. Parameter names end in W_Q, W_K, W_V, W_O so that
 ``optim.circuit_groups`` puts them in the QK and OV groups; everything else is 'other'.
 """
 from __future__ import annotations
@@ -28,6 +29,8 @@ class ClassifierConfig:
     d_mlp: int = 256
     residual: bool = True
     init_scale: float = 0.02
+    activation: str = "relu"  # the MLP's: "relu", "gelu" (exact) or "gelu_tanh" (the authors' ``gelu_new``)
+    biases: bool = False  # biases on Q, K, V, O and the MLP (zero at the start)
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("vocab", "n_classes", "max_len", "d_model", "n_heads", "d_head", "n_layers",
@@ -36,23 +39,47 @@ class ClassifierConfig:
             raise ValueError(f"n_classes must be >= 2 (got {self.n_classes})")
         if not self.init_scale > 0:
             raise ValueError(f"init_scale must be > 0 (got {self.init_scale!r})")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)} (got {self.activation!r})")
+
+
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+
+
+def activate(x: torch.Tensor, activation: str) -> torch.Tensor:
+    """The MLP's nonlinearity: ReLU, GELU (exact, ``torch.nn.GELU``), or GELU in its tanh form (``gelu_new`` of
+    the authors' HateXplain and SVA notebooks)."""
+    if activation == "relu":
+        return torch.relu(x)
+    return torch.nn.functional.gelu(x, approximate="tanh" if activation == "gelu_tanh" else "none")
+
+
+def is_bias(name: str) -> bool:
+    """Whether a parameter is a bias (starts at zero): ``unembed_bias``, ``b_Q``, ``blocks.0.b_in``, ..."""
+    return name.endswith("bias") or name.rsplit(".", 1)[-1].startswith("b_")
 
 
 def init_classifier(cfg: ClassifierConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
                     ) -> dict[str, torch.Tensor]:
-    """Normal(0, init_scale) weights, zero biases, one independent draw per seed, stacked on dimension 0."""
+    """Normal(0, init_scale) weights, zero biases, one independent draw per seed, stacked on dimension 0 (biases
+    draw nothing, so a model with biases starts its weights where one without them does)."""
     shapes = {"embed": (cfg.vocab, cfg.d_model), "pos": (cfg.max_len, cfg.d_model),
               "unembed": (cfg.d_model, cfg.n_classes), "unembed_bias": (cfg.n_classes,)}
     for layer in range(cfg.n_layers):
         p = f"blocks.{layer}."
         shapes |= {p + "W_Q": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_K": (cfg.n_heads, cfg.d_model, cfg.d_head),
                    p + "W_V": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_O": (cfg.n_heads, cfg.d_head, cfg.d_model)}
+        if cfg.biases:
+            shapes |= {p + "b_Q": (cfg.n_heads, cfg.d_head), p + "b_K": (cfg.n_heads, cfg.d_head),
+                       p + "b_V": (cfg.n_heads, cfg.d_head), p + "b_O": (cfg.d_model,)}
         if cfg.mlp:
             shapes |= {p + "mlp_in": (cfg.d_model, cfg.d_mlp), p + "mlp_out": (cfg.d_mlp, cfg.d_model)}
+            if cfg.biases:
+                shapes |= {p + "b_in": (cfg.d_mlp,), p + "b_out": (cfg.d_model,)}
     per_seed = []
     for seed in seeds:
         gen = torch.Generator().manual_seed(int(seed))
-        per_seed.append({k: (torch.zeros(s) if k.endswith("bias") else cfg.init_scale * torch.randn(s, generator=gen))
+        per_seed.append({k: (torch.zeros(s) if is_bias(k) else cfg.init_scale * torch.randn(s, generator=gen))
                          for k, s in shapes.items()})
     return {k: torch.stack([p[k] for p in per_seed]).to(device).requires_grad_() for k in shapes}
 
@@ -75,14 +102,23 @@ def scaled_attention(scores: torch.Tensor, blocked: torch.Tensor, d_head: int) -
 
 
 def readout_heads(x: torch.Tensor, queries: torch.Tensor, blocked: torch.Tensor, w_q: torch.Tensor,
-                  w_k: torch.Tensor, w_v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                  w_k: torch.Tensor, w_v: torch.Tensor, biases: tuple[torch.Tensor, ...] | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """The last layer's attention [S, B, H, 1, T] from the read-out row ``queries`` [S, B, 1, d] over x [S, B, T, d]
     (keys ``blocked`` [S, B, 1, 1, T] left out), and each head's output [S, B, H, 1, d_head]. Keys and values are
-    not formed per position: q.(W_K^T x_t) = (W_K q).x_t and sum_t a_t W_V^T x_t = W_V^T (sum_t a_t x_t)."""
+    not formed per position: q.(W_K^T x_t) = (W_K q).x_t and sum_t a_t W_V^T x_t = W_V^T (sum_t a_t x_t). With
+    ``biases`` (b_Q, b_K, b_V [S, H, d_head]): q gains b_Q, every score q.b_K (the same for every key, so it changes
+    no attention weight), every head's output b_V (the weights sum to 1)."""
     q = torch.einsum("sbqd,shde->sbhqe", queries, w_q)
+    if biases is not None:
+        q = q + biases[0][:, None, :, None, :]
     key = torch.einsum("sbhqe,shde->sbhqd", q, w_k)
-    attn = scaled_attention(torch.einsum("sbhqd,sbtd->sbhqt", key, x), blocked, w_q.shape[-1])
-    return attn, torch.einsum("sbhqd,shde->sbhqe", torch.einsum("sbhqt,sbtd->sbhqd", attn, x), w_v)
+    scores = torch.einsum("sbhqd,sbtd->sbhqt", key, x)
+    if biases is not None:
+        scores = scores + (q * biases[1][:, None, :, None, :]).sum(-1, keepdim=True)
+    attn = scaled_attention(scores, blocked, w_q.shape[-1])
+    heads = torch.einsum("sbhqd,shde->sbhqe", torch.einsum("sbhqt,sbtd->sbhqd", attn, x), w_v)
+    return attn, heads if biases is None else heads + biases[2][:, None, :, None, :]
 
 
 def classify(params: dict[str, torch.Tensor], cfg: ClassifierConfig, ids: torch.Tensor
@@ -107,18 +143,26 @@ def classify(params: dict[str, torch.Tensor], cfg: ClassifierConfig, ids: torch.
     for layer in range(cfg.n_layers):
         p = f"blocks.{layer}."
         w_q, w_k, w_v, w_o = (params[p + name] for name in ("W_Q", "W_K", "W_V", "W_O"))
+        b = tuple(params[p + name] for name in ("b_Q", "b_K", "b_V")) if cfg.biases else None
         if layer < cfg.n_layers - 1:
             queries = x
             q, k, v = (torch.einsum("sbtd,shde->sbhte", x, w) for w in (w_q, w_k, w_v))
+            if b is not None:
+                q, k, v = (t + bias[:, None, :, None, :] for t, bias in zip((q, k, v), b))
             attn = scaled_attention(q @ k.transpose(-1, -2), blocked, cfg.d_head)
             heads = attn @ v
         else:
             queries = _at(x, last)
-            attn, heads = readout_heads(x, queries, blocked, w_q, w_k, w_v)
+            attn, heads = readout_heads(x, queries, blocked, w_q, w_k, w_v, b)
         attns.append(attn)
         out = torch.einsum("sbhqe,shed->sbqd", heads, w_o)
+        if cfg.biases:
+            out = out + params[p + "b_O"][:, None, None, :]
         x = queries + out if cfg.residual else out
         if cfg.mlp:
-            h = torch.relu(torch.einsum("sbtd,sdm->sbtm", x, params[p + "mlp_in"]))
+            pre = torch.einsum("sbtd,sdm->sbtm", x, params[p + "mlp_in"])
+            h = activate(pre + params[p + "b_in"][:, None, None, :] if cfg.biases else pre, cfg.activation)
             x = x + torch.einsum("sbtm,smd->sbtd", h, params[p + "mlp_out"])
+            if cfg.biases:
+                x = x + params[p + "b_out"][:, None, None, :]
     return torch.einsum("sbd,sdc->sbc", x.squeeze(2), params["unembed"]) + params["unembed_bias"][:, None], attns

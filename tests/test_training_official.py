@@ -1,0 +1,193 @@
+"""The real-data loop's authors' options (``training``): per-seed gradient clipping, rate schedules from
+``torch.optim.lr_scheduler``, SGD momentum, parameter groups with their own rate and decay, frozen parameters,
+gradient accumulation, label smoothing; the models' biases and GELU; the chapters' ``official`` profiles."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from qkov_lib.models.decoder import DecoderConfig, decode, init_decoder
+from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, scaled_attention
+from qkov_lib.optim import RateSchedule
+from qkov_lib.training import TrainConfig, clip_per_seed, optimiser, rate_scheduler, train
+
+CFG = ClassifierConfig(vocab=40, n_classes=3, max_len=12, d_model=16, n_heads=2, d_head=8, n_layers=1, mlp=True,
+                       d_mlp=32, residual=True, biases=True, activation="gelu_tanh")
+
+
+def batches_for(cfg, seeds, steps, batch=8):
+    """Per step, a batch [S, B, T] of ids (padding at the end of some rows) and labels [S, B]; each seed its own."""
+    gen = torch.Generator().manual_seed(123)
+    xs, ys = [], []
+    for _ in range(steps):
+        x = torch.randint(1, cfg.vocab, (len(seeds), batch, cfg.max_len), generator=gen)
+        x[:, :, -3:] *= (torch.rand(len(seeds), batch, 3, generator=gen) < 0.5)
+        x[:, :, -3:] = torch.where(x[:, :, -4:-3] == 0, 0, x[:, :, -3:])
+        xs.append(x)
+        ys.append(torch.randint(0, cfg.n_classes, (len(seeds), batch), generator=gen))
+    return xs, ys
+
+
+def loss_of(cfg):
+    def loss_fn(prm, x, y):
+        return torch.nn.functional.cross_entropy(classify(prm, cfg, x)[0].transpose(1, 2), y,
+                                                 reduction="none").mean(1)
+    return loss_fn
+
+
+def trained(seeds, tc, xs, ys, rows):
+    """Train models ``seeds`` (stacked) on the batches' seed rows ``rows``; return the parameters."""
+    params = init_classifier(CFG, seeds)
+    train(params, loss_of(CFG), tc, lambda step: (xs[step][rows], ys[step][rows]), lambda p: np.zeros(len(seeds)),
+          seeds, progress=False)
+    return {k: v.detach() for k, v in params.items()}
+
+
+def test_clipping_is_per_seed_a_two_seed_stack_equals_each_seed_trained_alone():
+    """Gradient clipping by global norm over each seed's own slices: a 2-seed stack, clipped hard (every step
+    clips), ends where each seed trained alone ends. One global norm over the stack would tie the seeds together
+    (and this test fails: the seeds' gradient norms differ)."""
+    xs, ys = batches_for(CFG, [0, 1], steps=6)
+    tc = TrainConfig(RateSchedule(1e-2, qk_mult=30.0), optimizer="sgd", momentum=0.9, weight_decay=1e-3,
+                     max_steps=6, eval_every=6, clip_norm=0.05, lr_schedule="cosine", warmup=0.34)
+    both = trained([7, 8], tc, xs, ys, [0, 1])
+    for k, seed in enumerate([7, 8]):
+        alone = trained([seed], tc, xs, ys, [k])
+        for name, value in both.items():
+            assert torch.allclose(value[k], alone[name][0], rtol=1e-5, atol=1e-7), (seed, name)
+    free = trained([7, 8], TrainConfig(**{**tc.__dict__, "clip_norm": None}), xs, ys, [0, 1])
+    assert any(not torch.allclose(free[n], both[n], atol=1e-6) for n in both)  # the clipping did clip
+
+
+def test_clip_per_seed_scales_each_seeds_gradient_to_the_norm():
+    grads = {"a": torch.tensor([[3.0, 4.0], [0.3, 0.4]]), "b": torch.tensor([[[12.0]], [[0.0]]])}
+    params = {k: torch.zeros_like(g, requires_grad=True) for k, g in grads.items()}
+    for k, g in grads.items():
+        params[k].grad = g.clone()
+    clip_per_seed(params, 1.0)
+    seed0 = torch.cat([params["a"].grad[0], params["b"].grad[0].flatten()])
+    assert torch.allclose(seed0.norm(), torch.tensor(1.0), atol=1e-5)
+    assert torch.allclose(seed0, torch.tensor([3.0, 4.0, 12.0]) / 13, atol=1e-5)
+    assert torch.equal(params["a"].grad[1], torch.tensor([0.3, 0.4]))  # norm 0.5 < 1: untouched
+
+
+def test_cosine_with_warmup_is_the_transformers_schedule_and_onecycle_runs_to_its_end():
+    params = {"blocks.0.W_Q": torch.zeros(1, 2, requires_grad=True), "unembed": torch.zeros(1, 2, requires_grad=True)}
+    total, warm = 50, 5
+    tc = TrainConfig(RateSchedule(0.1, qk_mult=3.0), optimizer="sgd", max_steps=total, lr_schedule="cosine",
+                     warmup=0.1)
+    opt = optimiser(params, tc)
+    sched = rate_scheduler(opt, tc)
+    seen = []
+    for _ in range(total):
+        seen.append([g["lr"] for g in opt.param_groups])
+        opt.step()
+        sched.step()
+
+    def hf(step):  # transformers.get_cosine_schedule_with_warmup's factor
+        if step < warm:
+            return step / warm
+        return 0.5 * (1 + math.cos(math.pi * (step - warm) / (total - warm)))
+    for step, rates in enumerate(seen):
+        assert rates == pytest.approx([0.3 * hf(step), 0.1 * hf(step)], abs=1e-7), step
+    one = TrainConfig(RateSchedule(0.1), optimizer="adamw", max_steps=20, eval_every=20, accumulate=2,
+                      lr_schedule="onecycle", warmup=0.3)
+    fresh = {k: v.detach().clone().requires_grad_() for k, v in params.items()}
+    rates = []
+    train(fresh, lambda p, x, y: (p["unembed"] ** 2).sum(1) + (p["blocks.0.W_Q"] - 1).pow(2).sum(1),
+          one, lambda step: (None, None), lambda p: np.zeros(1), [0], progress=False)
+    opt = optimiser(fresh, one)
+    sched = rate_scheduler(opt, one)
+    for _ in range(one.optimiser_steps):
+        rates.append(opt.param_groups[0]["lr"])
+        opt.step()
+        if sched.last_epoch + 1 < one.optimiser_steps:
+            sched.step()
+    assert max(rates) == pytest.approx(0.1) and rates[0] == pytest.approx(0.1 / 25)
+    assert rates.index(max(rates)) == 2  # the peak after 30% of 10 optimiser steps, less one
+
+
+def test_groups_qk_sets_embedding_rate_and_decay_and_frozen_parameters():
+    params = init_classifier(CFG, [0])
+    tc = TrainConfig(RateSchedule(1e-3, qk_mult=30.0), weight_decay=1e-4, qk_params="wq_wk_embed", frozen="mlp")
+    groups = {g["circuit"]: g for g in optimiser(params, tc).param_groups}
+    names = {id(p): n for n, p in params.items()}
+    members = {g: sorted(names[id(p)] for p in grp["params"]) for g, grp in groups.items()}
+    assert members["qk"] == ["blocks.0.W_K", "blocks.0.W_Q", "embed"] and groups["qk"]["lr"] == pytest.approx(0.03)
+    assert not any("mlp" in n or n.endswith(("b_in", "b_out")) for m in members.values() for n in m)
+    assert "blocks.0.b_Q" in members["other"] and "pos" in members["other"]
+    squad = TrainConfig(RateSchedule(5e-5, qk_mult=20.0), weight_decay=0.05, qk_params="wq_wk_bq_bk", embed_mult=0.1,
+                        embed_decay=0.0)
+    groups = {g["circuit"]: g for g in optimiser(params, squad).param_groups}
+    assert groups["embed"]["lr"] == pytest.approx(5e-6) and groups["embed"]["weight_decay"] == 0.0
+    assert groups["qk"]["lr"] == pytest.approx(1e-3) and len(groups["qk"]["params"]) == 4
+    assert groups["other"]["weight_decay"] == 0.05
+    default = {g["circuit"] for g in optimiser(params, TrainConfig()).param_groups}
+    assert default == {"qk", "ov", "other"}  # no embedding group unless its rate or decay is set
+
+
+def test_frozen_parameters_do_not_move_but_count_in_the_clipping_norm():
+    xs, ys = batches_for(CFG, [0], steps=3)
+    tc = TrainConfig(RateSchedule(1e-2), optimizer="adamw", max_steps=3, eval_every=3, frozen="mlp", clip_norm=1.0)
+    start = init_classifier(CFG, [5])
+    after = trained([5], tc, xs, ys, [0])
+    assert torch.equal(after["blocks.0.mlp_in"], start["blocks.0.mlp_in"].detach())
+    assert not torch.equal(after["blocks.0.W_Q"], start["blocks.0.W_Q"].detach())
+
+
+def test_accumulating_two_half_batches_is_one_step_on_the_whole_batch():
+    xs, ys = batches_for(CFG, [0], steps=2, batch=8)
+    whole_x, whole_y = torch.cat(xs, 1), torch.cat(ys, 1)
+    sgd = dict(schedule=RateSchedule(0.5, qk_mult=2.0), optimizer="sgd", momentum=0.9, eval_every=1)
+    acc = trained([3], TrainConfig(**sgd, max_steps=2, accumulate=2), xs, ys, [0])
+    one = trained([3], TrainConfig(**sgd, max_steps=1), [whole_x], [whole_y], [0])
+    for name in acc:
+        assert torch.allclose(acc[name], one[name], atol=1e-6), name
+    none = trained([3], TrainConfig(**sgd, max_steps=2), xs, ys, [0])  # two steps: not the same
+    assert any(not torch.allclose(none[n], one[n], atol=1e-6) for n in one)
+
+
+def test_biases_and_gelu_in_the_classifiers_read_out_path_equal_the_full_attention():
+    """With biases, the last layer's shortcut (``readout_heads``: no keys or values per position) gives the logits
+    of full attention computed at every position, b_Q, b_K, b_V, b_O, GELU and the MLP's biases included."""
+    params = init_classifier(CFG, [0, 1])
+    with torch.no_grad():
+        for name, value in params.items():
+            if name.rsplit(".", 1)[-1].startswith("b_"):
+                value.normal_(0, 0.5)
+    ids = torch.tensor([[5, 7, 9, 11, 3, 0, 0, 0, 0, 0, 0, 0], [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24]])
+    logits, _ = classify(params, CFG, ids)
+    x = params["embed"][:, ids] + params["pos"][:, None, :12]
+    p = {k.split(".")[-1]: v for k, v in params.items()}
+    q, k, v = (torch.einsum("sbtd,shde->sbhte", x, p["W_" + c]) + p["b_" + c][:, None, :, None, :] for c in "QKV")
+    attn = scaled_attention(q @ k.transpose(-1, -2), (ids == 0)[None, :, None, None, :], CFG.d_head)
+    x = x + torch.einsum("sbhqe,shed->sbqd", attn @ v, p["W_O"]) + p["b_O"][:, None, None, :]
+    h = torch.nn.functional.gelu(torch.einsum("sbtd,sdm->sbtm", x, p["mlp_in"]) + p["b_in"][:, None, None, :],
+                                 approximate="tanh")
+    x = x + torch.einsum("sbtm,smd->sbtd", h, p["mlp_out"]) + p["b_out"][:, None, None, :]
+    last = (ids != 0).sum(-1) - 1
+    ref = torch.einsum("sbd,sdc->sbc", x[:, torch.arange(2), last], p["unembed"]) + p["unembed_bias"][:, None]
+    assert torch.allclose(logits, ref, atol=1e-5)
+    plain = init_classifier(ClassifierConfig(**{**CFG.__dict__, "biases": False}), [0, 1])
+    assert all(torch.equal(plain[n], params[n]) for n in plain if not n.endswith("bias"))  # same weights drawn
+
+
+def test_the_decoders_biases_and_gelu_change_its_output_and_default_draws_are_unchanged():
+    cfg = DecoderConfig(vocab=30, max_len=10, d_model=16, n_heads=2, d_head=8, n_layers=2, d_mlp=32)
+    with_b = DecoderConfig(**{**cfg.__dict__, "biases": True, "activation": "gelu"})
+    plain, biased = init_decoder(cfg, [0]), init_decoder(with_b, [0])
+    assert all(torch.equal(plain[n], biased[n]) for n in plain)
+    ids = torch.randint(1, 30, (3, 10), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        biased["blocks.0.b_O"].fill_(0.3)
+    assert not torch.allclose(decode(plain, cfg, ids)[0], decode(biased, with_b, ids)[0])
+
+
+def test_bad_training_options_are_one_clear_error():
+    for bad, match in ((dict(momentum=0.9), "momentum is SGD's"), (dict(lr_schedule="linear"), "lr_schedule"),
+                       (dict(lr_schedule="onecycle"), "warmup"), (dict(clip_norm=0.0), "clip_norm"),
+                       (dict(qk_params="everything"), "qk_params"), (dict(frozen="attention"), "frozen"),
+                       (dict(accumulate=3, max_steps=2), "accumulate")):
+        with pytest.raises(ValueError, match=match):
+            TrainConfig(**bad)
