@@ -1,12 +1,14 @@
 """The real-data loop's authors' options (``training``): per-seed gradient clipping, rate schedules from
 ``torch.optim.lr_scheduler``, SGD momentum, parameter groups with their own rate and decay, frozen parameters,
 gradient accumulation, label smoothing; the models' biases and GELU; the chapters' ``official`` profiles."""
+import importlib
 import math
 
 import numpy as np
 import pytest
 import torch
 
+from qkov_lib.chapter import resolve
 from qkov_lib.models.decoder import DecoderConfig, decode, init_decoder
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, scaled_attention
 from qkov_lib.optim import RateSchedule
@@ -182,6 +184,34 @@ def test_the_decoders_biases_and_gelu_change_its_output_and_default_draws_are_un
     with torch.no_grad():
         biased["blocks.0.b_O"].fill_(0.3)
     assert not torch.allclose(decode(plain, cfg, ids)[0], decode(biased, with_b, ids)[0])
+
+
+@pytest.mark.parametrize("chapter", ["sva", "hatexplain", "hatexplain_layers", "squad"])
+def test_official_profiles_set_the_authors_values(chapter):
+    module = importlib.import_module(f"qkov_lib.chapters.{chapter}")
+    s = resolve(module, "official")
+    s = s[1] if isinstance(s, tuple) else s
+    assert s.seeds == (1234, 1235, 1236, 1237, 1238)
+    base, faster = s.for_condition(False), s.for_condition(True)
+    tc = base.train_config(s.qk_mult, per_epoch=100)
+    if chapter == "sva":
+        assert (tc.optimizer, tc.momentum, tc.schedule.lr, tc.batch_size, tc.weight_decay) == ("sgd", 0.99, 5e-4, 32,
+                                                                                               1e-5)
+        assert (tc.lr_schedule, tc.warmup, tc.qk_params, s.biases) == ("cosine", 0.1, "wq_wk_bq_bk_embed_pos", True)
+    elif chapter.startswith("hatexplain"):
+        assert (tc.optimizer, tc.schedule.lr, tc.lr_schedule, tc.warmup, tc.clip_norm) == ("adamw", 5e-5, "cosine",
+                                                                                           0.1, 1.0)
+        assert (s.activation, s.biases, tc.qk_params, s.epochs, tc.batch_size) == ("gelu_tanh", True, "wq_wk_embed",
+                                                                                   30, 32)
+        assert (base.weight_decay, base.frozen, faster.weight_decay, faster.frozen) == (1e-4, "none", 1e-3, "mlp")
+    else:
+        assert (tc.weight_decay, tc.embed_mult, tc.embed_decay, tc.accumulate, tc.clip_norm) == (0.05, 0.1, 0.0, 2,
+                                                                                                 0.5)
+        assert (s.label_smoothing, tc.lr_schedule, tc.qk_params, s.biases) == (0.1, "onecycle", "wq_wk_bq_bk", True)
+    for profile in ("smoke", "default"):  # the companion's own profiles keep the clean intervention
+        other = resolve(module, profile)
+        other = other[1] if isinstance(other, tuple) else other
+        assert other.for_condition(True) is other and other.qk_params == "wq_wk" and other.lr_schedule == "constant"
 
 
 def test_bad_training_options_are_one_clear_error():

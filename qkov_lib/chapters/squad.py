@@ -41,6 +41,16 @@ class Setup(SquadSetup):
 PROFILES = {
     "default": dict(lr=1e-3, epochs=3, output="window", window=32, max_question=12, max_test=1200),
     "smoke": dict(SMOKE, lr=1e-3, window=12, max_question=6, max_answer=3, n_layers=2, d_head=8, min_freq=1),
+    # the authors' faster SQuAD notebook (GPT2-Squad-QA_Faster.ipynb; constants, model and training loop in
+    # cell 5, In [4]; optimiser and schedule in cell 6, In [4]): AdamW at 5e-5 (the default), weight decay 0.05,
+    # the tied token embedding at 0.1x without decay, the q/k projections with their biases in the QK group (x20,
+    # the default), batch 32 (the default) with gradient accumulation 2, clipping at 0.5, label smoothing 0.1,
+    # OneCycleLR with 1000 warm-up steps of about 1875 x 100 (60,000 questions in batches of 32, 100 epochs),
+    # seeds 1234-1238; the model: d_model 300, 6 heads, d_ff 1200, GELU, every linear layer with a bias
+    "official": dict(seeds=(1234, 1235, 1236, 1237, 1238), weight_decay=0.05, embed_mult=0.1, embed_decay=0.0,
+                     qk_params="wq_wk_bq_bk", accumulate=2, clip_norm=0.5, label_smoothing=0.1,
+                     lr_schedule="onecycle", warmup=1000 / (1875 * 100), epochs=100, d_model=300, n_heads=6,
+                     d_head=50, d_mlp=1200, activation="gelu", biases=True),
 }
 
 
