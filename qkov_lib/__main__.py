@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     book.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
     book.add_argument("--repo-url", help="the repository's web address, for the repository link and the chapters' "
                                          "launch links (default: $QKOV_REPO_URL; none when unset)")
-    book.add_argument("--branch", default="main", help="the repository branch the links name (default: main)")
+    book.add_argument("--branch", help="the repository branch the links name (default: $QKOV_BRANCH, else main)")
     sub.add_parser("chapters", help="list the chapters")
     nb = sub.add_parser("notebook", help="write a chapter as an .ipynb for plain papermill or any notebook tool")
     nb.add_argument("name", help="the chapter (`python -m qkov_lib chapters` lists them)")

@@ -34,7 +34,8 @@ from .contents import GATHERERS, chapter_names, run_order, title
 from .data import cache_dir, data_dir
 from .data.registry import DataUnavailable, data_state
 from .device import cpu_workers, engine_backend, pick_device
-from .progress import PROGRESS_ENV
+from .progress import PROGRESS_ENV, TERMINAL, kind as progress_kind
+from .progress import bar as progress_bar
 from .sweep import SCHEDULER_ENV
 
 NOTEBOOKS_DIR = results.REPO_ROOT / "notebooks"
@@ -252,7 +253,8 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
     os.environ.update(env)  # progress off: the runner shows cell progress
     try:
         papermill.execute_notebook(nb, str(executed), parameters={"profile": profile, "overrides": overrides},
-                                   kernel_name="python3", cwd=str(NOTEBOOKS_DIR), progress_bar=progress,
+                                   kernel_name="python3", cwd=str(NOTEBOOKS_DIR),
+                                   progress_bar=progress and progress_kind() == TERMINAL,  # a log: no cell bar
                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no transport notice
     except PapermillExecutionError as err:
         if err.ename == DataUnavailable.__name__:
@@ -597,7 +599,7 @@ def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only
     results_folders(results_root, profile, create=True)
     summary = Summary()
     began = time.perf_counter()
-    for c in (bar := tqdm(chapters, desc=f"chapters ({profile})", unit="chapter")):
+    for c in (bar := progress_bar(chapters, f"chapters ({profile})", unit="chapter")):
         bar.set_postfix_str(c)
         start = time.perf_counter()
         try:
