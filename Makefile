@@ -24,12 +24,13 @@ book: venv
 	if [ $$status -le 1 ]; then $(PY) -m qkov_lib book $(if $(REPO_URL),--repo-url $(REPO_URL)) || exit $$?; fi; \
 	exit $$status
 
-# JupyterLab on the chapters' sources, with .md files opening as notebooks (jupytext); the setting is written into
-# this environment's JupyterLab, not the user's. A chapter run there writes to data/results/interactive/<profile>.
+# JupyterLab rooted at the repository, opening on the chapters' sources, with .md files opening as notebooks
+# (jupytext); the setting is written into this environment's JupyterLab, not the user's. A chapter run there writes
+# to data/results/interactive/<profile>.
 lab: venv $(VENV)/.lab
 	$(VENV)/bin/jupytext-config --settings-file $(VENV)/share/jupyter/lab/settings/overrides.json \
 		set-default-viewer markdown myst
-	$(VENV)/bin/jupyter lab notebooks $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(LAB_ARGS)
 
 $(VENV)/.lab: requirements-lab.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-lab.txt

@@ -19,6 +19,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -176,8 +177,8 @@ class Chapter:
                 "git_commit": results.git_commit(),
                 "date": time.strftime("%Y-%m-%d"), "wall_time_s": round(time.perf_counter() - self.started, 3)}
         paths = results.save(results.results_dir(self.profile), self.name, dict(tables), meta)
-        where = "" if os.environ.get(results.RESULTS_ENV) else (
-            f", apart from the runner's (results/{results.INTERACTIVE}/{self.profile})")
+        where = "" if os.environ.get(results.RESULTS_ENV) else f" into {shown_path(results.results_dir(self.profile))}, apart " \
+            f"from the runner's"
         print(f"saved {len(paths)} result files for {self.name} ({self.profile}){where}")
 
 
@@ -193,6 +194,14 @@ def notebook_overrides(value: Any) -> Mapping[str, Any] | None:
         raise ParameterError(f"overrides must map parameter names to values, like {{'M': 20}} (got {value!r}); with "
                              f"papermill, pass -p overrides '{{\"M\": 20}}' or -y 'overrides: {{M: 20}}'")
     return value
+
+
+def shown_path(path: Path) -> str:
+    """A path as a reader finds it: relative to the repository where it lies inside it."""
+    try:
+        return path.resolve().relative_to(results.REPO_ROOT).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def begin(module: types.ModuleType, profile: str = "default", overrides: Mapping[str, Any] | None = None
@@ -232,8 +241,11 @@ def settings_box(chapter: Chapter, setup_type: type) -> str:
     command = f"python -m qkov_lib reproduce --profile {chapter.profile} --only {chapter.name}"
     example = f" -p {next(iter(params))} VALUE" if params else ""
     rerun = (f"<p><strong>Rerun this chapter:</strong> <code>{html.escape(command)}</code>; change a setting with "
-             f"<code>{html.escape(command + example)}</code> (or edit <code>overrides</code> in the notebook, "
-             f"<code>notebooks/{chapter.name}.md</code>).</p>")
+             f"<code>{html.escape(command + example)}</code>. Or edit <code>overrides</code> in the notebook, "
+             f"<code>notebooks/{chapter.name}.md</code>, and run it: a chapter run by hand saves its results into "
+             f"<code>data/results/{results.INTERACTIVE}/</code>, apart from the published ones; to keep an edit, pass "
+             f"it with <code>-p</code> rather than saving it into the source, which would make the published "
+             f"chapter stale.</p>")
     label = f"{len(differ)} of {len(params)} settings differ from the paper's" if params else "How this page ran"
     return f'<details class="qkov-settings"><summary>{label}; rerun this chapter</summary><p>{ran}</p>{shown}' \
            f"{rerun}</details>"

@@ -33,6 +33,7 @@ from qkov_lib.__main__ import main
 from qkov_lib.chapters import scorecard
 from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, hatexplain, registry, sva
 from qkov_lib.chapter import ParameterError, concrete_profile, notebook_overrides
+from qkov_lib.chapter import shown_path
 from qkov_lib.results import REPO_ROOT, RESULTS_ENV, ROOT_ENV, ResultsError, check, save
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -275,7 +276,9 @@ def test_a_chapter_run_by_hand_writes_apart_from_the_runners_units(book, monkeyp
     monkeypatch.delenv(RESULTS_ENV, raising=False)
     by_hand = Chapter("tiny", "smoke", fake_module("tiny", x=1).Setup(x=5), {"device": "cpu"})
     by_hand.save({"main": pd.DataFrame({"x": [5]})})
-    assert "apart from the runner's (results/interactive/smoke)" in capsys.readouterr().out
+    assert f"into {book / 'res' / 'interactive' / 'smoke'}, apart from the runner's" in capsys.readouterr().out
+    assert shown_path(REPO_ROOT / "data" / "results" / "interactive" / "smoke") == \
+        "data/results/interactive/smoke"  # inside the repository: the path a reader finds
     assert check(book / "res" / "interactive" / "smoke", "tiny")["parameters"] == {"x": 5}
     assert snapshot(book / "res" / "smoke") == before and run(book) == "skipped"
 
