@@ -177,8 +177,8 @@ class Chapter:
                 "git_commit": results.git_commit(),
                 "date": time.strftime("%Y-%m-%d"), "wall_time_s": round(time.perf_counter() - self.started, 3)}
         paths = results.save(results.results_dir(self.profile), self.name, dict(tables), meta)
-        where = "" if os.environ.get(results.RESULTS_ENV) else f" into {shown_path(results.results_dir(self.profile))}, apart " \
-            f"from the runner's"
+        folder = results.results_dir(self.profile)
+        where = "" if os.environ.get(results.RESULTS_ENV) else f" into {shown_path(folder)}, apart from the runner's"
         print(f"saved {len(paths)} result files for {self.name} ({self.profile}){where}")
 
 
