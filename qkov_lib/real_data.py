@@ -7,6 +7,7 @@ import html
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,9 @@ from .models.transformer import ClassifierConfig, classify, init_classifier, tri
 from .optim import RateSchedule
 from .tables import LABELS, readable
 from .training import FixedSetBatches, TrainConfig, train
-from .verdicts import Claim, Interval, above, at_least, below, claim_table, not_evidence, rule
+from .results import results_root
+from .verdicts import (NOT_EVIDENCE, Claim, Interval, above, at_least, below, claim_table, not_evidence,
+                       profile_tables, reproduces, rule)
 from .workers import run_independent
 
 TABLE_METRICS = ("accuracy", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
@@ -480,28 +483,80 @@ def about_data(info: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame({"value": [words(v) for v in info.values()]}, index=pd.Index(list(info)))
 
 
-def compared(per_seed: pd.DataFrame | None, stored: str) -> pd.DataFrame:
-    """The paper, the authors' notebooks as stored, and this run, side by side (``authors.three_way``), for every
-    number the CSV holds for chapter ``stored`` (keys '<stored>.<metric>.<baseline|faster>'); this run: the mean over
-    seeds and its 95% interval of ``per_seed``'s first (baseline) or second (faster-QK) condition, '12.3 [10.1, 14.5] %'
-    with non-breaking spaces inside the interval, or 'not run' (``per_seed`` None: a depth this run did not train).
+OFFICIAL = "official"  # the profile of the authors' setup
+OFFICIAL_COLUMN = "this book under official"
+VERDICT_COLUMN = "official gives the authors' number back?"
+
+
+@dataclass(frozen=True)
+class OfficialRun:
+    """A run of a chapter under the ``official`` profile (the authors' setup): its per-seed results and whether
+    its models are evidence (no claim of the run reads 'not evidence')."""
+
+    per_seed: pd.DataFrame
+    evidence: bool
+
+
+def official_run(chapter: str, profile: str, per_seed: pd.DataFrame | None = None,
+                 claims: pd.DataFrame | None = None, root: Path | None = None, depth: int | None = None
+                 ) -> OfficialRun | None:
+    """The chapter's run under ``official``: this run's ``per_seed`` and ``claims`` when it runs under ``official``
+    itself, else the unit ``<root>/official/<chapter>`` (``verdicts.profile_tables``; root: ``results_root()``);
+    None when there is none. ``depth``: only that depth's rows and claims (Table 5's chapter)."""
+    if profile == OFFICIAL and per_seed is not None and claims is not None:
+        rows, verdicts = per_seed, claims
+    else:
+        tables = profile_tables(root or results_root(), OFFICIAL, chapter)
+        if tables is None or "per_seed" not in tables or "claims" not in tables:
+            return None
+        rows, verdicts = tables["per_seed"], tables["claims"]
+    if depth is not None:
+        rows = rows[rows["layers"] == depth] if "layers" in rows else rows
+        verdicts = verdicts[verdicts["id"].str.startswith(f"{depth}_layers_")]
+    if rows.empty:
+        return None
+    return OfficialRun(rows, evidence=not (verdicts["verdict"] == NOT_EVIDENCE).any())
+
+
+def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun | None = None) -> pd.DataFrame:
+    """The paper, the authors' notebooks as stored, this run and this book under ``official``, side by side
+    (``authors.three_way``), for every number the CSV holds for chapter ``stored`` (keys
+    '<stored>.<metric>.<baseline|faster>'), with a verdict on whether ``official`` gives the authors' number back
+    (``verdicts.reproduces``, the rule ``verdicts.REPRODUCTION_RULE``). A run's number: the mean over seeds and its
+    95% interval of its first (baseline) or second (faster-QK) condition, '12.3 [10.1, 14.5] %' with non-breaking
+    spaces inside the interval, or 'not run' (``per_seed`` or ``official`` None: a depth or profile not run).
     Several quantities: indexed by (quantity, condition), each quantity named once over its conditions' rows."""
     rows = authors.table()
     keys = list(rows.index[rows["chapter"] == stored])
     if not keys:
         raise ValueError(f"the authors' stored numbers hold no key for {stored!r}")
-    conditions = dict(zip(("baseline", "faster"), per_seed["condition"].unique())) if per_seed is not None else {}
 
-    def this_run(key: str) -> str:
+    def values(run: pd.DataFrame | None, key: str) -> pd.Series | None:
+        if run is None:
+            return None
+        conditions = dict(zip(("baseline", "faster"), run["condition"].unique()))
         _, metric, condition = key.rsplit(".", 2)
-        if condition not in conditions:
-            return "not run"
-        values = per_seed.loc[per_seed["condition"] == conditions[condition], metric]
-        unit = " %" if rows.loc[key, "unit"] == "%" else ""
-        text = interval_text(values, DIGITS.get(metric, 1)) + unit
-        return text.replace(", ", ",\u00a0").replace(" %", "\u00a0%")  # breaks only before the interval
+        return run.loc[run["condition"] == conditions[condition], metric] if condition in conditions else None
 
-    table = authors.three_way({key: this_run(key) for key in keys})
+    def text(run: pd.DataFrame | None, key: str) -> str:
+        found = values(run, key)
+        if found is None:
+            return "not run"
+        unit = " %" if rows.loc[key, "unit"] == "%" else ""
+        shown = interval_text(found, DIGITS.get(key.rsplit(".", 2)[1], 1)) + unit
+        return shown.replace(", ", ",\u00a0").replace(" %", "\u00a0%")  # breaks only before the interval
+
+    def verdict(key: str) -> str:
+        row = rows.loc[key]
+        found = values(official.per_seed if official else None, key)
+        theirs = None if row["value"] == "" else float(row["value"])
+        count = int(str(row["seeds"]).split(" ")[0] or 0)
+        return reproduces(theirs, None if found is None else Interval.of(found), count, row["unit"],
+                          evidence=official is not None and official.evidence)
+
+    table = authors.three_way({key: text(per_seed, key) for key in keys})
+    table[OFFICIAL_COLUMN] = [text(official.per_seed if official else None, key) for key in keys]
+    table[VERDICT_COLUMN] = [verdict(key) for key in keys]
     if "quantity" in table.columns:  # several quantities: each named once, over its conditions' rows
         table = table.set_index("quantity", append=True).swaplevel()
     return table

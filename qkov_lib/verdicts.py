@@ -21,12 +21,14 @@ import html
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from IPython.display import HTML
 
 from .metrics.stats import mean_ci
+from .results import ResultsError, load
 
 HOLDS, FAILS, UNDECIDED, NOT_EVIDENCE = "holds", "fails", "undecided", "not evidence"
 WORDS = (HOLDS, FAILS, UNDECIDED, NOT_EVIDENCE)
@@ -159,6 +161,40 @@ def at_most(interval: Interval, threshold: float) -> str:
     if interval.n < 2:
         return UNDECIDED
     return HOLDS if interval.high <= threshold else FAILS if interval.low > threshold else UNDECIDED
+
+
+REPRODUCES, DIFFERS = "reproduces", "differs"  # whether the `official` profile gives back an authors' number
+SINGLE_SEED_TOLERANCE = {"%": 2.0, "": 0.02}  # by unit: percentage points; a probability difference
+REPRODUCTION_RULE = (
+    "reproduces: the authors' stored number lies inside this book's 95% interval over seeds under the official "
+    "profile (a number the authors stored for one seed: inside that interval widened by 2 points for a percentage, "
+    "0.02 for a probability difference, since one seed's value scatters around the mean); differs: it lies outside; "
+    "undecided: the official profile has not been run, its models did not learn the task (not evidence), it has one "
+    "seed (no interval), or the authors stored no number")
+
+
+def reproduces(authors: float | None, official: Interval | None, authors_seeds: int, unit: str = "%",
+               evidence: bool = True) -> str:
+    """Whether this book under the ``official`` profile (the authors' setup) gives back a number the authors'
+    notebooks stored (``REPRODUCTION_RULE``): ``authors`` (None: nothing stored), the mean over ``authors_seeds``
+    seeds, against ``official``, this build's 95% interval over seeds (None: not run); ``evidence`` False when
+    the official models did not learn the task. A number over several seeds reproduces when it lies inside the
+    interval; a single seed's number when it lies inside the interval widened by ``SINGLE_SEED_TOLERANCE[unit]``
+    (one seed scatters around the mean by more than the mean's interval does)."""
+    if authors is None or official is None or not evidence or official.n < 2 or math.isnan(authors):
+        return UNDECIDED
+    slack = SINGLE_SEED_TOLERANCE[unit] if authors_seeds == 1 else 0.0
+    return REPRODUCES if official.low - slack <= authors <= official.high + slack else DIFFERS
+
+
+def profile_tables(root: Path, profile: str, page: str) -> dict[str, pd.DataFrame] | None:
+    """A chapter's tables as run under ``profile`` into the results root ``root`` (``results.load``, checked
+    against its sealed metadata), to set beside another profile's; None when that unit is missing or fails its
+    check."""
+    try:
+        return load(root / profile, page)[0]
+    except ResultsError:
+        return None
 
 
 def every(words: Iterable[str]) -> str:

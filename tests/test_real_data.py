@@ -452,7 +452,8 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     assert list(seeds.index.get_level_values("condition").unique()) == ["baseline", "faster QK"]
     assert not any("_" in c for c in seeds.columns) and "NaN" not in folded(seeds, "Each seed").data
     three = compared(per_seed, "hatexplain")  # the paper, the authors' notebooks and this run, per stored key
-    assert list(three.columns) == ["the paper", "the authors' notebooks", "this run"]
+    assert list(three.columns) == ["the paper", "the authors' notebooks", "this run", "this book under official",
+                                   "official gives the authors' number back?"]
     assert three.loc[("test accuracy", "baseline"), "this run"].replace("\u00a0", " ") == (
         Interval.of(per_seed.loc[per_seed["condition"] == names[0], "accuracy"]).text(1) + " %")
     assert three.loc[("AC", "baseline"), "the authors' notebooks"] == "not recorded"

@@ -221,3 +221,47 @@ def test_bad_training_options_are_one_clear_error():
                        (dict(accumulate=3, max_steps=2), "accumulate")):
         with pytest.raises(ValueError, match=match):
             TrainConfig(**bad)
+
+
+def test_the_reproduction_rule_inside_the_interval_reproduces_outside_differs_else_undecided():
+    from qkov_lib.verdicts import DIFFERS, REPRODUCES, UNDECIDED, Interval, reproduces
+    ours = Interval(mean=57.0, low=55.0, high=59.0, n=5)
+    assert reproduces(57.5, ours, 5) == REPRODUCES
+    assert reproduces(55.0, ours, 5) == REPRODUCES  # an end of the interval is inside
+    assert reproduces(54.9, ours, 5) == DIFFERS and reproduces(60.0, ours, 5) == DIFFERS
+    assert reproduces(60.5, ours, 1) == REPRODUCES and reproduces(61.5, ours, 1) == DIFFERS  # one seed: +-2 points
+    assert reproduces(0.60, Interval(0.5, 0.55, 0.59, 5), 1, unit="") == REPRODUCES  # probabilities: +-0.02
+    assert reproduces(0.62, Interval(0.5, 0.55, 0.59, 5), 1, unit="") == DIFFERS
+    assert reproduces(57.5, None, 5) == UNDECIDED  # official not run
+    assert reproduces(57.5, ours, 5, evidence=False) == UNDECIDED  # its models did not learn
+    assert reproduces(57.0, Interval(57.0, 57.0, 57.0, 1), 5) == UNDECIDED  # one seed: no interval
+    assert reproduces(None, ours, 0) == UNDECIDED  # nothing stored
+
+
+def test_the_real_data_page_sets_official_beside_the_authors_with_its_verdict(tmp_path):
+    import pandas as pd
+
+    from qkov_lib.data import authors
+    from qkov_lib.real_data import OFFICIAL_COLUMN, VERDICT_COLUMN, OfficialRun, compared, official_run
+    stored = authors.table()
+    base, fast = (float(stored.loc[f"hatexplain.accuracy.{c}", "value"]) for c in ("baseline", "faster"))
+    rows = []
+    for seed, shift in enumerate((-0.4, -0.1, 0.0, 0.2, 0.3)):
+        rows.append({"condition": "baseline", "seed": seed, "accuracy": base + shift, "MRTA": 2.0,
+                     "AC": 1.0, "ACMC": 1.0, "sufficiency": 0.3, "comprehensiveness": 0.3})
+        rows.append({"condition": "faster QK (x30)", "seed": seed, "accuracy": fast + 10 + shift, "MRTA": 30.0,
+                     "AC": 9.0, "ACMC": 5.0, "sufficiency": 0.3, "comprehensiveness": 0.5})
+    per_seed = pd.DataFrame(rows)
+    table = compared(per_seed, "hatexplain", OfficialRun(per_seed, evidence=True))
+    assert table.loc[("test accuracy", "baseline"), VERDICT_COLUMN] == "reproduces"
+    assert table.loc[("test accuracy", "faster QK"), VERDICT_COLUMN] == "differs"
+    assert table.loc[("AC", "baseline"), VERDICT_COLUMN] == "undecided"  # the authors stored none
+    assert table.loc[("test accuracy", "baseline"), OFFICIAL_COLUMN].startswith(f"{base:.1f}")
+    unrun = compared(per_seed, "hatexplain", None)
+    assert (unrun[OFFICIAL_COLUMN] == "not run").all() and (unrun[VERDICT_COLUMN] == "undecided").all()
+    lost = compared(per_seed, "hatexplain", OfficialRun(per_seed, evidence=False))
+    assert (lost[VERDICT_COLUMN] == "undecided").all()
+    assert official_run("hatexplain", "default", root=tmp_path) is None  # no official unit in this root
+    claims = pd.DataFrame({"id": ["accuracy_comparable"], "verdict": ["not evidence"]})
+    here = official_run("hatexplain", "official", per_seed, claims)  # this run is the official one
+    assert here is not None and not here.evidence and here.per_seed is per_seed

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..contents import title
 from ..results import ResultsError, load, read_meta
-from ..verdicts import NOT_EVIDENCE, UNDECIDED, every, note, reason, verdict_table
+from ..verdicts import NOT_EVIDENCE, UNDECIDED, every, note, profile_tables, reason, verdict_table
 from .scorecard import CLAIMS_SECTION
 
 
@@ -158,10 +158,8 @@ def verdict_of(claims: pd.DataFrame, page: str, claim_id: str) -> str | None:
 def profile_difference(root: Path, profile: str, other: str, page: str = "fig2_dtap") -> pd.DataFrame | None:
     """A chapter's verdicts under this build's profile beside another profile's (e.g. the authors' settings,
     ``official``), where both have been run into the same results root; None when the other has not."""
-    try:
-        theirs = load(root / other, page)[0]["claims"]
-        ours = load(root / profile, page)[0]["claims"]
-    except (ResultsError, KeyError):
+    theirs, ours = profile_tables(root, other, page), profile_tables(root, profile, page)
+    if theirs is None or ours is None or "claims" not in theirs or "claims" not in ours:
         return None
-    both = ours.merge(theirs, on="id", suffixes=("", " other"))
+    both = ours["claims"].merge(theirs["claims"], on="id", suffixes=("", " other"))
     return pd.DataFrame({"claim": both["claim"], profile: both["verdict"], other: both["verdict other"]})
