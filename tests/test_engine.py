@@ -195,15 +195,16 @@ def test_official_preset_runs_a_panel_with_fresh_batches():
 
 def test_official_panels_start_from_the_authors_per_panel_initialisation():
     """Panels a (W_K, W_Q) and d (W_QK, W_OV) start from PyTorch's default draw; every other matrix as the
-    chapter's identity init gives it (1e-6 I, a collapsed circuit the product)."""
+    chapter's identity init gives it, 1e-6 I, a collapsed circuit too (the notebooks' start, ``collapsed_init``)."""
     _, official = resolve("fig2_dtap", "official")
     panels = figure2_panels(20, 40, 5, 10, 127, official.pytorch_init)
     assert [panel.key for panel in panels if panel.pytorch_init] == ["a", "d", "g", "h"]
     assert "PyTorch init W_K W_Q" in panels[0].label
     for panel in panels[:4]:
         start = _initial([(panel, None)], replace(official, seeds=(0, 1)), CPU)
-        default, own = (init_params(AttentionConfig(panel.parameterisation, vocab=50, init=kind, init_scale=scale),
-                                    [0, 1]) for kind, scale in (("pytorch", 1.0), ("identity", 1e-6)))
+        default, own = (init_params(AttentionConfig(panel.parameterisation, vocab=50, init=kind, init_scale=scale,
+                                                    collapsed_init="factor"), [0, 1])
+                        for kind, scale in (("pytorch", 1.0), ("identity", 1e-6)))
         for name, value in start.items():
             expected = (default if name in panel.pytorch_init else own)[name].detach()
             torch.testing.assert_close(value, expected, rtol=0, atol=0)
