@@ -1,6 +1,7 @@
 """A small Sphinx extension for the book (named in ``_config.yml``): plotly.js (4.8 MB) is linked only from pages
 that hold a figure, and, when the book names its repository (``repository.url``), each chapter page gets links to
-open its source, ``notebooks/<chapter>.md``, live on Binder (JupyterLab, opened as a notebook through jupytext) and
+open its source, ``notebooks/<chapter>.md``, live on Binder (JupyterLab, opened as a notebook through jupytext), to
+open its notebook in Colab (the one the publishing job puts on the ``colab`` branch, ``qkov_lib/publish.py``) and
 to read it in the repository; a chapter computed at another commit than the book's says so in its header
 ("commit X (the book is at Y)")."""
 from __future__ import annotations
@@ -9,6 +10,7 @@ import html
 import re
 from typing import Any
 
+from .notebooks import colab_link
 from .results import git_commit
 
 BOOK_COMMIT = "qkov_book_commit"  # a config value: the commit the book is built at (a change rewrites every page)
@@ -22,13 +24,15 @@ BINDER = "https://mybinder.org/v2/gh"
 
 
 def launch_links(repo_url: str, branch: str, chapter: str) -> dict[str, str]:
-    """Where to open a chapter's source: on Binder (GitHub repositories only) and in the repository's web view."""
+    """Where to open a chapter's source: on Binder and Colab (GitHub repositories only) and in the repository's web
+    view."""
     source = f"notebooks/{chapter}.md"
     links = {}
     github = re.fullmatch(r"https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?", repo_url)
     if github:
         owner, repo = github.groups()
         links["open on Binder"] = f"{BINDER}/{owner}/{repo}/{branch}?urlpath=lab/tree/{source}"
+        links["open in Colab"] = colab_link(owner, repo, chapter)
     links["source"] = f"{repo_url.rstrip('/')}/blob/{branch}/{source}"
     return links
 

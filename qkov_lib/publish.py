@@ -7,7 +7,11 @@
    chapter that would not fit is not started and its page shows its last results, saying so);
 4. pack the results into the bundle again (also after a failed chapter: what finished is kept);
 5. put the built HTML under ``<site>/<profile>/`` beside the other profiles' last builds, with an index page
-   linking them (one Pages site: ``/default/``, ``/paper/``).
+   linking them (one Pages site: ``/default/``, ``/paper/``); given the repository's address, each chapter's Colab
+   notebook (``notebooks.colab_notebook``: it installs the companion at this build's commit) goes to
+   ``<site>/<profile>/colab/<chapter>.ipynb``. Colab opens only files in a GitHub repository (or a gist), not a
+   Pages site, so the workflow puts that folder on the branch ``colab`` too, where each chapter page's "open in
+   Colab" link points (``notebooks.colab_link``).
 
 The exit status is ``make book``'s (1 when a chapter failed)."""
 from __future__ import annotations
@@ -24,12 +28,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import bundle, results
+from . import bundle, notebooks, results
 from .chapter import PROFILES, ParameterError
 from .data.registry import CANONICAL, DataError, canonical_file
+from .contents import chapter_names
 from .reproduce import RESULTS_ROOT, format_plan, plan
 
 HTML = results.REPO_ROOT / "_build" / "html"
+COLAB_DIR = "colab"  # <site>/<profile>/colab/<chapter>.ipynb: the chapters for Colab
 STAMP = "publish.json"  # <site>/<profile>/publish.json: what the index page says about that build
 DESCRIPTIONS = {  # the index page's line per profile
     "default": "every chapter at reduced sizes on a CPU, rebuilt on every push to main (only the chapters a change "
@@ -84,9 +90,18 @@ def make_args(profile: str, budget_minutes: float | None, repo_url: str | None, 
     return args + (["STRICT=1"] if strict else [])
 
 
-def place_site(html_dir: Path, site: Path, profile: str, stamp: dict[str, Any]) -> Path:
-    """Copy the built book to ``<site>/<profile>/`` (replacing the previous one whole) and write the index page for
-    every profile the site holds; returns the index page."""
+def write_colab(folder: Path, repo_url: str, commit: str, names: Sequence[str] | None = None) -> list[Path]:
+    """Each chapter (``names``, default the book's) as its Colab notebook, installing the companion from
+    ``repo_url`` at ``commit``, in ``folder`` (made if missing); the paths written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return [notebooks.write_colab_notebook(name, folder, repo_url, commit)
+            for name in (chapter_names() if names is None else names)]
+
+
+def place_site(html_dir: Path, site: Path, profile: str, stamp: dict[str, Any],
+               extra: Callable[[Path], Any] | None = None) -> Path:
+    """Copy the built book to ``<site>/<profile>/`` (replacing the previous one whole; ``extra`` adds its own files
+    to the new folder first) and write the index page for every profile the site holds; returns the index page."""
     if not (html_dir / "index.html").is_file():
         raise FileNotFoundError(f"{html_dir} holds no built book (index.html); the book build failed")
     site.mkdir(parents=True, exist_ok=True)
@@ -94,6 +109,8 @@ def place_site(html_dir: Path, site: Path, profile: str, stamp: dict[str, Any]) 
     try:
         shutil.copytree(html_dir, staged, dirs_exist_ok=True)
         (staged / STAMP).write_text(json.dumps(stamp, indent=1) + "\n")
+        if extra is not None:
+            extra(staged)
         old = site / f".{profile}-old"
         shutil.rmtree(old, ignore_errors=True)
         if (site / profile).exists():
@@ -157,11 +174,28 @@ def publish(profile: str, bundle_path: Path, site: Path, budget_minutes: float |
     if stale:
         say(f"{len(stale)} chapter(s) stale after this build (a deferred one's page says so; the next build reruns "
             f"them):\n" + format_plan(stale))
-    stamp = {"profile": profile, "commit": results.git_commit(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                                       time.gmtime()),
+    commit = results.git_commit()
+    stamp = {"profile": profile, "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
              "not_current": [p.chapter for p in stale]}
-    say(f"site: {place_site(html_dir, site, profile, stamp)}")
+    say(f"site: {place_site(html_dir, site, profile, stamp, colab_writer(repo_url, commit, say))}")
     return status
+
+
+def colab_writer(repo_url: str | None, commit: str | None, log: Callable[[str], None]
+                 ) -> Callable[[Path], Any] | None:
+    """What puts the Colab notebooks into a profile's new site folder (``<folder>/colab/``): nothing without a
+    repository address or outside git (said in the log); a dirty checkout's notebooks install its HEAD commit."""
+    if not repo_url or not commit:
+        log("no Colab notebooks: " + ("no --repo-url" if not repo_url else "the checkout's commit is unknown"))
+        return None
+    head = commit.removesuffix("+dirty")
+    if head != commit:
+        log(f"the checkout differs from its commit {head[:12]}: the Colab notebooks install {head[:12]} as committed")
+
+    def write(folder: Path) -> None:
+        written = write_colab(folder / COLAB_DIR, repo_url, head)
+        log(f"{len(written)} Colab notebooks in {COLAB_DIR}/, installing the companion at {head[:12]}")
+    return write
 
 
 def add_commands(sub: Any) -> None:
