@@ -1,0 +1,211 @@
+"""A chapter in the pinned JupyterLab (requirements-lab.txt), driven by headless Chromium as a reader would use it:
+open ``notebooks/fig4_mu_trajectories.md`` (opened as a notebook through jupytext, the setting ``make lab`` writes),
+set ``profile = "smoke"`` in its parameters cell, Run All, see a plotly figure drawn and the chapter's MyST roles
+rendered by jupyterlab-myst, find the result under ``data/results/interactive/smoke/``, close the tab without saving,
+and find ``git status`` clean. JupyterLab runs on a free local port with a token, rooted at a clone of this
+repository (its kernel imports the clone's library), with its settings, workspaces and runtime files in a temporary
+folder: the test never touches this checkout.
+
+Needs chromium, chromedriver and the packages of requirements-lab.txt; without them it is skipped, unless
+QKOV_REQUIRE_BROWSER=1 (as in CI), where their absence fails it. QKOV_LAB_SCREENSHOTS=<folder> keeps a screenshot
+before and after Run All there (lab_before.png, lab_after.png)."""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+from qkov_lib.results import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+CHAPTER = "fig4_mu_trajectories"
+BIN = Path(sys.executable).parent
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1400,1000",
+         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1")  # nothing outside is reachable
+RUN_ALL_TIMEOUT = 300  # seconds; the smoke chapter runs in well under a minute
+
+
+def missing() -> list[str]:
+    """What the test needs and this machine lacks."""
+    need = {"chromium": CHROMIUM, "chromedriver": DRIVER, "jupyterlab (requirements-lab.txt)": find_spec("jupyterlab"),
+            "jupyterlab-myst (requirements-lab.txt)": find_spec("jupyterlab_myst"),
+            "jupytext-config": (BIN / "jupytext-config").exists(), "git": shutil.which("git")}
+    return [name for name, found in need.items() if not found]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """JupyterLab on a free port with a token, rooted at a clone of this repository; yields (url, token, clone)."""
+    lacking = missing()
+    if lacking:
+        if os.environ.get("QKOV_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"the JupyterLab browser test needs {', '.join(lacking)} (.ci/run installs them)")
+        pytest.skip(f"not installed: {', '.join(lacking)}")
+    clone = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
+    home = tmp_path / "jupyter"
+    settings = home / "app-settings"
+    settings.mkdir(parents=True)
+    subprocess.run([str(BIN / "jupytext-config"), "--settings-file", str(settings / "overrides.json"),
+                    "set-default-viewer", "markdown", "myst"], check=True, capture_output=True)
+    port, token = free_port(), secrets.token_hex(16)
+    env = {**os.environ, "PYTHONPATH": str(clone),  # the kernel imports the clone's library, not this checkout's
+           "JUPYTERLAB_SETTINGS_DIR": str(home / "user-settings"),
+           "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+           "JUPYTER_CONFIG_DIR": str(home / "config")}
+    log = (tmp_path / "lab.log").open("w")
+    server = subprocess.Popen(
+        [str(BIN / "jupyter-lab"), "--no-browser", "--ip=127.0.0.1", f"--port={port}", "--port-retries=0",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={clone}",
+         f"--LabApp.app_settings_dir={settings}", "--LabApp.default_url=/lab/tree/notebooks",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        + (["--allow-root"] if os.geteuid() == 0 else []),  # a CI container runs as root
+        cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2).read()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > end:
+                    raise AssertionError("JupyterLab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
+                time.sleep(0.5)
+        yield url, token, clone
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS + (f"--user-data-dir={tmp_path / 'chromium'}",):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+def wait_for(driver, script: str, timeout: float, what: str):
+    """Poll ``script`` (JavaScript returning a value) until it is truthy; that value."""
+    end = time.monotonic() + timeout
+    while True:
+        value = driver.execute_script(script)
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.5)
+
+
+def click_text(driver, css: str, text: str) -> None:
+    """Click the first element matching ``css`` whose text is ``text``."""
+    wait_for(driver, f"""return [...document.querySelectorAll({css!r})].find(e => e.textContent.trim() === {text!r})
+                         || null""", 30, f"{text!r} ({css})").click()
+
+
+def shot(driver, name: str) -> None:
+    folder = os.environ.get("QKOV_LAB_SCREENSHOTS")
+    if folder:
+        driver.save_screenshot(str(Path(folder) / name))
+
+
+PARAMETERS = """return [...document.querySelectorAll('.jp-CodeCell .cm-content')]
+                 .find(e => e.textContent.includes('profile = ')) || null"""
+STATE = """
+const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim());
+const outputs = [...document.querySelectorAll('.jp-OutputArea-output')].map(o => o.textContent);
+const markdown = [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown, .jp-MarkdownCell .myst')];
+return {prompts, running: prompts.filter(p => p.includes('*')).length,
+        plotly: document.querySelectorAll('.jp-OutputArea .js-plotly-plot, .jp-OutputArea .plot-container').length,
+        drawn: document.querySelectorAll('.jp-OutputArea .js-plotly-plot svg.main-svg').length,
+        errors: outputs.filter(t => t.includes('Traceback') || /\\w+Error:/.test(t)).map(t => t.slice(0, 800)),
+        cites: markdown.map(m => m.querySelectorAll('cite, .cite, [class*="cite"]').length).reduce((a, b) => a + b, 0),
+        raw: markdown.map(m => m.textContent).filter(t => /\\{(term|cite:p|numref|doc)\\}`/.test(t)).length,
+        text: markdown.map(m => m.textContent).join('\\n'),
+        dirty: [...document.querySelectorAll('.jp-mod-dirty')].map(e => e.className + ' ' + (e.textContent || '').slice(0, 60))};
+"""
+
+
+def test_a_chapter_runs_in_jupyterlab_and_leaves_the_repository_clean(lab, browser):
+    url, token, clone = lab
+    started = time.monotonic()
+    source = (clone / "notebooks" / f"{CHAPTER}.md").read_text()
+    assert "{cite:p}`" in source and "{term}`" in source  # the roles this test looks for
+    browser.get(f"{url}/lab/tree/notebooks/{CHAPTER}.md?token={token}")
+    # opened as a notebook (jupytext), its kernel started and idle
+    wait_for(browser, "return document.querySelectorAll('.jp-Notebook .jp-Cell').length > 5", 120,
+             "the chapter opened as a notebook")
+    wait_for(browser, """return [...document.querySelectorAll('.jp-Toolbar-kernelName')]
+                         .some(e => e.textContent.includes('Python 3'))""", 60, "the notebook's kernel")
+    before = browser.execute_script(STATE)
+    assert before["raw"] == 0, "MyST roles shown raw (is jupyterlab-myst loaded?)"
+    assert before["cites"] > 0, "no rendered {cite:p} citation in the chapter's prose"
+    # JupyterLab 4.6 marks the tab unsaved as soon as it opens (while the kernel connects); autosave (every 120 s) is not
+    # reached here, and closing without saving must leave the source as it was (checked at the end)
+    print(f"unsaved marks on opening: {before['dirty']}")
+    shot(browser, "lab_before.png")
+
+    # the parameters cell: profile = "smoke"
+    editor = wait_for(browser, PARAMETERS, 30, "the parameters cell")
+    editor.click()
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.HOME).key_up(Keys.CONTROL) \
+        .key_down(Keys.SHIFT).send_keys(Keys.END).key_up(Keys.SHIFT).send_keys('profile = "smoke"').perform()
+    assert wait_for(browser, PARAMETERS, 5, "the parameters cell").text.startswith('profile = "smoke"\n')
+
+    # Run All, from the menu
+    click_text(browser, ".lm-MenuBar-itemLabel", "Run")
+    click_text(browser, ".lm-Menu-itemLabel", "Run All Cells")
+    wait_for(browser, """const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
+                          .map(e => e.textContent.trim());
+                         return p.length && p.every(t => /^\\[\\d+\\]:$/.test(t))""", RUN_ALL_TIMEOUT,
+             "every code cell to run (Run All)")
+    after = wait_for(browser, f"const s = (() => {{{STATE}}})(); return s.drawn > 0 ? s : null", 60,
+                     "a drawn plotly figure")
+    assert after["errors"] == [], after["errors"]
+    assert after["plotly"] >= 1 and after["raw"] == 0 and after["cites"] > 0
+    shot(browser, "lab_after.png")
+    saved = sorted((clone / "data" / "results" / "interactive" / "smoke").rglob("*"))
+    assert any(p.is_file() for p in saved), "no result under data/results/interactive/smoke in the clone"
+    assert any(CHAPTER in p.as_posix() for p in saved)
+
+    # close the tab without saving
+    assert after["dirty"], "the edited parameters cell marks the tab unsaved"
+    click_text(browser, ".lm-MenuBar-itemLabel", "File")
+    click_text(browser, ".lm-Menu-itemLabel", "Close Tab")
+    dialog = wait_for(browser, """return [...document.querySelectorAll('.jp-Dialog button')]
+                      .find(b => /Discard|Don.t Save/i.test(b.textContent)) || null""", 30, "the unsaved-work dialog")
+    dialog.click()
+    wait_for(browser, "return document.querySelectorAll('.jp-Notebook').length === 0", 30, "the tab to close")
+    print(f"JupyterLab: opened, edited, ran and closed {CHAPTER} in {time.monotonic() - started:.0f} s")
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
+    assert status.stdout == "", f"the clone changed:\n{status.stdout}"
+    assert (clone / "notebooks" / f"{CHAPTER}.md").read_text() == source
