@@ -38,7 +38,8 @@ RUN_ALL_TIMEOUT = 300  # seconds; the smoke chapter runs in well under a minute
 
 def missing() -> list[str]:
     """What the test needs and this machine lacks."""
-    need = {"chromium": CHROMIUM, "chromedriver": DRIVER, "jupyterlab (requirements-lab.txt)": find_spec("jupyterlab"),
+    need = {"chromium": CHROMIUM, "chromedriver": DRIVER,
+            "jupyterlab (requirements-lab.txt)": find_spec("jupyterlab"),
             "jupyterlab-myst (requirements-lab.txt)": find_spec("jupyterlab_myst"),
             "jupytext-config": (BIN / "jupytext-config").exists(), "git": shutil.which("git")}
     return [name for name, found in need.items() if not found]
@@ -167,8 +168,8 @@ def test_a_chapter_runs_in_jupyterlab_and_leaves_the_repository_clean(lab, brows
     before = browser.execute_script(STATE)
     assert before["raw"] == 0, "MyST roles shown raw (is jupyterlab-myst loaded?)"
     assert before["cites"] > 0, "no rendered {cite:p} citation in the chapter's prose"
-    # JupyterLab 4.6 marks the tab unsaved as soon as it opens (while the kernel connects); autosave (every 120 s) is not
-    # reached here, and closing without saving must leave the source as it was (checked at the end)
+    # JupyterLab 4.6 marks the tab unsaved as soon as it opens (while the kernel connects); autosave (every 120 s)
+    # is not reached here, and closing without saving must leave the source as it was (checked at the end)
     print(f"unsaved marks on opening: {before['dirty']}")
     shot(browser, "lab_before.png")
 
