@@ -150,7 +150,8 @@ return {prompts, running: prompts.filter(p => p.includes('*')).length,
         cites: markdown.map(m => m.querySelectorAll('cite, .cite, [class*="cite"]').length).reduce((a, b) => a + b, 0),
         raw: markdown.map(m => m.textContent).filter(t => /\\{(term|cite:p|numref|doc)\\}`/.test(t)).length,
         text: markdown.map(m => m.textContent).join('\\n'),
-        dirty: [...document.querySelectorAll('.jp-mod-dirty')].map(e => e.className + ' ' + (e.textContent || '').slice(0, 60))};
+        dirty: [...document.querySelectorAll('.jp-mod-dirty')]
+            .map(e => e.className + ' ' + (e.textContent || '').slice(0, 60))};
 """
 
 
