@@ -89,14 +89,17 @@ def test_book_builds_warning_free_and_offline(built_book):
 
 
 def test_chapter_pages_link_the_repository_and_launch_their_own_source(built_book):
-    """Every chapter page links the repository and opens its source on Binder; each link names a file that exists."""
+    """Every chapter page links the repository and opens its source on Binder and its notebook in Colab; each
+    source link names a file that exists."""
     pages = sorted((built_book / "book" / "chapters").glob("*.html"))
     assert len(pages) == len(CHAPTERS)
     for page in pages:
         html = page.read_text()
-        links = re.findall(r'href="([^"]+)">(open on Binder|source)</a>', html)
-        assert [text for _, text in links] == ["open on Binder", "source"], page.name
-        binder, source = (unescape(url) for url, _ in links)
+        links = re.findall(r'href="([^"]+)">(open on Binder|open in Colab|source)</a>', html)
+        assert [text for _, text in links] == ["open on Binder", "open in Colab", "source"], page.name
+        binder, colab, source = (unescape(url) for url, _ in links)
+        assert colab == f"https://colab.research.google.com/github/example-owner/qkov-companion/blob/colab/{page.stem}.ipynb"
+        assert 'profile = "smoke"' in html  # the hint for a first run
         assert binder == f"https://mybinder.org/v2/gh/example-owner/qkov-companion/main?urlpath=lab/tree/notebooks/{page.stem}.md"
         assert source == f"{TEST_REPOSITORY}/blob/main/notebooks/{page.stem}.md"
         assert (REPO_ROOT / source.split("/blob/main/", 1)[1]).is_file()
