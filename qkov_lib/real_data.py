@@ -26,8 +26,8 @@ from .optim import RateSchedule
 from .tables import LABELS, readable
 from .training import FixedSetBatches, TrainConfig, train
 from .results import results_root
-from .verdicts import (NOT_EVIDENCE, Claim, Interval, above, at_least, below, claim_table, not_evidence,
-                       profile_tables, reproduces, rule)
+from .verdicts import (NOT_EVIDENCE, OFFICIAL_COLUMN, VERDICT_COLUMN, Claim, Interval, above, at_least, below,
+                       claim_table, not_evidence, profile_tables, reproduces, rule)
 from .workers import run_independent
 
 TABLE_METRICS = ("accuracy", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
@@ -484,8 +484,6 @@ def about_data(info: Mapping[str, Any]) -> pd.DataFrame:
 
 
 OFFICIAL = "official"  # the profile of the authors' setup
-OFFICIAL_COLUMN = "this book under official"
-VERDICT_COLUMN = "official gives the authors' number back?"
 
 
 @dataclass(frozen=True)

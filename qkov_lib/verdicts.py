@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML
 
+from .data import authors
 from .metrics.stats import mean_ci
 from .results import ResultsError, load
 
@@ -173,18 +174,48 @@ REPRODUCTION_RULE = (
     "seed (no interval), or the authors stored no number")
 
 
+SINGLE_RUN_TOLERANCE = 0.10  # two single runs (one seed each side): within this share of the authors' number
+SINGLE_RUN_RULE = ("two single runs (the authors' one run against this book's one seed under official): reproduces "
+                   f"when within {SINGLE_RUN_TOLERANCE:.0%} of the authors' number, else differs")
+
+
 def reproduces(authors: float | None, official: Interval | None, authors_seeds: int, unit: str = "%",
-               evidence: bool = True) -> str:
+               evidence: bool = True, single_runs: bool = False) -> str:
     """Whether this book under the ``official`` profile (the authors' setup) gives back a number the authors'
     notebooks stored (``REPRODUCTION_RULE``): ``authors`` (None: nothing stored), the mean over ``authors_seeds``
     seeds, against ``official``, this build's 95% interval over seeds (None: not run); ``evidence`` False when
     the official models did not learn the task. A number over several seeds reproduces when it lies inside the
     interval; a single seed's number when it lies inside the interval widened by ``SINGLE_SEED_TOLERANCE[unit]``
-    (one seed scatters around the mean by more than the mean's interval does)."""
-    if authors is None or official is None or not evidence or official.n < 2 or math.isnan(authors):
+    (one seed scatters around the mean by more than the mean's interval does). With ``single_runs``, a number of
+    one authors' run against one official seed (no interval on either side) is compared within
+    ``SINGLE_RUN_TOLERANCE`` of the authors' number (``SINGLE_RUN_RULE``)."""
+    if authors is None or official is None or not evidence or math.isnan(authors):
+        return UNDECIDED
+    if official.n == 1 and authors_seeds == 1 and single_runs:
+        return REPRODUCES if abs(official.mean - authors) <= SINGLE_RUN_TOLERANCE * abs(authors) else DIFFERS
+    if official.n < 2:
         return UNDECIDED
     slack = SINGLE_SEED_TOLERANCE[unit] if authors_seeds == 1 else 0.0
     return REPRODUCES if official.low - slack <= authors <= official.high + slack else DIFFERS
+
+
+OFFICIAL_COLUMN = "this book under official"
+VERDICT_COLUMN = "official gives the authors' number back?"
+
+
+def beside_official(table: pd.DataFrame, keys: Sequence[str], official: Mapping[str, Interval] | None,
+                    text: Callable[[Interval], str], single_runs: bool = False) -> pd.DataFrame:
+    """A table of the paper, the authors' notebooks and this run (``authors.three_way`` over ``keys``) with this
+    book under ``official`` (``official``: key -> its interval over seeds; None: not run) and, per key, whether it
+    gives the authors' number back (``reproduces``)."""
+    def verdict(key: str) -> str:
+        theirs, seeds, unit = authors.number(key)
+        ours = official.get(key) if official is not None else None
+        return reproduces(theirs, ours, seeds, unit, single_runs=single_runs)
+
+    return table.assign(**{OFFICIAL_COLUMN: [text(official[k]) if official is not None and k in official
+                                             else "not run" for k in keys],
+                           VERDICT_COLUMN: [verdict(k) for k in keys]})
 
 
 def profile_tables(root: Path, profile: str, page: str) -> dict[str, pd.DataFrame] | None:

@@ -3,6 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from qkov_lib import verdicts
 from qkov_lib.chapters import fig2_dtap
 from qkov_lib.verdicts import FAILS, HOLDS, PERCENT, PROBABILITY, UNDECIDED, Interval, above, at_least, at_most
 
@@ -50,3 +51,13 @@ def test_figure_2_reads_its_percentages_inside_the_bounds():
     table = fig2_dtap.compared(summary)
     shown = " ".join(table.astype(str).to_numpy().ravel())
     assert "96.7 [87.5, 100.0] %" in shown and "100.1" not in shown
+
+
+def test_two_single_runs_reproduce_within_the_stated_share_and_not_beyond():
+    """Figure 3's comparison: the authors' one run against one official seed, within SINGLE_RUN_TOLERANCE."""
+    one = lambda x: Interval.of([x])  # noqa: E731
+    edge = 1 + verdicts.SINGLE_RUN_TOLERANCE
+    assert verdicts.reproduces(0.5, one(0.5 * edge * 0.999), 1, "", single_runs=True) == verdicts.REPRODUCES
+    assert verdicts.reproduces(0.5, one(0.5 * edge * 1.001), 1, "", single_runs=True) == verdicts.DIFFERS
+    assert verdicts.reproduces(0.5, one(0.5), 1, "") == verdicts.UNDECIDED  # without the rule: no interval
+    assert verdicts.reproduces(0.5, one(0.5), 5, "", single_runs=True) == verdicts.UNDECIDED  # a mean of five

@@ -17,7 +17,8 @@ from ..plots import dtap_grid
 from ..synthetic_runs import (Panel, PanelResult, RunSettings, SyntheticSetup, mean_pm_std, synthetic_data,
                               train_runs)
 from ..validation import is_positive_int
-from ..verdicts import PERCENT, Claim, Interval, above, at_least, claim_table, every, rule, weakest
+from ..verdicts import (PERCENT, Claim, Interval, above, at_least, beside_official, claim_table, every, rule,
+                        weakest)
 
 PANEL_KEYS = "abcdefgh"
 MULTIPLIERS = ("mult_e", "ramp_f", "mult_g", "ramp_h")
@@ -190,12 +191,16 @@ def per_panel(summary: pd.DataFrame, n_seeds: int) -> pd.DataFrame:
     return table
 
 
-def compared(summary: pd.DataFrame) -> pd.DataFrame:
-    """The paper, the authors' notebooks as stored, and this run, side by side: the top-right cell and test accuracy
-    per panel (this run: the mean and its 95% interval over seeds)."""
-    def this_run(metric: str, panel: str) -> str:
-        return Interval.of(summary.loc[summary["panel"] == panel, metric], PERCENT).text() + " %"
+def compared(summary: pd.DataFrame, official: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The paper, the authors' notebooks as stored, this run and this book under ``official`` (its per-panel table;
+    None: not run), side by side: the top-right cell and test accuracy per panel (a run: the mean and its 95%
+    interval over seeds), and whether ``official`` gives the authors' number back (``verdicts.beside_official``)."""
+    def intervals(table: pd.DataFrame) -> dict[str, Interval]:
+        keys = [(f"fig2.{k}.top_right_cell", "top_right_cell", k) for k in PANEL_KEYS]
+        keys += [(f"fig2.{k}.accuracy", "accuracy", k) for k in "abgh"]
+        return {key: Interval.of(table.loc[table["panel"] == k, metric], PERCENT) for key, metric, k in keys}
 
-    keys = {f"fig2.{k}.top_right_cell": this_run("top_right_cell", k) for k in PANEL_KEYS}
-    keys |= {f"fig2.{k}.accuracy": this_run("accuracy", k) for k in "abgh"}
-    return authors.three_way(keys)
+    ours = intervals(summary)
+    table = authors.three_way({key: i.text() + " %" for key, i in ours.items()})
+    return beside_official(table, list(ours), None if official is None else intervals(official),
+                           lambda i: i.text() + " %")

@@ -18,7 +18,7 @@ from ..models import AttentionConfig
 from ..optim import RateSchedule
 from ..plots import band, clear_axis_titles, hex_to_rgb, legend_below, log_axes
 from ..synthetic_runs import synthetic_data
-from ..verdicts import Claim, Interval, above, at_most, claim_table, every, rule, weakest
+from ..verdicts import Claim, Interval, above, at_most, beside_official, claim_table, every, rule, weakest
 
 NEAR_ZERO = 0.05  # "loss near zero" (Figure 3): final training loss at most this
 FADED = 0.25  # "the incentive fades": at most this fraction of the incentive at alpha = 0.2
@@ -179,19 +179,28 @@ def bias_effect(curves: pd.DataFrame) -> pd.DataFrame:
         "incentive/δ, bias": means[("incentive_per_delta", "collapsed + bias")]})
 
 
-def compared(curves: pd.DataFrame) -> pd.DataFrame:
-    """The authors' stored final losses (one run, its models seeded with 1234 and its data not; 500 epochs) beside
-    this run's (mean and 95% interval over seeds), for the factorised model and the collapsed model with bias, at the
-    alphas they stored."""
+def stored_losses(curves: pd.DataFrame) -> dict[str, Interval]:
+    """The final training loss (mean and 95% interval over seeds) of the factorised model and the collapsed model
+    with bias at each alpha the authors stored, keyed as their stored numbers."""
     last = curves[curves["epoch"] == curves["epoch"].max()]
     alphas = set(last["alpha"].round(6))
-    measured = {}
+    out = {}
     for model, key in (("factorised", "factorised"), ("collapsed + bias", "collapsed_bias")):
         for a in (0.2, 0.4, 0.6, 0.8, 1.0):
             if round(a, 6) in alphas:
                 loss = last[(last["model"] == model) & (last["alpha"].round(6) == round(a, 6))]["train_loss"]
-                measured[f"fig3.{key}.{a:.1f}"] = Interval.of(loss).text(4)
-    return authors.three_way(measured)
+                out[f"fig3.{key}.{a:.1f}"] = Interval.of(loss)
+    return out
+
+
+def compared(curves: pd.DataFrame, official: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The authors' stored final losses (one run, its models seeded with 1234 and its data not; 500 epochs) beside
+    this run's and this book's under ``official`` (its curves; None: not run), and whether ``official`` gives the
+    authors' number back: one run against one seed, within ``verdicts.SINGLE_RUN_TOLERANCE``."""
+    ours = stored_losses(curves)
+    table = authors.three_way({key: i.text(6) for key, i in ours.items()})  # the stored ones reach 1e-4
+    return beside_official(table, list(ours), None if official is None else stored_losses(official),
+                           lambda i: i.text(6), single_runs=True)
 
 
 ROWS = {"train_loss": "training loss", "incentive_per_delta": "incentive / δ", "incentive": "incentive"}

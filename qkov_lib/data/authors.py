@@ -58,6 +58,13 @@ def _seeds(text: str) -> str:
     return f"{count} seeds" + (f", {ids}" if ids else "")
 
 
+def number(key: str) -> tuple[float | None, int, str]:
+    """A stored number as data: its value (None where none is stored), how many seeds it covers, its unit."""
+    row = table().loc[key]
+    value = None if row["value"] == "" else float(row["value"])
+    return value, int(str(row["seeds"]).split(" ")[0] or 0), row["unit"]
+
+
 def summary(keys: Iterable[str]) -> str:
     """Several keys on one line, each named by its condition: '(b) FACO 94.6% (1 seed (1234), stored); (d) CACO not
     recorded'."""
