@@ -265,3 +265,28 @@ def test_the_real_data_page_sets_official_beside_the_authors_with_its_verdict(tm
     claims = pd.DataFrame({"id": ["accuracy_comparable"], "verdict": ["not evidence"]})
     here = official_run("hatexplain", "official", per_seed, claims)  # this run is the official one
     assert here is not None and not here.evidence and here.per_seed is per_seed
+
+
+def test_official_results_are_read_from_their_sealed_unit_and_the_summary_reads_them_alike(tmp_path):
+    """A chapter under another profile reads the `official` unit of the results root (``verdicts.profile_tables``,
+    which the summary's profile comparison uses too); a unit changed after it was sealed is not read."""
+    import pandas as pd
+
+    from qkov_lib.chapters.summary import profile_difference
+    from qkov_lib.real_data import official_run
+    from qkov_lib.results import save
+    per_seed = pd.DataFrame({"condition": ["baseline", "faster QK (x30)"], "seed": [1234, 1234],
+                             "layers": [2, 2], "accuracy": [50.0, 51.0]})
+    claims = pd.DataFrame({"id": ["2_layers_AC_rises", "4_layers_AC_rises"], "claim": ["c2", "c4"],
+                           "verdict": ["holds", "not evidence"]})
+    for profile in ("official", "default"):
+        save(tmp_path / profile, "hatexplain_layers", {"per_seed": per_seed, "claims": claims}, {})
+    run = official_run("hatexplain_layers", "default", root=tmp_path, depth=2)
+    assert run is not None and run.evidence and len(run.per_seed) == 2
+    assert not official_run("hatexplain_layers", "default", root=tmp_path).evidence  # 4 layers: not evidence
+    assert official_run("hatexplain_layers", "default", root=tmp_path, depth=3) is None  # no such depth
+    assert list(profile_difference(tmp_path, "default", "official", "hatexplain_layers")["official"]) == [
+        "holds", "not evidence"]
+    (tmp_path / "official" / "hatexplain_layers.per_seed.csv").write_text("changed\n")
+    assert official_run("hatexplain_layers", "default", root=tmp_path) is None
+    assert profile_difference(tmp_path, "default", "official", "hatexplain_layers") is None
