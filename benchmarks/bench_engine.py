@@ -51,16 +51,16 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from qkov_lib.backends import train_stack
-from qkov_lib.device import BACKENDS, ENGINE_ENV
 from qkov_lib.chapters.fig2_dtap import panels as figure2_panels
+from qkov_lib.core.device import BACKENDS, ENGINE_ENV
 from qkov_lib.data.synthetic import SyntheticConfig
-from qkov_lib.engine import CountSet, FixedBatches, FreshBatches, Member, StackConfig, count_set, flush_denormals
 from qkov_lib.models import AttentionConfig, forward, init_params
 from qkov_lib.models.reference import literal_forward
-from qkov_lib.optim import RateSchedule, circuit_groups
-from qkov_lib.synthetic_runs import synthetic_data
-from qkov_lib.training import FixedSetBatches
+from qkov_lib.runs.synthetic_runs import synthetic_data
+from qkov_lib.train.backends import train_stack
+from qkov_lib.train.engine import CountSet, FixedBatches, FreshBatches, Member, StackConfig, count_set, flush_denormals
+from qkov_lib.train.optim import RateSchedule, circuit_groups
+from qkov_lib.train.training import FixedSetBatches
 
 SEEDS = [0, 1, 2, 3, 4]
 PANELS = figure2_panels(10.0, 20.0, 5.0, 10.0)

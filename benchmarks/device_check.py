@@ -49,18 +49,18 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from qkov_lib.backends import train_stack  # noqa: E402
-from qkov_lib.device import ENGINE_ENV, engine_backend  # noqa: E402
 from qkov_lib.chapters import fig2_dtap  # noqa: E402
-from qkov_lib.contents import chapter_names  # noqa: E402
+from qkov_lib.core.contents import chapter_names  # noqa: E402
+from qkov_lib.core.device import ENGINE_ENV, engine_backend  # noqa: E402
 from qkov_lib.data.synthetic import SyntheticConfig  # noqa: E402
-from qkov_lib.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals  # noqa: E402
 from qkov_lib.models import AttentionConfig, init_params  # noqa: E402
 from qkov_lib.models.transformer import classify, init_classifier, trim  # noqa: E402
-from qkov_lib.optim import RateSchedule  # noqa: E402
-from qkov_lib.reproduce import resolve  # noqa: E402
-from qkov_lib.synthetic_runs import synthetic_data  # noqa: E402
-from qkov_lib.training import train  # noqa: E402
+from qkov_lib.runner.reproduce import resolve  # noqa: E402
+from qkov_lib.runs.synthetic_runs import synthetic_data  # noqa: E402
+from qkov_lib.train.backends import train_stack  # noqa: E402
+from qkov_lib.train.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals  # noqa: E402
+from qkov_lib.train.optim import RateSchedule  # noqa: E402
+from qkov_lib.train.training import train  # noqa: E402
 
 STACK_TOL = 1e-4  # a parameter's CPU/CUDA difference, as a fraction of how far it moved (1000 SGD steps)
 CURVE_TOL = 1e-3  # the loss curves' relative difference

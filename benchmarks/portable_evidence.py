@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from qkov_lib.contents import title
+from qkov_lib.core.contents import title
 
 MACHINES = {  # emulated CPUs: what each is, for the table
     "amd-avx512": "this CPU (AMD, AVX-512)",

@@ -7,15 +7,15 @@ import signal
 import sys
 from pathlib import Path
 
-from . import bundle, publish
-from .book import build_book
-from .chapter import CHOICES, ParameterError, parse_value
-from .codehash import DynamicImport
-from .contents import title
+from .core.chapter import CHOICES, ParameterError, parse_value
+from .core.codehash import DynamicImport
+from .core.contents import title
+from .core.workers import end_descendants
 from .data.registry import CANONICAL, DataError, canonical_file
-from .notebooks import write_notebook
-from .reproduce import BOOK_CHAPTERS, CHAPTERS, RESULTS_ROOT, Summary, format_plan, plan, reproduce
-from .workers import end_descendants
+from .runner import bundle, publish
+from .runner.book import build_book
+from .runner.notebooks import write_notebook
+from .runner.reproduce import BOOK_CHAPTERS, CHAPTERS, RESULTS_ROOT, Summary, format_plan, plan, reproduce
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("-o", "--output", type=Path, help="the .ipynb file, or a folder (default: NAME.ipynb here)")
     fetch = sub.add_parser("fetch", help="download a dataset's canonical release into the cache (needs the internet)")
     fetch.add_argument("dataset", choices=sorted(CANONICAL))
-    bundle.add_commands(sub)  # results pack|unpack (qkov_lib/bundle.py)
-    publish.add_commands(sub)  # publish (qkov_lib/publish.py)
+    bundle.add_commands(sub)  # results pack|unpack (qkov_lib/runner/bundle.py)
+    publish.add_commands(sub)  # publish (qkov_lib/runner/publish.py)
     return parser
 
 

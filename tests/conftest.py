@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from qkov_lib.core.results import REPO_ROOT
 from qkov_lib.data import DATA_ENV
-from qkov_lib.reproduce import reproduce
-from qkov_lib.results import REPO_ROOT
+from qkov_lib.runner.reproduce import reproduce
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_data import write_all_offline  # noqa: E402
@@ -45,7 +45,7 @@ def smoke_book(tmp_path_factory, fake_data_dir) -> Path:
 def built_book(smoke_book) -> Path:
     """The smoke book rendered strictly (warnings are errors), naming a repository (so the pages carry its link and
     the chapters' launch links); returns the HTML folder."""
-    from qkov_lib.book import build_book
+    from qkov_lib.runner.book import build_book
     return build_book(root=smoke_book, repo_url=TEST_REPOSITORY).parent
 
 

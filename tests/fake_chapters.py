@@ -19,8 +19,8 @@ overrides = {}
 TINY = HEAD + """
 ```{code-cell} ipython3
 import pandas as pd
-from qkov_lib import results
-from qkov_lib.verdicts import Claim, check, claim_table
+from qkov_lib.core import results
+from qkov_lib.metrics.verdicts import Claim, check, claim_table
 x = overrides.get("x", 1)
 claims = claim_table([Claim("positive", "x is positive", str(x), check(x > 0), "holds if x > 0")])
 results.save(results.results_dir(profile), "tiny", {"main": pd.DataFrame({"x": [x]}), "claims": claims},

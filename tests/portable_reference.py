@@ -46,7 +46,7 @@ def main() -> None:
     import os
     from fake_data import write_all_offline
     os.environ["QKOV_PORTABLE"] = "1"
-    from qkov_lib.reproduce import reproduce
+    from qkov_lib.runner.reproduce import reproduce
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["QKOV_DATA_DIR"] = str(write_all_offline(Path(tmp) / "data"))
         summary = reproduce("smoke", only=list(CHAPTERS), out_dir=Path(tmp) / "nb", results_root=Path(tmp) / "res")

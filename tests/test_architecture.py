@@ -13,17 +13,13 @@ import pytest
 import yaml
 from fake_chapters import HEAD
 
-from qkov_lib.contents import GATHERERS, run_order
-from qkov_lib.reproduce import CHAPTERS
-from qkov_lib.results import PACKAGE_DIR, REPO_ROOT
+from qkov_lib.core.contents import GATHERERS, run_order
+from qkov_lib.core.results import PACKAGE_DIR, REPO_ROOT
+from qkov_lib.runner.reproduce import CHAPTERS
 
-LAYERS = {  # ARCHITECTURE.md's table, top down: a top-level module or package -> its layer (0 = the core)
-    **dict.fromkeys(["__main__", "reproduce", "book", "book_ext", "bundle", "publish", "notebooks"], 3),
-    "chapters": 2,
-    **dict.fromkeys(["engine", "compiled", "backends", "training", "synthetic_runs", "fixed_attention", "real_data",
-                     "squad_runs", "sweep"], 1),
-    **dict.fromkeys(["__init__", "chapter", "contents", "codehash", "device", "progress", "validation", "optim",
-                     "results", "plots", "tables", "portable", "verdicts", "workers", "models", "data", "metrics", "theory"], 0),
+LAYERS = {  # ARCHITECTURE.md's table, top down: a folder of the package -> its layer (0 = the core)
+    "__main__": 6, "runner": 5, "chapters": 4, "runs": 3, "present": 2, "train": 2,
+    "models": 1, "data": 1, "metrics": 1, "theory": 1, "core": 0, "__init__": 0,
 }
 
 
@@ -63,11 +59,21 @@ def _graph() -> dict[str, set[str]]:
 def test_imports_point_down_the_layers():
     upward = []
     for own, targets in _graph().items():
-        assert own.split(".")[0] in LAYERS, f"{own} is on no layer of ARCHITECTURE.md"
+        assert own.split(".")[0] in LAYERS, f"{own} is in no folder of ARCHITECTURE.md's layers"
         for target in targets:
             if LAYERS[target.split(".")[0]] > LAYERS[own.split(".")[0]]:
                 upward.append(f"{own} -> {target}")
     assert upward == []
+
+
+def test_the_layers_are_folders_and_architecture_md_lists_them():
+    loose = sorted(p.name for p in PACKAGE_DIR.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert loose == [], f"modules outside the layer folders: {loose}"
+    folders = {p.name for p in PACKAGE_DIR.iterdir() if (p / "__init__.py").is_file()}
+    assert folders == set(LAYERS) - {"__init__", "__main__"}
+    rows = re.findall(r"^\| (\d) \| `(\w+)/`", (REPO_ROOT / "ARCHITECTURE.md").read_text(), re.M)
+    documented = {folder: int(layer) for layer, folder in rows}
+    assert documented == {f: LAYERS[f] for f in folders}
 
 
 def test_no_import_cycles():
@@ -148,7 +154,7 @@ NEW_NOTEBOOK = HEAD.replace("# A chapter for the tests", "# A tiny chapter") + "
 ```{code-cell} ipython3
 :tags: [remove-input]
 
-from qkov_lib.chapter import begin
+from qkov_lib.core.chapter import begin
 from qkov_lib.chapters import tiny
 
 ch = begin(tiny, profile, overrides)

@@ -7,9 +7,9 @@ from dataclasses import asdict
 import pandas as pd
 import pytest
 
-from qkov_lib.chapter import ParameterError
 from qkov_lib.chapters import atlas, fig2_dtap
-from qkov_lib.reproduce import resolve
+from qkov_lib.core.chapter import ParameterError
+from qkov_lib.runner.reproduce import resolve
 
 CLAIMS = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "prediction_kept")
 

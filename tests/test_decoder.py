@@ -2,7 +2,7 @@
 import torch
 
 from qkov_lib.models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits
-from qkov_lib.optim import circuit_groups
+from qkov_lib.train.optim import circuit_groups
 
 CFG = DecoderConfig(vocab=12, max_len=10, d_model=16, n_heads=2, d_head=8, n_layers=2, d_mlp=32, init_scale=0.3)
 

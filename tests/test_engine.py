@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from qkov_lib.data.synthetic import SyntheticConfig, make_splits, stack_splits
-from qkov_lib.engine import (FixedBatches, FreshBatches, forms_product, Member, StackConfig, UpdateRatios, count_set,
-                             evaluate_counts, flush_denormals, loss_and_grads, train_stack)
-from qkov_lib.chapter import ParameterError
 from qkov_lib.chapters.fig2_dtap import panels as figure2_panels
-from qkov_lib.fixed_attention import OVModel
+from qkov_lib.core.chapter import ParameterError
+from qkov_lib.data.synthetic import SyntheticConfig, make_splits, stack_splits
 from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, forward, init_params
-from qkov_lib.optim import RateSchedule
-from qkov_lib.reproduce import resolve
-from qkov_lib.synthetic_runs import Panel, RunSettings, SyntheticSetup, _initial, synthetic_data, train_runs
-from qkov_lib.training import FixedSetBatches
+from qkov_lib.runner.reproduce import resolve
+from qkov_lib.runs.fixed_attention import OVModel
+from qkov_lib.runs.synthetic_runs import Panel, RunSettings, SyntheticSetup, _initial, synthetic_data, train_runs
+from qkov_lib.train.engine import (FixedBatches, FreshBatches, forms_product, Member, StackConfig, UpdateRatios,
+                                   count_set, evaluate_counts, flush_denormals, loss_and_grads, train_stack)
+from qkov_lib.train.optim import RateSchedule
+from qkov_lib.train.training import FixedSetBatches
 
 CFG = SyntheticConfig()
 
@@ -322,7 +322,7 @@ def test_panel_caps_and_stop_rules_reach_the_members():
 def test_the_engines_adamw_is_torchs_adamw_per_model():
     """The engine's stacked AdamW (per-model rates, decoupled decay on OV only) against ``torch.optim.AdamW`` run on
     each model alone, step by step on the same gradients."""
-    from qkov_lib.engine import _Optimiser
+    from qkov_lib.train.engine import _Optimiser
     gen = torch.Generator().manual_seed(0)
     start = {"W_QK": torch.randn(2, 6, 6, generator=gen), "W_O": torch.randn(2, 4, 6, generator=gen),
              "W_V": torch.randn(2, 6, 6, generator=gen)}

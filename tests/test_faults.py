@@ -28,13 +28,13 @@ import torch
 from fake_chapters import BROKEN, TINY, fake_module
 from fake_data import seal, write_hatexplain_canonical, write_hatexplain_offline, write_sva_canonical, write_sva_offline
 
-from qkov_lib import reproduce as runner
 from qkov_lib.__main__ import main
 from qkov_lib.chapters import scorecard
+from qkov_lib.core.chapter import ParameterError, concrete_profile, notebook_overrides
+from qkov_lib.core.chapter import shown_path
+from qkov_lib.core.results import REPO_ROOT, RESULTS_ENV, ROOT_ENV, ResultsError, check, save
 from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, hatexplain, registry, sva
-from qkov_lib.chapter import ParameterError, concrete_profile, notebook_overrides
-from qkov_lib.chapter import shown_path
-from qkov_lib.results import REPO_ROOT, RESULTS_ENV, ROOT_ENV, ResultsError, check, save
+from qkov_lib.runner import reproduce as runner
 
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` (but the lock files, which only ever hold the last holder's pid)."""
@@ -269,7 +269,7 @@ def test_changed_data_and_data_settings_rerun(book, monkeypatch, capsys):
 def test_a_chapter_run_by_hand_writes_apart_from_the_runners_units(book, monkeypatch, capsys):
     """A chapter run from JupyterLab or papermill (no staging folder set) saves under results/interactive/<profile>;
     the runner's unit is untouched and still reused."""
-    from qkov_lib.chapter import Chapter
+    from qkov_lib.core.chapter import Chapter
     assert run(book) == "ran"
     before = snapshot(book / "res" / "smoke")
     monkeypatch.setenv(ROOT_ENV, str(book / "res"))

@@ -1,4 +1,4 @@
-"""Per-chapter code fingerprints (qkov_lib/codehash.py), on a temporary copy of the package (the real tree is never
+"""Per-chapter code fingerprints (qkov_lib/core/codehash.py), on a temporary copy of the package (the real tree is never
 edited): a docstring edit makes no chapter stale; a code edit makes exactly the chapters whose closure holds the
 module stale; a new import edge is picked up; a dynamic import the analysis cannot follow is an error."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from fake_chapters import TINY, fake_module
 
-from qkov_lib import codehash, results
-from qkov_lib import reproduce as runner
+from qkov_lib.core import codehash, results
+from qkov_lib.runner import reproduce as runner
 
 NOTEBOOKS = {p.stem: p for p in sorted((results.REPO_ROOT / "notebooks").glob("*.md"))}
 ALL = sorted(NOTEBOOKS)
@@ -20,13 +20,13 @@ ALL = sorted(NOTEBOOKS)
 # The chapters an edit of each module makes stale: those whose imports reach it. The scorecard reads the atlas's
 # verdicts through the atlas's module, so it follows the atlas.
 EXPECTED = {
-    "engine.py": ["atlas", "corollaries", "fig2_dtap", "fig3_incentive", "scorecard", "summary"],
-    "plots.py": [c for c in ALL if c not in ("appendix_d", "errata")],
+    "train/engine.py": ["atlas", "corollaries", "fig2_dtap", "fig3_incentive", "scorecard", "summary"],
+    "present/plots.py": [c for c in ALL if c not in ("appendix_d", "errata")],
     "chapters/atlas.py": ["atlas", "scorecard", "summary"],  # the summary reads the atlas through the scorecard
-    "sweep.py": ["atlas"],
+    "runs/sweep.py": ["atlas"],
     "theory/symbolic.py": ["lemma3", "theorem1"],
     "theory/errata.py": ["errata"],
-    "reproduce.py": [],
+    "runner/reproduce.py": [],
 }
 
 
@@ -83,8 +83,8 @@ def test_a_code_edit_makes_exactly_the_chapters_that_can_run_it_stale(package, m
 def test_a_new_import_edge_is_picked_up(package):
     errata = package / "theory" / "errata.py"
     errata.write_text(errata.read_text() + "\nfrom .. import sweep  # a new edge\n")
-    assert "qkov_lib.sweep" in codehash.closure(["qkov_lib.theory.errata"], package)
-    sweep = package / "sweep.py"
+    assert "qkov_lib.runs.sweep" in codehash.closure(["qkov_lib.theory.errata"], package)
+    sweep = package / "runs" / "sweep.py"
     assert stale_after(package, lambda: sweep.write_text(sweep.read_text() + "\nEDIT = 1\n")) == ["atlas", "errata"]
 
 
@@ -92,7 +92,7 @@ DYNAMIC = [
     ("import_module of a computed name", "import importlib\nimportlib.import_module('qkov_lib.' + 'plots')\n",
      "import_module"),
     ("__import__", "mod = __import__(f'qkov_lib.{NAME}')\n", "__import__"),
-    ("exec", "exec('from qkov_lib import plots')\n", "exec"),
+    ("exec", "exec('from qkov_lib.present import plots')\n", "exec"),
     ("eval", "x = eval('1 + 1')\n", "eval"),
     ("a relative import_module", "import importlib\nimportlib.import_module('.plots', 'qkov_lib')\n", "import_module"),
     ("runpy", "import runpy\nrunpy.run_path('script.py')\n", "run_path"),
@@ -111,18 +111,18 @@ def test_a_dynamic_import_is_an_error_naming_file_and_line(package, code, name):
 
 def test_a_notebook_running_a_file_is_an_error(tmp_path):
     notebook = tmp_path / "chapter.md"
-    notebook.write_text("```{code-cell} ipython3\n%run helper.py\nfrom qkov_lib import results\n```\n")
+    notebook.write_text("```{code-cell} ipython3\n%run helper.py\nfrom qkov_lib.core import results\n```\n")
     with pytest.raises(codehash.DynamicImport, match=r"chapter.md \(code cell 1\):1: run_line_magic\(\.\.\.\) runs"):
         codehash.notebook_modules(notebook)
-    notebook.write_text("```{code-cell} ipython3\n%matplotlib inline\nfrom qkov_lib import results\n```\n")
-    assert codehash.notebook_modules(notebook) == {"qkov_lib", "qkov_lib.results"}
+    notebook.write_text("```{code-cell} ipython3\n%matplotlib inline\nfrom qkov_lib.core import results\n```\n")
+    assert codehash.notebook_modules(notebook) == {"qkov_lib", "qkov_lib.core.results"}
 
 
 def test_a_dynamic_import_of_a_constant_name_is_followed(package):
     errata = package / "theory" / "errata.py"
-    errata.write_text(errata.read_text() + "\nimport importlib\nTASK = 'qkov_lib.sweep'\n"
+    errata.write_text(errata.read_text() + "\nimport importlib\nTASK = 'qkov_lib.runs.sweep'\n"
                       "importlib.import_module(TASK)\nimportlib.import_module('numpy')\n")
-    assert "qkov_lib.sweep" in codehash.closure(["qkov_lib.theory.errata"], package)
+    assert "qkov_lib.runs.sweep" in codehash.closure(["qkov_lib.theory.errata"], package)
 
 
 def test_import_forms_resolve_to_modules(tmp_path):
@@ -149,15 +149,15 @@ def test_import_forms_resolve_to_modules(tmp_path):
 
 def test_notebook_imports_and_versions():
     assert codehash.notebook_modules(NOTEBOOKS["errata"]) == {
-        "qkov_lib", "qkov_lib.chapter", "qkov_lib.chapters", "qkov_lib.chapters.errata", "qkov_lib.theory",
+        "qkov_lib", "qkov_lib.core.chapter", "qkov_lib.chapters", "qkov_lib.chapters.errata", "qkov_lib.theory",
         "qkov_lib.theory.errata", "qkov_lib.theory.factorised", "qkov_lib.theory.instance"}
     state = codehash.chapter_code(NOTEBOOKS["errata"])
     assert {"torch", "numpy", "scipy", "sympy", "pandas"} <= set(state.versions)
-    assert "qkov_lib.reproduce" not in state.modules and "qkov_lib.theory.errata" in state.modules
+    assert "qkov_lib.runner.reproduce" not in state.modules and "qkov_lib.theory.errata" in state.modules
 
 
 def test_the_runner_names_the_changed_modules(package, tmp_path, monkeypatch):
-    """A sealed unit of the tiny chapter (it imports qkov_lib.results): current after a docstring edit, stale naming
+    """A sealed unit of the tiny chapter (it imports qkov_lib.core.results): current after a docstring edit, stale naming
     the module after a code edit."""
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
@@ -171,20 +171,20 @@ def test_the_runner_names_the_changed_modules(package, tmp_path, monkeypatch):
     results.save(folder, "tiny", {"main": pd.DataFrame({"x": [1]})}, {})
     runner._seal(folder, "tiny", fp, 1.0)
     assert runner.stale_reason(folder, "tiny", fp)[0] is None
-    edit_docstrings(package / "results.py")
+    edit_docstrings(package / "core" / "results.py")
     assert runner.stale_reason(folder, "tiny", runner.fingerprint("tiny", "smoke", {"x": 1}, folder.parent))[0] is None
-    (package / "results.py").write_text((package / "results.py").read_text() + "\nEDIT = 1\n")
+    (package / "core" / "results.py").write_text((package / "core" / "results.py").read_text() + "\nEDIT = 1\n")
     reason = runner.stale_reason(folder, "tiny", runner.fingerprint("tiny", "smoke", {"x": 1}, folder.parent))[0]
-    assert reason == "code (qkov_lib.results) changed"
+    assert reason == "code (qkov_lib.core.results) changed"
 
 
 def test_sweep_cells_follow_their_task_code(package):
-    from qkov_lib import sweep
+    from qkov_lib.runs import sweep
     from qkov_lib.chapters import atlas
     folder = sweep.cell_folder("atlas", {"a": 1}, atlas.run_setting)
-    edit_docstrings(package / "engine.py")
+    edit_docstrings(package / "train" / "engine.py")
     assert sweep.cell_folder("atlas", {"a": 1}, atlas.run_setting) == folder
-    (package / "engine.py").write_text((package / "engine.py").read_text() + "\nEDIT = 1\n")
+    (package / "train" / "engine.py").write_text((package / "train" / "engine.py").read_text() + "\nEDIT = 1\n")
     assert sweep.cell_folder("atlas", {"a": 1}, atlas.run_setting) != folder
     with pytest.raises(ValueError, match="sweep task 'stale_after' is defined in .*outside qkov_lib; define it"):
         sweep.cell_folder("atlas", {"a": 1}, stale_after)

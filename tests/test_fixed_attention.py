@@ -6,8 +6,8 @@ import torch
 
 from qkov_lib.chapters.fig3_incentive import claims as figure3
 from qkov_lib.data.synthetic import SyntheticSplit
-from qkov_lib.fixed_attention import (OVModel, bag_features, effective_input, fade_epochs, run_fixed_attention,
-                                      run_models)
+from qkov_lib.runs.fixed_attention import (OVModel, bag_features, effective_input, fade_epochs, run_fixed_attention,
+                                           run_models)
 
 # two hand-made sequences over a vocabulary of 6: distinct tokens are marked, the query (last) is token 5
 TOKENS = torch.tensor([[[0, 2, 2, 1, 3, 5], [4, 0, 0, 1, 4, 5]]])

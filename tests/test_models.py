@@ -6,7 +6,7 @@ import torch
 from qkov_lib.metrics import attention_summary, check_bins, dtap_histogram
 from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, forward, init_params
 from qkov_lib.models.reference import literal_forward
-from qkov_lib.optim import RateSchedule, circuit_groups
+from qkov_lib.train.optim import RateSchedule, circuit_groups
 
 TOKENS = torch.randint(0, 58, (2, 6, 64), generator=torch.Generator().manual_seed(0))
 

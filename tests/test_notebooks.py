@@ -13,12 +13,12 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager
 from myst_nb.ext import glue as myst_glue
 
-from qkov_lib import plots
-from qkov_lib.chapter import ParameterError
-from qkov_lib.codehash import source_digest
-from qkov_lib.notebooks import write_notebook
-from qkov_lib.reproduce import reproduce
-from qkov_lib.results import REPO_ROOT, RESULTS_ENV, ROOT_ENV
+from qkov_lib.core.chapter import ParameterError
+from qkov_lib.core.codehash import source_digest
+from qkov_lib.core.results import REPO_ROOT, RESULTS_ENV, ROOT_ENV
+from qkov_lib.present import plots
+from qkov_lib.runner.notebooks import write_notebook
+from qkov_lib.runner.reproduce import reproduce
 
 SOURCES = sorted((REPO_ROOT / "notebooks").glob("*.md"))
 PLOTLY = "application/vnd.plotly.v1+json"

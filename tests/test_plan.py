@@ -11,9 +11,9 @@ import nbformat
 import pytest
 from fake_chapters import TINY, fake_module
 
-from qkov_lib import codehash, results
-from qkov_lib import reproduce as runner
 from qkov_lib.__main__ import main
+from qkov_lib.core import codehash, results
+from qkov_lib.runner import reproduce as runner
 
 
 @pytest.fixture
@@ -60,8 +60,8 @@ def test_dry_run_says_current_or_stale_and_why(book, capsys, monkeypatch):
     real, copy = codehash.PACKAGE_DIR, book / "qkov_lib"
     shutil.copytree(codehash.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(codehash, "PACKAGE_DIR", copy)
-    (copy / "results.py").write_text((copy / "results.py").read_text() + "\nEDIT = 1\n")
-    assert dry_run(book, capsys)["tiny"] == ("stale", "code (qkov_lib.results) changed")
+    (copy / "core" / "results.py").write_text((copy / "core" / "results.py").read_text() + "\nEDIT = 1\n")
+    assert dry_run(book, capsys)["tiny"] == ("stale", "code (qkov_lib.core.results) changed")
     monkeypatch.setattr(codehash, "PACKAGE_DIR", real)
     (book / "res" / "smoke" / "tiny.csv").write_text("x\n5\n")
     state, reason = dry_run(book, capsys)["tiny"]
@@ -113,7 +113,7 @@ def test_code_the_fingerprint_cannot_follow_is_one_error(book, capsys, monkeypat
     copy = book / "qkov_lib"
     shutil.copytree(codehash.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(codehash, "PACKAGE_DIR", copy)
-    (copy / "results.py").write_text((copy / "results.py").read_text() + "\nexec('import os')\n")
+    (copy / "core" / "results.py").write_text((copy / "core" / "results.py").read_text() + "\nexec('import os')\n")
     assert main(["reproduce", "--profile", "smoke", "--only", "tiny", "--results", str(book / "res"), "--dry-run"]) == 1
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and "results.py:" in err and "exec(...) runs code the fingerprint cannot" in err

@@ -1,4 +1,4 @@
-"""The portable arithmetic mode (``qkov_lib.portable``): a short real-data training (the classifier with fused AdamW
+"""The portable arithmetic mode (``qkov_lib.core.portable``): a short real-data training (the classifier with fused AdamW
 on random token ids, one step of the SQuAD decoder) gives the same bits under several emulated processors with the
 mode on, and different bits without it; the mode reaches spawned workers, Dask workers and papermill kernels.
 
@@ -22,21 +22,21 @@ from pathlib import Path
 
 import pytest
 
-from qkov_lib import portable
-from qkov_lib.results import REPO_ROOT
+from qkov_lib.core import portable
+from qkov_lib.core.results import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(not portable.applicable(), reason="the portable mode concerns x86-64 CPUs")
 
 TRAIN = r'''
 import hashlib, json
 import numpy as np
-from qkov_lib import portable
+from qkov_lib.core import portable
 portable.apply()
 import torch
 from qkov_lib.models.decoder import DecoderConfig, decode, init_decoder, next_token_logits
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
-from qkov_lib.optim import RateSchedule
-from qkov_lib.training import TrainConfig, train
+from qkov_lib.train.optim import RateSchedule
+from qkov_lib.train.training import TrainConfig, train
 
 torch.set_num_threads(1)
 rng = np.random.default_rng(0)
@@ -223,14 +223,14 @@ def test_other_bits_without_the_mode(fake_intel):
 
 STACK = r'''
 import hashlib, json
-from qkov_lib import portable
-from qkov_lib.backends import train_stack
+from qkov_lib.core import portable
+from qkov_lib.train.backends import train_stack
 from qkov_lib.data.synthetic import SyntheticConfig
-from qkov_lib.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals
+from qkov_lib.train.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals
 from qkov_lib.models import AttentionConfig, init_params
-from qkov_lib.optim import RateSchedule
-from qkov_lib.synthetic_runs import synthetic_data
-from qkov_lib.workers import one_thread
+from qkov_lib.train.optim import RateSchedule
+from qkov_lib.runs.synthetic_runs import synthetic_data
+from qkov_lib.core.workers import one_thread
 
 cfg = SyntheticConfig()
 data = count_set(synthetic_data(cfg, [0, 1], 320, 16)[0], cfg.vocab)
@@ -291,7 +291,7 @@ def _vendor() -> str:
 def test_torch_loaded_with_other_settings_is_reported():
     """Torch that computed before the mode was applied: apply() raises, naming the capability it found."""
     out = _python("import json, torch\nnatural = torch.backends.cpu.get_cpu_capability()\n"
-                  "from qkov_lib import portable\ntry:\n    portable.apply(); err = ''\n"
+                  "from qkov_lib.core import portable\ntry:\n    portable.apply(); err = ''\n"
                   "except portable.PortableModeError as e:\n    err = str(e)\n"
                   "print(json.dumps({'natural': natural, 'err': err}))", {})
     if out["natural"] == portable.SETTINGS["ATEN_CPU_CAPABILITY"].upper() or not HAS_AVX2:  # (no AVX2: a warning)
@@ -302,17 +302,17 @@ def test_torch_loaded_with_other_settings_is_reported():
 
 REACH = r'''
 import json, sys
-from qkov_lib import portable
+from qkov_lib.core import portable
 portable.apply()
-from qkov_lib.workers import run_independent
+from qkov_lib.core.workers import run_independent
 seen = {"spawned workers": run_independent(portable.effective, [(), ()], 2)}
 if sys.argv[1] == "all":
-    from qkov_lib.sweep import dask_client
+    from qkov_lib.runs.sweep import dask_client
     with dask_client(workers=1) as client:
         seen["Dask LocalCluster worker"] = [client.submit(portable.effective, pure=False).result()]
     import nbformat, papermill
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
-        "import json\nfrom qkov_lib import portable\nprint(json.dumps(portable.effective()))")])
+        "import json\nfrom qkov_lib.core import portable\nprint(json.dumps(portable.effective()))")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     done = papermill.execute_notebook(nb, None, kernel_name="python3", progress_bar=False,
                                       extra_arguments=["--IPKernelApp.log_level=ERROR"])

@@ -5,10 +5,10 @@ import re
 import pytest
 import torch
 
-from qkov_lib import device
 from qkov_lib.__main__ import main
-from qkov_lib.chapter import PROFILES, ParameterError, as_dict, concrete_profile, parse_value
-from qkov_lib.reproduce import CHAPTERS, resolve, split_overrides
+from qkov_lib.core import device
+from qkov_lib.core.chapter import PROFILES, ParameterError, as_dict, concrete_profile, parse_value
+from qkov_lib.runner.reproduce import CHAPTERS, resolve, split_overrides
 
 FIG4 = "fig4_mu_trajectories"
 
@@ -44,7 +44,7 @@ def test_every_setup_field_has_a_comment_and_every_profile_names_real_parameters
     parameters it has."""
     import ast
     import inspect
-    from qkov_lib.chapter import parameters
+    from qkov_lib.core.chapter import parameters
     for name, module in CHAPTERS.items():
         source = inspect.getsource(module.Setup)
         for node in ast.parse(source).body[0].body:

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from qkov_lib import progress
+from qkov_lib.core import progress
 
 
 class Terminal(io.StringIO):
@@ -83,7 +83,7 @@ def test_the_compile_notice_is_said_once_for_a_run_and_its_workers_on_stdout(cap
 
 
 def test_another_run_says_it_again():
-    code = ("from qkov_lib import progress; "
+    code = ("from qkov_lib.core import progress; "
             "print(progress.notice('compile', 'compiling the engine\\'s kernels'))")
     env = {k: v for k, v in os.environ.items() if k != progress.SESSION_ENV}
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)

@@ -1,4 +1,4 @@
-"""The publishing workflow's script (qkov_lib/publish.py) on a fake book of two tiny chapters: the first build starts
+"""The publishing workflow's script (qkov_lib/runner/publish.py) on a fake book of two tiny chapters: the first build starts
 fresh; a fresh runner with the bundle reruns nothing; a damaged bundle means starting fresh; a build past its time
 budget publishes the finished chapters and the cached rest, saying so; the profiles' books sit side by side under
 one site with an index page. ``make book`` is replaced by the runner called in-process (no real chapter runs)."""
@@ -14,10 +14,11 @@ import nbformat
 import pytest
 from fake_chapters import TINY, fake_module
 
-from qkov_lib import bundle, publish, results
-from qkov_lib import reproduce as runner
 from qkov_lib.__main__ import main
-from qkov_lib.book_ext import mark_older
+from qkov_lib.core import results
+from qkov_lib.runner import bundle, publish
+from qkov_lib.runner import reproduce as runner
+from qkov_lib.runner.book_ext import mark_older
 
 
 class FakeBook:
@@ -198,7 +199,7 @@ def test_a_page_computed_at_an_older_commit_says_where_the_book_is():
 def test_the_book_rebuilds_every_page_only_when_more_than_a_notebook_changed(tmp_path):
     """book.build_book passes --all to jupyter-book only when the configuration, the table of contents, the book's
     own pages or the extension changed since the last build that succeeded (at least as strictly)."""
-    from qkov_lib.book import book_inputs, needs_full_build
+    from qkov_lib.runner.book import book_inputs, needs_full_build
     root = tmp_path / "tree"
     for name in ("_config.yml", "_toc.yml", "book/intro.md", "book/chapters/tiny.ipynb"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)

@@ -13,22 +13,22 @@ import torch
 from fake_data import (seal, squad_file, write_hatexplain_canonical, write_hatexplain_offline, write_squad_canonical,
                        write_squad_offline, write_sva_canonical, write_sva_offline)
 
-from qkov_lib import squad_runs
-from qkov_lib.chapter import ParameterError
 from qkov_lib.chapters import hatexplain as hatexplain_chapter, hatexplain_layers, sva as sva_chapter
 from qkov_lib.chapters import squad as squad_chapter
+from qkov_lib.core.chapter import ParameterError
 from qkov_lib.data import CACHE_ENV, DATA_ENV, hatexplain, pos_tags, registry, squad, sva
 from qkov_lib.data.registry import DataError
 from qkov_lib.data.text import TextSplit, Vocab, encode
 from qkov_lib.metrics.rationale import erase, faithfulness, mass_metrics, readout_attention, rollout, top_tokens
+from qkov_lib.metrics.verdicts import Interval
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
-from qkov_lib.optim import circuit_groups
-from qkov_lib.plots import dtap_conditions
-from qkov_lib.real_data import (TABLE_METRICS, Majority, claims, compared, folded, group_display, group_table,
-                                per_seed_display, run_conditions, short_names, table1, table1_display, table1_page,
-                                why_not_learned)
-from qkov_lib.reproduce import resolve
-from qkov_lib.verdicts import Interval
+from qkov_lib.present.plots import dtap_conditions
+from qkov_lib.runner.reproduce import resolve
+from qkov_lib.runs import squad_runs
+from qkov_lib.runs.real_data import (TABLE_METRICS, Majority, claims, compared, folded, group_display, group_table,
+                                     per_seed_display, run_conditions, short_names, table1, table1_display, table1_page,
+                                     why_not_learned)
+from qkov_lib.train.optim import circuit_groups
 
 
 @pytest.fixture
@@ -646,8 +646,8 @@ def test_the_training_loop_steps_as_torch_adamw_does_whatever_the_gradients_layo
     """The real-data loop's fused AdamW equals ``torch.optim.AdamW``'s reference (one tensor at a time) on a
     classifier whose W_Q, W_K, W_O gradients come out of autograd in another memory layout than their parameters
     (a fused kernel fed those directly pairs parameters with the wrong gradient entries)."""
-    from qkov_lib.optim import RateSchedule
-    from qkov_lib.training import TrainConfig, optimiser, train
+    from qkov_lib.train.optim import RateSchedule
+    from qkov_lib.train.training import TrainConfig, optimiser, train
     cfg = ClassifierConfig(vocab=50, n_classes=3, max_len=16, d_model=16, n_heads=4, d_head=8, n_layers=2, mlp=True,
                            d_mlp=32, residual=True)
     start = init_classifier(cfg, [0, 1])

@@ -4,11 +4,11 @@ import pandas as pd
 import pytest
 import torch
 
-from qkov_lib.chapter import ParameterError
 from qkov_lib.chapters import corollaries, factorised_dynamics
+from qkov_lib.core.chapter import ParameterError
 from qkov_lib.metrics import mean_ci, paired_effects
-from qkov_lib.reproduce import resolve
-from qkov_lib.synthetic_runs import Panel, RunSettings
+from qkov_lib.runner.reproduce import resolve
+from qkov_lib.runs.synthetic_runs import Panel, RunSettings
 from qkov_lib.theory import OrthogonalSetting, rhs
 from qkov_lib.theory.factorised import collapse, imbalance
 from qkov_lib.theory.instance import InstanceConfig, OrthogonalInstance

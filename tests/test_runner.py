@@ -4,8 +4,8 @@ import json
 import pytest
 from fake_chapters import BROKEN, fake_module
 
-from qkov_lib import reproduce as runner
-from qkov_lib.results import load
+from qkov_lib.core.results import load
+from qkov_lib.runner import reproduce as runner
 
 FIG4 = "fig4_mu_trajectories"
 
@@ -65,7 +65,7 @@ def test_scorecard_collects_claims_and_reruns_when_they_change(smoke_book, tmp_p
     from qkov_lib.chapters import scorecard
     folder = smoke_book / "data" / "results" / "smoke"
     table, missing = scorecard.gather(folder)
-    from qkov_lib.contents import GATHERERS, title
+    from qkov_lib.core.contents import GATHERERS, title
     claimless = {"atlas", "errata"}  # the atlas's verdicts fill a column; the errata check no claim of the paper
     assert set(table["chapter"]) == {title(n) for n in runner.CHAPTERS if n not in GATHERERS and n not in claimless}
     assert missing == {} and set(table["verdict"]) <= {"holds", "fails", "undecided", "not evidence"}

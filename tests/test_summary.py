@@ -6,7 +6,7 @@ import pandas as pd
 
 from qkov_lib.chapters import summary
 from qkov_lib.data import authors
-from qkov_lib.verdicts import FAILS, HOLDS, NOT_EVIDENCE, UNDECIDED
+from qkov_lib.metrics.verdicts import FAILS, HOLDS, NOT_EVIDENCE, UNDECIDED
 
 RULE = "holds if the 95% interval of X lies above 0; fails if it lies at or below 0; undecided if it straddles 0"
 

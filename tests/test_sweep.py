@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from qkov_lib.chapters import atlas
-from qkov_lib.reproduce import resolve
-from qkov_lib.sweep import CELL, cell_id, dask_client, run_sweep
+from qkov_lib.runner.reproduce import resolve
+from qkov_lib.runs.sweep import CELL, cell_id, dask_client, run_sweep
 
 TINY = {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 40, "eval_every": 10, "ramp_steps": 20,
         "inits": [["identity", 1e-6], ["balanced", 0.1], ["pytorch", 1.0]], "lrs": [1.0], "scaled_scores": [False, True]}
@@ -141,8 +141,8 @@ def test_the_ablation_runs_as_tasks_of_the_same_sweep(tmp_path):
 
 
 def test_workers_with_other_arithmetic_are_refused(monkeypatch):
-    from qkov_lib.sweep import same_arithmetic
-    from qkov_lib import portable
+    from qkov_lib.runs.sweep import same_arithmetic
+    from qkov_lib.core import portable
     ours = portable.settings()
     same_arithmetic({"tcp://a:1": ours, "tcp://b:2": ours})
     with pytest.raises(ValueError, match="Dask workers tcp://b:2 compute with other arithmetic settings"):

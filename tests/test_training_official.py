@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from qkov_lib.chapter import resolve
+from qkov_lib.core.chapter import resolve
 from qkov_lib.models.decoder import DecoderConfig, decode, init_decoder
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, scaled_attention
-from qkov_lib.optim import RateSchedule
-from qkov_lib.training import TrainConfig, clip_per_seed, optimiser, rate_scheduler, train
+from qkov_lib.train.optim import RateSchedule
+from qkov_lib.train.training import TrainConfig, clip_per_seed, optimiser, rate_scheduler, train
 
 CFG = ClassifierConfig(vocab=40, n_classes=3, max_len=12, d_model=16, n_heads=2, d_head=8, n_layers=1, mlp=True,
                        d_mlp=32, residual=True, biases=True, activation="gelu_tanh")
@@ -224,7 +224,7 @@ def test_bad_training_options_are_one_clear_error():
 
 
 def test_the_reproduction_rule_inside_the_interval_reproduces_outside_differs_else_undecided():
-    from qkov_lib.verdicts import DIFFERS, REPRODUCES, UNDECIDED, Interval, reproduces
+    from qkov_lib.metrics.verdicts import DIFFERS, REPRODUCES, UNDECIDED, Interval, reproduces
     ours = Interval(mean=57.0, low=55.0, high=59.0, n=5)
     assert reproduces(57.5, ours, 5) == REPRODUCES
     assert reproduces(55.0, ours, 5) == REPRODUCES  # an end of the interval is inside
@@ -242,7 +242,7 @@ def test_the_real_data_page_sets_official_beside_the_authors_with_its_verdict(tm
     import pandas as pd
 
     from qkov_lib.data import authors
-    from qkov_lib.real_data import OFFICIAL_COLUMN, VERDICT_COLUMN, OfficialRun, compared, official_run
+    from qkov_lib.runs.real_data import OFFICIAL_COLUMN, VERDICT_COLUMN, OfficialRun, compared, official_run
     stored = authors.table()
     base, fast = (float(stored.loc[f"hatexplain.accuracy.{c}", "value"]) for c in ("baseline", "faster"))
     rows = []
@@ -273,8 +273,8 @@ def test_official_results_are_read_from_their_sealed_unit_and_the_summary_reads_
     import pandas as pd
 
     from qkov_lib.chapters.summary import profile_difference
-    from qkov_lib.real_data import official_run
-    from qkov_lib.results import save
+    from qkov_lib.runs.real_data import official_run
+    from qkov_lib.core.results import save
     per_seed = pd.DataFrame({"condition": ["baseline", "faster QK (x30)"], "seed": [1234, 1234],
                              "layers": [2, 2], "accuracy": [50.0, 51.0]})
     claims = pd.DataFrame({"id": ["2_layers_AC_rises", "4_layers_AC_rises"], "claim": ["c2", "c4"],

@@ -3,9 +3,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qkov_lib import verdicts
 from qkov_lib.chapters import fig2_dtap
-from qkov_lib.verdicts import FAILS, HOLDS, PERCENT, PROBABILITY, UNDECIDED, Interval, above, at_least, at_most
+from qkov_lib.metrics import verdicts
+from qkov_lib.metrics.verdicts import FAILS, HOLDS, PERCENT, PROBABILITY, UNDECIDED, Interval, above, at_least, at_most
 
 NEAR_FULL = [100.0, 100.0, 100.0, 100.0, 83.5]  # one seed of five falls short: the t interval reaches past 100
 

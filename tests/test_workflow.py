@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from qkov_lib.chapter import CHOICES
-from qkov_lib.results import REPO_ROOT
+from qkov_lib.core.chapter import CHOICES
+from qkov_lib.core.results import REPO_ROOT
 
 WORKFLOWS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))
 LINT = [str(Path(sys.executable).parent / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows"]

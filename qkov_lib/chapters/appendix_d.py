@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..core.validation import require_positive_numbers
+from ..metrics.verdicts import CONSERVED, EXACT, Claim, check, claim_table
 from ..theory.factorised import scientific
-from ..validation import require_positive_numbers
-from ..verdicts import CONSERVED, EXACT, Claim, check, claim_table
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,14 +24,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..device import pick_device
+from ..core.device import pick_device
+from ..core.validation import is_positive_int
+from ..core.workers import one_thread
 from ..metrics.stats import mean_ci
+from ..metrics.verdicts import COLOURS, FAILS, HOLDS, UNDECIDED
 from ..models.attention import INITS
-from ..synthetic_runs import Panel, SyntheticSetup, SyntheticTask, synthetic_data, train_runs
-from ..tables import listed
-from ..validation import is_positive_int
-from ..verdicts import COLOURS, FAILS, HOLDS, UNDECIDED
-from ..workers import one_thread
+from ..present.tables import listed
+from ..runs.synthetic_runs import Panel, SyntheticSetup, SyntheticTask, synthetic_data, train_runs
 from . import fig2_dtap
 
 SETTING = ["init", "init_scale", "lr", "scaled_scores"]  # the grid's axes; with mult_set, a verdict's key

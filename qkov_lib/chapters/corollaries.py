@@ -10,12 +10,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from ..engine import UpdateRatios
+from ..core.validation import require_positive_numbers
 from ..metrics import mean_ci
-from ..plots import line_panels
-from ..synthetic_runs import Panel, PanelResult, Run, SyntheticSetup, synthetic_data, train_runs
-from ..validation import require_positive_numbers
-from ..verdicts import FAILS, HOLDS, REVIEW, UNDECIDED, Claim, Interval, above, claim_table, rule
+from ..metrics.verdicts import FAILS, HOLDS, REVIEW, UNDECIDED, Claim, Interval, above, claim_table, rule
+from ..present.plots import line_panels
+from ..runs.synthetic_runs import Panel, PanelResult, Run, SyntheticSetup, synthetic_data, train_runs
+from ..train.engine import UpdateRatios
 
 METRICS = ("MRTA", "ACMC", "top_right_cell", "accuracy")  # the held-out measures compared, in percent
 REALISED_FACTOR = 2.0  # a multiplier is "not the effective ratio" when realised/nominal is outside [1/2, 2]

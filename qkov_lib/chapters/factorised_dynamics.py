@@ -8,14 +8,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..plots import PALETTE, clear_axis_titles, log_axes, style_legend
-from ..tables import readable
+from ..core.validation import require_positive_numbers
+from ..metrics.verdicts import ODE_MATCH, REVIEW, Claim, check, claim_table
+from ..present.plots import PALETTE, clear_axis_titles, log_axes, style_legend
+from ..present.tables import readable
 from ..theory import OrthogonalSetting, check_loss_threshold
 from ..theory.factorised import scientific
 from ..theory.instance import InstanceConfig
 from ..theory.trajectories import STARTS
-from ..validation import require_positive_numbers
-from ..verdicts import ODE_MATCH, REVIEW, Claim, check, claim_table
 from .fig4_mu_trajectories import NEAR_ONE, NEAR_UNIFORM
 
 ALPHA_MATCH = 0.05  # "follows the ODE" for attention: |alpha - alpha_ODE| at most this along the run

@@ -11,14 +11,14 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
+from ..core.validation import is_positive_int
 from ..data import authors
 from ..metrics import mean_std
-from ..plots import dtap_grid
-from ..synthetic_runs import (Panel, PanelResult, RunSettings, SyntheticSetup, mean_pm_std, synthetic_data,
-                              train_runs)
-from ..validation import is_positive_int
-from ..verdicts import (PERCENT, Claim, Interval, above, at_least, beside_official, claim_table, every, rule,
-                        weakest)
+from ..metrics.verdicts import (PERCENT, Claim, Interval, above, at_least, beside_official, claim_table, every, rule,
+                                weakest)
+from ..present.plots import dtap_grid
+from ..runs.synthetic_runs import (Panel, PanelResult, RunSettings, SyntheticSetup, mean_pm_std, synthetic_data,
+                                   train_runs)
 
 PANEL_KEYS = "abcdefgh"
 MULTIPLIERS = ("mult_e", "ramp_f", "mult_g", "ramp_h")

@@ -13,12 +13,12 @@ from plotly.subplots import make_subplots
 
 from ..data import authors
 from ..data.synthetic import SyntheticConfig
-from ..fixed_attention import OTHERS, OVModel, bag_features, fade_epochs, run_models
+from ..metrics.verdicts import Claim, Interval, above, at_most, beside_official, claim_table, every, rule, weakest
 from ..models import AttentionConfig
-from ..optim import RateSchedule
-from ..plots import band, clear_axis_titles, hex_to_rgb, legend_below, log_axes
-from ..synthetic_runs import synthetic_data
-from ..verdicts import Claim, Interval, above, at_most, beside_official, claim_table, every, rule, weakest
+from ..present.plots import band, clear_axis_titles, hex_to_rgb, legend_below, log_axes
+from ..runs.fixed_attention import OTHERS, OVModel, bag_features, fade_epochs, run_models
+from ..runs.synthetic_runs import synthetic_data
+from ..train.optim import RateSchedule
 
 NEAR_ZERO = 0.05  # "loss near zero" (Figure 3): final training loss at most this
 FADED = 0.25  # "the incentive fades": at most this fraction of the incentive at alpha = 0.2

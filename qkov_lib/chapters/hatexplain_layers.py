@@ -6,9 +6,9 @@ from dataclasses import dataclass, field, fields
 import pandas as pd
 import torch
 
-from ..real_data import Majority, RealRun, Prepared, claims as table1_claims, run_all, table1
-from ..tables import listed
-from ..validation import is_positive_int
+from ..core.validation import is_positive_int
+from ..present.tables import listed
+from ..runs.real_data import Majority, RealRun, Prepared, claims as table1_claims, run_all, table1
 from . import hatexplain
 
 DATASETS = hatexplain.DATASETS

@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..plots import line_panels, style_legend
-from ..tables import readable
+from ..core.validation import require_positive_numbers
+from ..metrics.verdicts import CHECK, SOLVER_SLACK, Claim, check, claim_table
+from ..present.plots import line_panels, style_legend
+from ..present.tables import readable
 from ..theory import RatioSweep, Trajectory, integrate_many
 from ..theory.factorised import scientific
-from ..validation import require_positive_numbers
-from ..verdicts import CHECK, SOLVER_SLACK, Claim, check, claim_table
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..contents import GATHERERS, chapter_names, title
-from ..results import UNAVAILABLE, ResultsError, load
-from ..verdicts import CHECK, COLUMNS, PAPER, REVIEW, WORDS, note, verdict_table
+from ..core.contents import GATHERERS, chapter_names, title
+from ..core.results import UNAVAILABLE, ResultsError, load
+from ..metrics.verdicts import CHECK, COLUMNS, PAPER, REVIEW, WORDS, note, verdict_table
 from . import atlas
 
 CLAIMS_SECTION = "the-claims-checked"  # the anchor of each chapter's "The claims, checked" section

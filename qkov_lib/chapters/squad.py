@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..real_data import SMOKE, RealRun
-from ..squad_runs import PreparedQA, SquadSetup, prepare, run_conditions
+from ..runs.real_data import SMOKE, RealRun
+from ..runs.squad_runs import PreparedQA, SquadSetup, prepare, run_conditions
 
 DATASETS = ("squad",)  # its files are part of the chapter's fingerprint
 

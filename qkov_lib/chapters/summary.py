@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..contents import title
-from ..results import ResultsError, load, read_meta
-from ..verdicts import NOT_EVIDENCE, UNDECIDED, every, note, profile_tables, reason, verdict_table
+from ..core.contents import title
+from ..core.results import ResultsError, load, read_meta
+from ..metrics.verdicts import NOT_EVIDENCE, UNDECIDED, every, note, profile_tables, reason, verdict_table
 from .scorecard import CLAIMS_SECTION
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from ..data import sva
-from ..real_data import SMOKE, Prepared, RealRun, RealSetup, prepare, run_conditions
+from ..runs.real_data import SMOKE, Prepared, RealRun, RealSetup, prepare, run_conditions
 
 DATASETS = ("sva",)  # its files are part of the chapter's fingerprint
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..plots import line_panels
-from ..tables import readable
+from ..core.validation import require_positive_numbers
+from ..metrics.verdicts import CHECK, EXACT, ODE_MATCH, Claim, check, claim_table
+from ..present.plots import line_panels
+from ..present.tables import readable
 from ..theory.factorised import scientific
 from ..theory.instance import ERROR_LABELS, ERRORS, InstanceConfig
-from ..validation import require_positive_numbers
-from ..verdicts import CHECK, EXACT, ODE_MATCH, Claim, check, claim_table
 
 
 @dataclass(frozen=True, kw_only=True)

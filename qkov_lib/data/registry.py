@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..results import REPO_ROOT, write_atomic
-from ..results import sha256_file as sha256
+from ..core.results import REPO_ROOT, write_atomic
+from ..core.results import sha256_file as sha256
 from . import CACHE_ENV, DATA_ENV, DataError, cache_dir, data_dir
 
 MANIFEST = "SHA256SUMS"

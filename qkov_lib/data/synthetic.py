@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from ..validation import require_positive_ints
+from ..core.validation import require_positive_ints
 
 LAYOUTS = ("disjoint", "official")
 WEIGHTS = ("uniform", "linear")

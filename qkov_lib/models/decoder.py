@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch.nn.functional import layer_norm
 
-from ..validation import require_positive_ints
+from ..core.validation import require_positive_ints
 from .transformer import ACTIVATIONS, activate, is_bias, scaled_attention
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..validation import require_positive_ints
+from ..core.validation import require_positive_ints
 
 
 @dataclass(frozen=True)

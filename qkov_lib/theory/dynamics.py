@@ -14,7 +14,7 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq
 from scipy.special import expit
 
-from ..validation import require_positive_ints
+from ..core.validation import require_positive_ints
 
 
 @dataclass(frozen=True)

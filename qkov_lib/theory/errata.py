@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pandas as pd
 import torch
 
-from ..verdicts import EXACT, check
+from ..metrics.verdicts import EXACT, check
 from .factorised import factorise, grads, random_problem, rel, scientific
 from .instance import CASE_LABELS
 from .model import weighted_loss

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..validation import require_positive_ints
+from ..core.validation import require_positive_ints
 from .dynamics import OrthogonalSetting, attention_mass, integrate, rhs
 from .factorised import Params, collapse, gradient_flow
 from .model import attention, weighted_loss

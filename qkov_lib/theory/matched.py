@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
-from ..validation import require_positive_numbers
+from ..core.validation import require_positive_numbers
 from .bounds import lemma3_bounds
 from .dynamics import (OrthogonalSetting, Trajectory, attention_mass, check_loss_threshold, integrate_many, loss,
                        normalised_time)

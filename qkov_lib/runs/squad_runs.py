@@ -11,14 +11,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .data import squad
-from .data.squad import Example, QAEncoded
-from .data.text import Vocab, seeded_rows
-from .metrics.qa import exact_match, f1_score
-from .metrics.rationale import faithfulness, mass_metrics, readout_attention
-from .models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits
+from ..data import squad
+from ..data.squad import Example, QAEncoded
+from ..data.text import Vocab, seeded_rows
+from ..metrics.qa import exact_match, f1_score
+from ..metrics.rationale import faithfulness, mass_metrics, readout_attention
+from ..models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits
+from ..present.tables import readable
 from .real_data import RealRun, RealSetup, Task, fit, run_all
-from .tables import readable
 
 QA_METRICS = ("F1", "EM", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
 OUTPUTS = ("vocabulary", "window")

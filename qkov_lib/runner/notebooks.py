@@ -9,7 +9,7 @@ A chapter run this way writes its tables to ``data/results/interactive/<profile>
 published, and shows its figures where their cells are (``plots.glue_figure``).
 
 ``colab_notebook`` writes the variant a chapter page's "open in Colab" link opens (the publishing job writes one per
-chapter, ``qkov_lib/publish.py``): a first cell that installs this companion at the published commit (and fetches
+chapter, ``qkov_lib/runner/publish.py``): a first cell that installs this companion at the published commit (and fetches
 the chapter's datasets), and ``profile = "auto"``, which on a GPU runtime is ``paper``."""
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from typing import Any
 import jupytext
 import nbformat
 
-from . import chapters
-from .chapter import ParameterError
-from .contents import NOTEBOOKS_DIR, chapter_names
+from .. import chapters
+from ..core.chapter import ParameterError
+from ..core.contents import NOTEBOOKS_DIR, chapter_names
 
 
 def write_notebook(name: str, target: Path | str | None = None) -> Path:

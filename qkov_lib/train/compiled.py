@@ -24,9 +24,9 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..core.progress import bar, notice
 from .engine import (QK_KINDS, Batch, FixedBatches, Member, Monitor, Recorder, StackConfig, StackResult, _epoch_stops,
                      model_label)
-from .progress import bar, notice
 from .training import check_finite
 
 try:

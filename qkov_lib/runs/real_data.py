@@ -16,19 +16,19 @@ import torch
 from IPython.display import HTML
 from scipy.stats import binomtest
 
-from .data import authors
-from .data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
-from .device import cpu_workers
-from .metrics import check_bins, dtap_histogram, mean_ci, paired_effects
-from .metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention
-from .models.transformer import ClassifierConfig, classify, init_classifier, trim
-from .optim import RateSchedule
-from .tables import LABELS, readable
-from .training import FixedSetBatches, TrainConfig, train
-from .results import results_root
-from .verdicts import (NOT_EVIDENCE, OFFICIAL_COLUMN, VERDICT_COLUMN, Claim, Interval, above, at_least, below,
-                       claim_table, not_evidence, profile_tables, reproduces, rule)
-from .workers import run_independent
+from ..core.device import cpu_workers
+from ..core.results import results_root
+from ..core.workers import run_independent
+from ..data import authors
+from ..data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
+from ..metrics import check_bins, dtap_histogram, mean_ci, paired_effects
+from ..metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention
+from ..metrics.verdicts import (NOT_EVIDENCE, OFFICIAL_COLUMN, VERDICT_COLUMN, Claim, Interval, above, at_least, below,
+                                claim_table, not_evidence, profile_tables, reproduces, rule)
+from ..models.transformer import ClassifierConfig, classify, init_classifier, trim
+from ..present.tables import LABELS, readable
+from ..train.optim import RateSchedule
+from ..train.training import FixedSetBatches, TrainConfig, train
 
 TABLE_METRICS = ("accuracy", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from ..core.device import engine_backend
 from . import engine
-from .device import engine_backend
 
 
 def train_stack(params: dict[str, torch.Tensor], *args, **kwargs) -> engine.StackResult:

@@ -7,10 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from .results import REPO_ROOT
+from .paths import NOTEBOOKS_DIR, TOC
 
-TOC = REPO_ROOT / "_toc.yml"
-NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 CHAPTER_PAGES = "book/chapters/"  # where the executed chapters sit in the book; their sources are notebooks/*.md
 GATHERERS = ("summary", "scorecard")  # the pages built from the other chapters' results: they run last
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import pandas as pd
 
-from . import portable
-from .codehash import task_fingerprint
-from .progress import bar
-from .results import results_root, write_atomic
+from ..core import portable
+from ..core.codehash import task_fingerprint
+from ..core.progress import bar
+from ..core.results import results_root, write_atomic
 
 SCHEDULER_ENV = "QKOV_DASK_SCHEDULER"  # address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786
 SERIAL = "serial"

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..core.progress import bar
+from ..core.validation import require_positive_ints
 from .optim import RateSchedule, circuit_groups
-from .progress import bar
-from .validation import require_positive_ints
 
 OPTIMIZERS = ("sgd", "adamw")
 LR_SCHEDULES = ("constant", "cosine", "onecycle")  # the rate over the optimiser steps (``lr_scheduler``)

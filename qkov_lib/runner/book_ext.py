@@ -1,7 +1,7 @@
 """A small Sphinx extension for the book (named in ``_config.yml``): plotly.js (4.8 MB) is linked only from pages
 that hold a figure, and, when the book names its repository (``repository.url``), each chapter page gets links to
 open its source, ``notebooks/<chapter>.md``, live on Binder (JupyterLab, opened as a notebook through jupytext), to
-open its notebook in Colab (the one the publishing job puts on the ``colab`` branch, ``qkov_lib/publish.py``) and
+open its notebook in Colab (the one the publishing job puts on the ``colab`` branch, ``qkov_lib/runner/publish.py``) and
 to read it in the repository; a chapter computed at another commit than the book's says so in its header
 ("commit X (the book is at Y)")."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import html
 import re
 from typing import Any
 
+from ..core.results import git_commit
 from .notebooks import colab_link
-from .results import git_commit
 
 BOOK_COMMIT = "qkov_book_commit"  # a config value: the commit the book is built at (a change rewrites every page)
 # the commit in a chapter's banner (reproduce.banner), as Sphinx renders ``commit `0123abcd…```

@@ -9,16 +9,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .backends import train_stack
-from .data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack_splits
-from .device import cpu_workers
-from .engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
-                     evaluate_counts, flush_denormals)
-from .metrics import attention_summary, check_bins, dtap_histogram
-from .models import AttentionConfig, init_params
-from .optim import RateSchedule, circuit_groups
-from .validation import require_positive_ints
-from .workers import run_independent
+from ..core.device import cpu_workers
+from ..core.validation import require_positive_ints
+from ..core.workers import run_independent
+from ..data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack_splits
+from ..metrics import attention_summary, check_bins, dtap_histogram
+from ..models import AttentionConfig, init_params
+from ..train.backends import train_stack
+from ..train.engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
+                            evaluate_counts, flush_denormals)
+from ..train.optim import RateSchedule, circuit_groups
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 from IPython.display import HTML
 
-from .data import authors
-from .metrics.stats import mean_ci
-from .results import ResultsError, load
+from ..core.results import ResultsError, load
+from ..data import authors
+from .stats import mean_ci
 
 HOLDS, FAILS, UNDECIDED, NOT_EVIDENCE = "holds", "fails", "undecided", "not evidence"
 WORDS = (HOLDS, FAILS, UNDECIDED, NOT_EVIDENCE)

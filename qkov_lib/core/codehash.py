@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+from .paths import PACKAGE_DIR
+
 NUMERICAL = ("torch", "numpy", "scipy", "sympy", "pandas", "numba")  # their versions are part of every fingerprint
 IMPORT_CALLS = {"import_module", "__import__"}  # importlib.import_module(name), __import__(name)
 CODE_CALLS = {"exec", "eval"}  # code the analysis cannot read

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .data.synthetic import SyntheticConfig, SyntheticSplit, sample_tokens
+from ..core.progress import bar
+from ..core.validation import require_positive_ints
+from ..data.synthetic import SyntheticConfig, SyntheticSplit, sample_tokens
 from .optim import CIRCUIT_OF, RateSchedule
-from .progress import bar
 from .training import FixedSetBatches, check_finite, check_optimiser_and_stop
-from .validation import require_positive_ints
 
 QK_KINDS = ("factorised", "collapsed", "fixed")
 

@@ -25,7 +25,8 @@ from typing import Any
 import pandas as pd
 from IPython.display import HTML, display
 
-from . import __version__, portable, results
+from .. import __version__
+from . import paths, portable, results
 from .device import describe, pick_device
 
 PROFILES = ("smoke", "default", "paper", "official")
@@ -199,7 +200,7 @@ def notebook_overrides(value: Any) -> Mapping[str, Any] | None:
 def shown_path(path: Path) -> str:
     """A path as a reader finds it: relative to the repository where it lies inside it."""
     try:
-        return path.resolve().relative_to(results.REPO_ROOT).as_posix()
+        return path.resolve().relative_to(paths.REPO_ROOT).as_posix()
     except ValueError:
         return str(path)
 

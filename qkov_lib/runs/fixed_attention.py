@@ -13,13 +13,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .data.synthetic import SyntheticSplit
-from .models import AttentionConfig, init_params
-from .device import cpu_workers
-from .backends import train_stack
-from .engine import CountSet, FixedBatches, Member, StackConfig
-from .optim import RateSchedule
-from .workers import run_independent
+from ..core.device import cpu_workers
+from ..core.workers import run_independent
+from ..data.synthetic import SyntheticSplit
+from ..models import AttentionConfig, init_params
+from ..train.backends import train_stack
+from ..train.engine import CountSet, FixedBatches, Member, StackConfig
+from ..train.optim import RateSchedule
 
 OTHERS = ("common", "all")
 

@@ -151,7 +151,7 @@ def check() -> None:
     if wrong:
         raise PortableModeError(
             "torch computes outside the portable mode: " + "; ".join(wrong) + ". Torch's libraries read the settings "
-            "once, when torch first computes: import qkov_lib (or call qkov_lib.portable.apply()) before anything "
+            "once, when torch first computes: import qkov_lib (or call qkov_lib.core.portable.apply()) before anything "
             f"computes with torch, or restart the kernel; {ENV}=0 turns the mode off.")
 
 

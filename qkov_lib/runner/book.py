@@ -15,9 +15,11 @@ from pathlib import Path
 import plotly
 import yaml
 
-from . import book_ext, results
-from .chapter import ParameterError
-from .contents import chapter_names
+from ..core import results
+from ..core.chapter import ParameterError
+from ..core.contents import chapter_names
+from ..core.paths import REPO_ROOT
+from . import book_ext
 
 REPO_URL_ENV = "QKOV_REPO_URL"  # the repository's web address, e.g. https://github.com/OWNER/REPO
 BRANCH_ENV = "QKOV_BRANCH"  # the branch the chapters' launch and source links name (default: main)
@@ -72,7 +74,7 @@ def copy_mathjax(static: Path) -> bool:
 
 def _book_config(root: Path, repo_url: str | None, branch: str) -> Path:
     """The book's configuration: ``_config.yml`` itself, or, given a repository URL, a copy under ``_build`` that
-    adds the repository (its link on every page, and the chapters' launch links, qkov_lib/book_ext.py)."""
+    adds the repository (its link on every page, and the chapters' launch links, qkov_lib/runner/book_ext.py)."""
     config = root / "_config.yml"
     if not repo_url:
         return config
@@ -123,7 +125,7 @@ def link_branch(branch: str | None = None) -> str:
     return name
 
 
-def build_book(root: Path = results.REPO_ROOT, out_dir: Path | None = None, strict: bool = True,
+def build_book(root: Path = REPO_ROOT, out_dir: Path | None = None, strict: bool = True,
                repo_url: str | None = None, branch: str | None = None) -> Path:
     """Render the book with Jupyter Book 1.x from executed chapters (no execution at build time); returns index.html.
     ``repo_url`` (default $QKOV_REPO_URL) adds the repository link and each chapter's launch links, which name

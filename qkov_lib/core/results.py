@@ -14,15 +14,15 @@ from typing import Any
 
 import pandas as pd
 
+from .paths import PACKAGE_DIR, REPO_ROOT, RESULTS_ROOT
+
 RESULTS_ENV = "QKOV_RESULTS_DIR"
 ROOT_ENV = "QKOV_RESULTS_ROOT"
-PACKAGE_DIR = Path(__file__).resolve().parent
-REPO_ROOT = PACKAGE_DIR.parent
 
 
 def results_root() -> Path:
     """Where every profile's results live: $QKOV_RESULTS_ROOT if set (by the runner), else data/results."""
-    return Path(os.environ.get(ROOT_ENV) or REPO_ROOT / "data" / "results")
+    return Path(os.environ.get(ROOT_ENV) or RESULTS_ROOT)
 
 
 INTERACTIVE = "interactive"

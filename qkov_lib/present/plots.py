@@ -20,8 +20,8 @@ from IPython.display import display
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from .metrics import mean_std
-from .results import RESULTS_ENV
+from ..core.results import RESULTS_ENV
+from ..metrics import mean_std
 
 PALETTE = qualitative.D3
 FONT = "Helvetica, Arial, sans-serif"

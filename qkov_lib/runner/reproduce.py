@@ -27,20 +27,19 @@ import papermill
 from papermill.exceptions import PapermillExecutionError
 from tqdm import tqdm
 
-from . import codehash, portable, results
-from .results import UNAVAILABLE
-from .chapter import ParameterError, as_dict, concrete_profile, parameters, resolve as resolve_setup
-from .contents import GATHERERS, chapter_names, run_order, title
-from .data import cache_dir, data_dir
-from .data.registry import DataUnavailable, data_state
-from .device import cpu_workers, engine_backend, pick_device
-from .progress import PROGRESS_ENV, TERMINAL, kind as progress_kind
-from .progress import bar as progress_bar
-from .sweep import SCHEDULER_ENV
+from .. import chapters
+from ..core import codehash, portable, results
+from ..core.chapter import ParameterError, as_dict, concrete_profile, parameters, resolve as resolve_setup
+from ..core.contents import GATHERERS, chapter_names, run_order, title
+from ..core.device import cpu_workers, engine_backend, pick_device
+from ..core.paths import BOOK_CHAPTERS, NOTEBOOKS_DIR, RESULTS_ROOT
+from ..core.progress import PROGRESS_ENV, TERMINAL, kind as progress_kind
+from ..core.progress import bar as progress_bar
+from ..core.results import UNAVAILABLE
+from ..data import cache_dir, data_dir
+from ..data.registry import DataUnavailable, data_state
+from ..runs.sweep import SCHEDULER_ENV
 
-NOTEBOOKS_DIR = results.REPO_ROOT / "notebooks"
-BOOK_CHAPTERS = results.REPO_ROOT / "book" / "chapters"
-RESULTS_ROOT = results.REPO_ROOT / "data" / "results"
 STAGING = ".staging-"  # <results root>/.staging-<chapter>: a run in progress
 LOCKS = ".locks"  # <results root>/.locks/<chapter>.lock: held while a chapter runs
 FAILED = "failed"  # <results root>/<profile>/failed/<chapter>.ipynb: the last failed run, for reading
@@ -57,7 +56,7 @@ class ChapterBusy(ChapterFailed):
 def _chapter_module(name: str) -> ModuleType:
     """A chapter's module, ``qkov_lib.chapters.<name>``: imported by name because the table of contents, not a list
     in the code, says which chapters the book has."""
-    return importlib.import_module(f"{__package__}.chapters.{name}")
+    return importlib.import_module(f"{chapters.__name__}.{name}")
 
 
 CHAPTERS: dict[str, ModuleType] = {name: _chapter_module(name) for name in chapter_names()}
@@ -159,7 +158,7 @@ def computed_by(code: codehash.CodeState) -> dict[str, str]:
     trains synthetic stacks where the chapter's code can reach it (the engines agree closely, not to the bit)."""
     device = pick_device()
     out = {"device": device.type}
-    if f"{__package__}.backends" in code.modules:
+    if "qkov_lib.train.backends" in code.modules:
         out["synthetic_engine"] = engine_backend(device)
     return out
 

@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import reproduce, results
-from .chapter import PROFILES
-from .chapters import atlas
+from ..chapters import atlas
+from ..core import results
+from ..core.chapter import PROFILES
+from ..runs.sweep import cell_folder
+from . import reproduce
 from .reproduce import RESULTS_ROOT, chapter_lock, resolve
-from .sweep import cell_folder
 
 FORMAT = "qkov-results-bundle"
 VERSION = 1

@@ -28,13 +28,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import bundle, notebooks, results
-from .chapter import PROFILES, ParameterError
-from .data.registry import CANONICAL, DataError, canonical_file
-from .contents import chapter_names
-from .reproduce import RESULTS_ROOT, format_plan, plan
+from ..core import results
+from ..core.chapter import PROFILES, ParameterError
+from ..core.contents import chapter_names
+from ..core.paths import HTML, REPO_ROOT, RESULTS_ROOT
+from ..data.registry import CANONICAL, DataError, canonical_file
+from . import bundle, notebooks
+from .reproduce import format_plan, plan
 
-HTML = results.REPO_ROOT / "_build" / "html"
 COLAB_DIR = "colab"  # <site>/<profile>/colab/<chapter>.ipynb: the chapters for Colab
 STAMP = "publish.json"  # <site>/<profile>/publish.json: what the index page says about that build
 DESCRIPTIONS = {  # the index page's line per profile
@@ -49,7 +50,7 @@ Build = Callable[[Sequence[str]], int]  # make's arguments -> exit status
 
 def make(args: Sequence[str]) -> int:
     """Run ``make`` in the repository with ``args``; its exit status."""
-    return subprocess.run(["make", *args], cwd=results.REPO_ROOT).returncode
+    return subprocess.run(["make", *args], cwd=REPO_ROOT).returncode
 
 
 def restore(path: Path, profile: str, results_root: Path, log: Callable[[str], None]) -> bool:

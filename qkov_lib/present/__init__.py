@@ -1,0 +1,1 @@
+"""What a reader sees: figures (plotly) and tables for reading."""
