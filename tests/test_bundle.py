@@ -101,8 +101,9 @@ def test_unpack_replaces_a_unit_whole_and_leaves_the_others(res, tmp_path):
     assert not list(other.glob(".unpack-*"))
 
 
-def test_the_atlas_sweep_hook_names_its_cell_folder():
-    (folder,) = bundle._atlas_sweep("smoke")
+def test_a_chapter_declares_its_sweep_and_the_bundle_finds_its_cell_folder():
+    assert list(bundle.SWEEP_FOLDERS) == ["atlas"]  # the one chapter whose module declares sweep_folders(setup)
+    (folder,) = bundle.SWEEP_FOLDERS["atlas"]("smoke")
     assert folder.parts[:2] == ("sweeps", "atlas") and len(folder.parts[2]) == 16
 
 

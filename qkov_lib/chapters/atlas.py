@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from ..metrics.stats import mean_ci
 from ..metrics.verdicts import COLOURS, FAILS, HOLDS, UNDECIDED
 from ..models.attention import INITS
 from ..present.tables import listed
+from ..runs.sweep import SweepRun, cell_folder, run_sweep
 from ..runs.synthetic_runs import Panel, SyntheticSetup, SyntheticTask, synthetic_data, train_runs
 from . import fig2_dtap
 
@@ -148,6 +150,18 @@ def _values(setup: Any) -> dict[str, Any]:
 def shared(setup: Setup) -> dict[str, Any]:
     """What every setting shares (the sweep's ``common``; with the code, it names the folder of finished cells)."""
     return {k: v for k, v in _values(setup).items() if k not in PER_SETTING + ABLATION + RUN_ONLY}
+
+
+def sweep_folders(setup: Setup) -> list[Path]:
+    """Where the atlas keeps its finished sweep cells (the runner packs them with the chapter's results)."""
+    return [cell_folder("atlas", shared(setup), run_setting)]
+
+
+def run(setup: Setup) -> SweepRun:
+    """The atlas: every grid setting and ablation run not yet finished under this code and these shared settings,
+    on the setup's scheduler (serial, a local cluster, or a Dask scheduler), then every cell's rows."""
+    return run_sweep(run_setting, tasks(setup), shared(setup), sweep_folders(setup)[0], scheduler=setup.scheduler,
+                     workers=setup.workers, desc="atlas")
 
 
 def grid(setup: Setup) -> list[dict[str, Any]]:

@@ -31,14 +31,13 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from types import ModuleType
 from typing import Any
 
-from ..chapters import atlas
 from ..core import results
 from ..core.chapter import PROFILES
-from ..runs.sweep import cell_folder
 from . import reproduce
-from .reproduce import RESULTS_ROOT, chapter_lock, resolve
+from .reproduce import CHAPTERS, RESULTS_ROOT, chapter_lock, resolve
 
 FORMAT = "qkov-results-bundle"
 VERSION = 1
@@ -58,14 +57,16 @@ class BundleError(RuntimeError):
     """A bundle that cannot be written or restored; the message names the file, the problem and the fix."""
 
 
-def _atlas_sweep(profile: str) -> list[Path]:
-    """The atlas's folder of sweep cells under ``profile``, relative to the results root (its current code)."""
-    setup = resolve("atlas", profile)[1]
-    return [cell_folder("atlas", atlas.shared(setup), atlas.run_setting).relative_to(results.results_root())]
+def _sweep_hook(name: str, module: ModuleType) -> Callable[[str], list[Path]]:
+    """A chapter's folders of sweep cells under a profile, relative to the results root (its current code)."""
+    def folders(profile: str) -> list[Path]:
+        return [folder.relative_to(results.results_root()) for folder in module.sweep_folders(resolve(name, profile)[1])]
+    return folders
 
 
-# --- hook: the chapters that run a sweep, and where their cells are (one entry per chapter; moves with the atlas)
-SWEEP_FOLDERS: dict[str, Callable[[str], list[Path]]] = {"atlas": _atlas_sweep}
+# the chapters that run a sweep: each declares ``sweep_folders(setup)`` in its module, as it declares ``DATASETS``
+SWEEP_FOLDERS: dict[str, Callable[[str], list[Path]]] = {
+    name: _sweep_hook(name, module) for name, module in CHAPTERS.items() if hasattr(module, "sweep_folders")}
 
 
 @dataclass

@@ -75,8 +75,6 @@ def resolve(chapter: str, profile: str, overrides: dict[str, Any] | None = None,
     return resolve_setup(chapter_module(chapter), profile, overrides, has_gpu)
 
 
-
-
 @dataclass
 class Summary:
     """What a ``reproduce`` run did: chapters by outcome, and the failure messages."""
