@@ -21,6 +21,7 @@ import html
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -199,18 +200,36 @@ def reproduces(authors: float | None, official: Interval | None, authors_seeds: 
     return REPRODUCES if official.low - slack <= authors <= official.high + slack else DIFFERS
 
 
+COLOURS |= {REPRODUCES: COLOURS[HOLDS], DIFFERS: COLOURS[FAILS]}  # the reproduction words, coloured alike (``word``)
+PRINTED_RULE = ("a number without seeds on either side (an ODE's solution): reproduces when this book's, rounded to "
+                "the digits the authors printed, is theirs, else differs")
+
+
+def as_printed(authors: float | None, ours: float | None) -> str:
+    """Whether a number without seeds on either side (an ODE's solution, deterministic) gives back the number the
+    authors printed (``PRINTED_RULE``): within half a unit of its last printed digit (0.149: 0.1485 to 0.1495);
+    undecided when either is missing."""
+    if authors is None or ours is None or math.isnan(authors) or math.isnan(ours):
+        return UNDECIDED
+    half = 0.5 * 10.0 ** Decimal(repr(authors)).as_tuple().exponent
+    return REPRODUCES if abs(ours - authors) <= half * (1 + 1e-9) else DIFFERS
+
+
 OFFICIAL_COLUMN = "this book under official"
 VERDICT_COLUMN = "official gives the authors' number back?"
 
 
 def beside_official(table: pd.DataFrame, keys: Sequence[str], official: Mapping[str, Interval] | None,
-                    text: Callable[[Interval], str], single_runs: bool = False) -> pd.DataFrame:
+                    text: Callable[[Interval], str], single_runs: bool = False, printed: bool = False
+                    ) -> pd.DataFrame:
     """A table of the paper, the authors' notebooks and this run (``authors.three_way`` over ``keys``) with this
     book under ``official`` (``official``: key -> its interval over seeds; None: not run) and, per key, whether it
-    gives the authors' number back (``reproduces``)."""
+    gives the authors' number back (``reproduces``; ``printed``: numbers without seeds, ``as_printed``)."""
     def verdict(key: str) -> str:
         theirs, seeds, unit = authors.number(key)
         ours = official.get(key) if official is not None else None
+        if printed:
+            return as_printed(theirs, None if ours is None else ours.mean)
         return reproduces(theirs, ours, seeds, unit, single_runs=single_runs)
 
     return table.assign(**{OFFICIAL_COLUMN: [text(official[k]) if official is not None and k in official
