@@ -6,11 +6,12 @@ import torch
 
 from qkov_lib.chapters import appendix_d
 from qkov_lib.core.chapter import ParameterError
+from qkov_lib.present.text import scientific
 from qkov_lib.runner.reproduce import resolve
 from qkov_lib.theory import OrthogonalSetting, integrate_many, lemma3_tightness, log2_regime_end, symbolic
 from qkov_lib.theory.errata import errata_table
 from qkov_lib.theory.factorised import (balanced_pair, conservation_checks, omega, preconditioning_checks,
-                                        proposition_checks, scientific, vec)
+                                        proposition_checks, vec)
 from qkov_lib.theory.instance import (CHECK_POINTS, InstanceConfig, OrthogonalInstance, assumption_cases,
                                       compare_with_theorem, flow_vs_theorem, size_checks, worst_case)
 
@@ -126,7 +127,8 @@ def test_preconditioning_holds_only_when_balanced_and_with_column_vec():
 
 
 def test_every_check_has_a_label_and_every_case_an_id():
-    from qkov_lib.theory.factorised import check_table, label
+    from qkov_lib.chapters.appendix_d import check_table
+    from qkov_lib.theory.factorised import label
     from qkov_lib.theory.instance import CASE_LABELS, CASES
     checks = proposition_checks() | preconditioning_checks() | conservation_checks(t_end=0.5, lrs=(0.1,))
     assert [label(k) for k in checks] and label("gd_0.1") == "gradient descent, step 0.1"

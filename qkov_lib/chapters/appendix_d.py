@@ -8,7 +8,8 @@ import pandas as pd
 
 from ..core.validation import require_positive_numbers
 from ..metrics.verdicts import CONSERVED, EXACT, Claim, check, claim_table
-from ..theory.factorised import scientific
+from ..present.text import scientific
+from ..theory.factorised import label
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,3 +63,9 @@ def claims(props: dict[str, float], conservation: dict[str, float], precond: dic
               "preconditioned by Ω.", f"relative error {scientific(lemma25)} (vec stacking columns)",
               check(lemma25 < EXACT), exact, lemma25),
     ])
+
+
+def check_table(checks: dict[str, float], column: str = "relative error") -> pd.DataFrame:
+    """Checks as the book shows them: one row per label (LaTeX in ``$...$``: show it with ``math_table``), the value
+    in scientific notation (``scientific``)."""
+    return pd.DataFrame({column: {label(k): scientific(v) for k, v in checks.items()}})

@@ -32,6 +32,7 @@ from ..metrics.stats import mean_ci
 from ..metrics.verdicts import COLOURS, FAILS, HOLDS, UNDECIDED
 from ..models.attention import INITS
 from ..present.tables import listed
+from ..present.text import power
 from ..runs.sweep import SweepRun, cell_folder, run_sweep
 from ..runs.synthetic_runs import Panel, SyntheticSetup, SyntheticTask, synthetic_data, train_runs
 from . import fig2_dtap
@@ -539,8 +540,7 @@ def scale_text(x: float) -> str:
     """A scale as a reader writes it: '10⁻⁶' for a power of ten below 0.001, else '0.1', '1'."""
     exponent = math.log10(x) if x > 0 else 0.0
     if x < 1e-3 and float(exponent).is_integer():
-        digits = str(int(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
-        return f"10{digits}"
+        return power(int(exponent))
     return f"{x:g}"
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 from IPython.display import HTML
 
 from ..metrics.verdicts import claims_html
-from ..theory.factorised import math_html
+from ..present.text import math_html
 
 
 @dataclass(frozen=True, kw_only=True)

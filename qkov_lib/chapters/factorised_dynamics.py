@@ -12,8 +12,8 @@ from ..core.validation import require_positive_numbers
 from ..metrics.verdicts import ODE_MATCH, REVIEW, Claim, check, claim_table
 from ..present.plots import PALETTE, clear_axis_titles, log_axes, style_legend
 from ..present.tables import readable
+from ..present.text import scientific
 from ..theory import OrthogonalSetting, check_loss_threshold
-from ..theory.factorised import scientific
 from ..theory.instance import InstanceConfig
 from ..theory.trajectories import STARTS
 from .fig4_mu_trajectories import NEAR_ONE, NEAR_UNIFORM

@@ -14,8 +14,8 @@ from ..core.validation import require_positive_numbers
 from ..data import authors
 from ..metrics.verdicts import CHECK, Claim, check, claim_table
 from ..present.plots import PALETTE, log_axes, style_legend
+from ..present.text import scientific
 from ..theory import OrthogonalSetting, RatioSweep, Trajectory, alpha_table, check_loss_threshold, simulate_ratios
-from ..theory.factorised import scientific
 
 NEAR_ONE = 0.9  # "alpha close to 1" (Figure 4) is read as alpha >= NEAR_ONE
 NEAR_UNIFORM = 1.5  # "attention near uniform" is read as alpha <= NEAR_UNIFORM * alpha_0

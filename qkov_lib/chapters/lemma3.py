@@ -13,8 +13,8 @@ from ..core.validation import require_positive_numbers
 from ..metrics.verdicts import CHECK, SOLVER_SLACK, Claim, check, claim_table
 from ..present.plots import line_panels, style_legend
 from ..present.tables import readable
+from ..present.text import scientific
 from ..theory import RatioSweep, Trajectory, integrate_many
-from ..theory.factorised import scientific
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,7 +11,7 @@ from ..core.validation import require_positive_numbers
 from ..metrics.verdicts import CHECK, EXACT, ODE_MATCH, Claim, check, claim_table
 from ..present.plots import line_panels
 from ..present.tables import readable
-from ..theory.factorised import scientific
+from ..present.text import scientific
 from ..theory.instance import ERROR_LABELS, ERRORS, InstanceConfig
 
 

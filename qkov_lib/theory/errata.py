@@ -9,7 +9,8 @@ import pandas as pd
 import torch
 
 from ..metrics.verdicts import EXACT, check
-from .factorised import factorise, grads, random_problem, rel, scientific
+from ..present.text import scientific
+from .factorised import factorise, grads, random_problem, rel
 from .instance import CASE_LABELS
 from .model import weighted_loss
 
