@@ -4,14 +4,20 @@ Everything on it is read from the build's results."""
 from __future__ import annotations
 
 import html
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from ..core.contents import title
+from ..core.contents import chapter_names, title
 from ..core.results import ResultsError, load, read_meta
-from ..metrics.verdicts import NOT_EVIDENCE, UNDECIDED, every, note, profile_tables, reason, verdict_table
+from ..data import authors
+from ..metrics.verdicts import (DIFFERS, NOT_EVIDENCE, OFFICIAL_COLUMN, REPRODUCES, UNDECIDED, VERDICT_COLUMN, Interval,
+                                beside_official, every, note, profile_tables, reason, verdict_table)
+from ..runs.real_data import OFFICIAL, compared as real_compared, official_run
+from . import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain_layers
 from .scorecard import CLAIMS_SECTION
 
 
@@ -163,3 +169,127 @@ def profile_difference(root: Path, profile: str, other: str, page: str = "fig2_d
         return None
     both = ours["claims"].merge(theirs["claims"], on="id", suffixes=("", " other"))
     return pd.DataFrame({"claim": both["claim"], profile: both["verdict"], other: both["verdict other"]})
+
+
+# ---- the paper's text against the authors' code: this book under `official` beside the authors' stored numbers ----
+
+Tables = Mapping[str, pd.DataFrame]  # a chapter's tables as saved (``results.load``)
+Compare = Callable[[Tables, Tables], tuple[pd.DataFrame, bool]]  # (a run, the official run) -> (table, evidence)
+STORED_LOSS = fig4_mu_trajectories.Setup().target_loss  # the loss at which the authors' notebook printed alpha
+
+
+def _synthetic(compare: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]) -> Compare:
+    """A synthetic chapter's comparison (its ``compared`` on the ``main`` tables); its official run is evidence
+    unless one of its claims says otherwise."""
+    def both(run: Tables, official: Tables) -> tuple[pd.DataFrame, bool]:
+        return compare(run["main"], official["main"]), NOT_EVIDENCE not in set(official["claims"]["verdict"])
+    return both
+
+
+def _fig4(run: Tables, official: Tables) -> tuple[pd.DataFrame, bool]:
+    """Figure 4's stored numbers (attention alpha at the loss the authors' notebook stopped at, per ratio r) beside
+    Theorem 1's solution (``main``: the matched read-out), compared to the digits the authors printed."""
+    keys = list(authors.table().index[authors.table()["chapter"] == "fig4_mu_trajectories"])
+
+    def alphas(matched: pd.DataFrame) -> dict[str, Interval]:
+        at = matched[np.isclose(matched["stopping_loss"], STORED_LOSS)]
+        found = {k: at.loc[np.isclose(at["ratio"], float(k.removeprefix("fig4.alpha."))), "alpha"] for k in keys}
+        return {k: Interval.of(v.iloc[:1]) for k, v in found.items() if len(v)}
+
+    ours = alphas(run["main"])
+    table = authors.three_way({k: ours[k].text(3) if k in ours else "not run" for k in keys})
+    return beside_official(table, keys, alphas(official["main"]), lambda i: i.text(3), printed=True), True
+
+
+def _real(page: str, depth: int | None = None) -> Compare:
+    """A real-data chapter's comparison (``real_data.compared``), of the depth the authors stored (``depth``)."""
+    def both(run: Tables, official: Tables) -> tuple[pd.DataFrame, bool]:
+        rows = run["per_seed"]
+        rows = rows[rows["layers"] == depth] if depth is not None and "layers" in rows else rows
+        theirs = official_run(page, OFFICIAL, official["per_seed"], official["claims"], depth=depth)
+        return real_compared(rows if len(rows) else None, page, theirs), theirs is not None and theirs.evidence
+    return both
+
+
+BESIDE_OFFICIAL: dict[str, Compare] = {  # every chapter whose numbers the authors' notebooks stored (``data.authors``)
+    "fig2_dtap": _synthetic(fig2_dtap.compared),
+    "fig3_incentive": _synthetic(fig3_incentive.compared),
+    "fig4_mu_trajectories": _fig4,
+    "hatexplain": _real("hatexplain"),
+    "hatexplain_layers": _real("hatexplain_layers", hatexplain_layers.STORED_DEPTH),
+    "sva": _real("sva"),
+    "squad": _real("squad"),
+}
+NOT_EVIDENCE_NOTE = "not evidence: its models did not learn the task"
+
+
+def _by_number(table: pd.DataFrame) -> pd.DataFrame:
+    """A comparison table indexed by (quantity, condition), whatever its shape (``authors.three_way``: one quantity
+    names the index; several are a column, or the first level of the index)."""
+    if isinstance(table.index, pd.MultiIndex):
+        out = table
+    elif "quantity" in table.columns:
+        out = table.set_index("quantity", append=True).swaplevel()
+    else:
+        out = table.set_index(pd.MultiIndex.from_product([[table.index.name], table.index]))
+    return out.rename_axis(["quantity", "condition"])
+
+
+def beside_authors(root: Path, profile: str, page: str) -> pd.DataFrame | None:
+    """A chapter's stored numbers (``data.authors``), one row each: the paper's number, the authors' notebooks' as
+    stored, this book under ``official`` (the unit ``<root>/official/<page>``, its mean and 95% interval over seeds),
+    this book under ``profile`` (its unit in the same root; 'not run' without one) and whether ``official`` gives
+    the authors' number back (the chapter's own comparison: ``verdicts.reproduces``, ``as_printed`` for Figure 4; an
+    official run that is not evidence is undecided). None when the chapter has no official unit."""
+    theirs = profile_tables(root, OFFICIAL, page)
+    if theirs is None:
+        return None
+    compare = BESIDE_OFFICIAL[page]
+    table, evidence = compare(theirs, theirs)
+    rows = _by_number(table)
+    out = rows[["the paper", "the authors' notebooks", OFFICIAL_COLUMN]].copy()
+    if not evidence:
+        out[OFFICIAL_COLUMN] += f" ({NOT_EVIDENCE_NOTE})"
+    if profile != OFFICIAL:
+        ours = profile_tables(root, profile, page)
+        here = _by_number(compare(ours, theirs)[0])["this run"] if ours is not None else pd.Series(dtype=str)
+        out[f"this book under {profile}"] = here.reindex(out.index).fillna("not run")
+    out[VERDICT_COLUMN] = rows[VERDICT_COLUMN] if evidence else UNDECIDED
+    return out
+
+
+def official_command(page: str) -> str:
+    """The command that computes a chapter under ``official``."""
+    return f"python -m qkov_lib reproduce --profile {OFFICIAL} --only {page}"
+
+
+def official_html(root: Path, profile: str, pages: list[str] | None = None) -> str:
+    """For every chapter whose numbers the authors stored (``BESIDE_OFFICIAL``, in the book's order; or ``pages``):
+    its title linked to its page, how many of its numbers ``official`` gives back, and its rows
+    (``beside_authors``) folded beneath, each led by its verdict word; or, where the chapter has no official
+    results in ``root``, a sentence saying so and the command that computes them."""
+    parts = []
+    for page in pages or [n for n in chapter_names() if n in BESIDE_OFFICIAL]:
+        link = f'<a href="{page}.html">{html.escape(title(page))}</a>'
+        table = beside_authors(root, profile, page)
+        if table is None:
+            parts.append(f"<p><strong>{link}</strong>: no results under <code>{OFFICIAL}</code> yet. "
+                         f"<code>{html.escape(official_command(page))}</code> computes them; this page shows them "
+                         f"when it is next built.</p>")
+            continue
+        tally = ", ".join(f"{n} {word}" for word, n in counts_of(table[VERDICT_COLUMN]).items())
+        headers = (VERDICT_COLUMN, "stored number", *table.columns.drop(VERDICT_COLUMN))
+        rows = ((r[VERDICT_COLUMN], (html.escape(f"{quantity}, {condition}"),
+                                     *(html.escape(str(r[c])) for c in table.columns.drop(VERDICT_COLUMN))))
+                for (quantity, condition), r in table.iterrows())
+        parts.append(f"<details class=\"qkov-official\"><summary><strong>{link}</strong>: {len(table)} stored "
+                     f"numbers; {html.escape(tally)}</summary>{verdict_table(rows, headers, 'qkov-official')}"
+                     "</details>")
+    return "\n".join(parts)
+
+
+def counts_of(verdicts: pd.Series) -> dict[str, int]:
+    """How many rows have each reproduction word, in the order reproduces, differs, undecided; a word no row has is
+    left out."""
+    words = list(verdicts)
+    return {w: words.count(w) for w in (REPRODUCES, DIFFERS, UNDECIDED) if w in words}
