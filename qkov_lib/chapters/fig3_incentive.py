@@ -11,6 +11,7 @@ import torch
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from ..core.validation import require_seeds
 from ..data import authors
 from ..data.synthetic import SyntheticConfig
 from ..metrics.verdicts import Claim, Interval, above, at_most, beside_official, claim_table, every, rule, weakest
@@ -47,8 +48,7 @@ class Setup(SyntheticConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (self.seeds and len(set(self.seeds)) == len(self.seeds)):
-            raise ValueError(f"seeds must be a non-empty list of distinct integers (got {list(self.seeds)!r})")
+        require_seeds(self.seeds)
         if not (self.alphas and all(0 <= a <= 1 for a in self.alphas) and len(set(self.alphas)) == len(self.alphas)):
             raise ValueError(f"alphas must be a non-empty list of distinct numbers in [0, 1] (got {list(self.alphas)!r})")
         if not 0 < self.delta <= 0.1:

@@ -20,6 +20,13 @@ def require_positive_ints(obj: object, names: Iterable[str]) -> None:
             raise ValueError(f"{name} must be a positive integer (got {value!r})")
 
 
+def require_seeds(seeds: Any) -> None:
+    """Raise ValueError unless ``seeds`` is a non-empty list of distinct integers (each seed names one model)."""
+    if not (seeds and all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in seeds)
+            and len(set(seeds)) == len(seeds)):
+        raise ValueError(f"seeds must be a non-empty list of distinct integers (got {list(seeds or ())!r})")
+
+
 def require_positive_numbers(name: str, values: Any) -> None:
     """Raise ValueError unless ``values`` is a non-empty list of finite numbers > 0 (``name`` as the message's)."""
     if not isinstance(values, (list, tuple)) or not values:

@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 
 from ..core.device import cpu_workers
-from ..core.validation import require_positive_ints
+from ..core.validation import require_positive_ints, require_seeds
 from ..core.workers import run_independent
 from ..data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack_splits
 from ..metrics import attention_summary, check_bins, dtap_histogram
@@ -113,8 +113,7 @@ class SyntheticTask(SyntheticConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not (self.seeds and len(set(self.seeds)) == len(self.seeds)):
-            raise ValueError(f"seeds must be a non-empty list of distinct integers (got {list(self.seeds)!r})")
+        require_seeds(self.seeds)
         require_positive_ints(self, ("n_train", "n_test", "batch_size", "max_steps", "eval_every", "ramp_steps"))
         for name in ("n_train", "n_test"):
             if getattr(self, name) < self.n_classes:
