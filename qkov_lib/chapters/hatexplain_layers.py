@@ -86,17 +86,18 @@ def figure_name(n: int) -> str:
     return f"hatexplain_layers-dtap-{n}"
 
 
-def dtap_figures(depths: list[int]) -> str:
+def dtap_figures(depths: list[int], measured: str = "the test posts that have rationales") -> str:
     """The page's DTAP figures, one per depth this run trained (which depends on its settings), as MyST: a sentence
     that refers to each, then each figure with its caption (the glued figures ``figure_name(n)`` and the seed count
-    ``hatexplain_layers-seeds`` and QK multiplier ``hatexplain_layers-mult``)."""
+    ``hatexplain_layers-seeds`` and QK multiplier ``hatexplain_layers-mult``); ``measured``: the posts the maps
+    count (``hatexplain.measured_posts``)."""
     refs = [f"{{numref}}`fig-{figure_name(n)}`" for n in depths]
     text = [f"{listed(refs)} show{'s' if len(refs) == 1 else ''} this run's Distinct Token Attention-Prediction maps "
             "({term}`DTAP`), one figure per depth, with the rationale words as the relevant tokens.\n"]
     for n in depths:
         text.append(
             f"```{{glue:figure}} {figure_name(n)}\n:name: fig-{figure_name(n)}\n\n"
-            f"DTAP maps of the models with {in_words(n)}, on the test posts that have rationales, one row per "
+            f"DTAP maps of the models with {in_words(n)}, on {measured}, one row per "
             "condition (the baseline, and faster QK: the query-key learning rate {glue:text}`hatexplain_layers-mult` "
             "times the base rate): the share of those posts (%) in each cell, mean over this run's "
             "{glue:text}`hatexplain_layers-seeds` seeds (left), and its standard deviation over seeds in percentage "

@@ -22,7 +22,13 @@ from .registry import DataError, canonical_file, not_found, offline_file, read_j
 from .text import TextSplit
 
 CLASSES = ("hatespeech", "normal", "offensive")  # the Hugging Face codes 0, 1, 2
-RATIONALE_RULES = ("union", "majority")
+RATIONALE_RULES = ("union", "majority", "mean")
+ANNOTATORS = 3  # every HateXplain post has three annotators
+RULE_WORDS = {  # each rule in words, for a page (glued): what counts as relevant, and how much
+    "union": "every word any annotator marked, each counting fully",
+    "majority": "the words at least half of the annotators who marked any marked, each counting fully",
+    "mean": "every word any annotator marked, weighted by the share of the three annotators who marked it (the "
+            "authors' notebooks)"}
 DOCS = "Model_Eval/docs"  # where the ERASER archive keeps one file of tokens per post id
 
 
@@ -34,22 +40,27 @@ def majority(labels: list[int]) -> int | None:
 
 def relevance(rationales: list[list[int]], n_tokens: int, rule: str, where: str) -> np.ndarray | None:
     """Combine per-annotator 0/1 rationales: ``union`` (any annotator) or ``majority`` (at least half of those
-    who marked tokens). None when nobody marked any token (posts labelled normal).
-
-    Either rule gives 0/1 relevance, which differs from the authors' notebooks: they keep the three annotators'
-    masks, a mask of zeros for each annotator who marked nothing, and take the mean of the attention mass on the
-    three (the mass on the mean mask), so a token one annotator of three marked weighs 1/3 there and fully in the
-    union here (book/deviations.md)."""
+    who marked tokens), 0/1 relevance as booleans; or ``mean``, weights in [0, 1] as floats: the mean of the three
+    annotators' masks, a mask of zeros standing for each annotator who marked nothing, so a word one annotator of
+    three marked weighs 1/3 (the authors' notebooks: ``returnMask``, HateXplain_Same_LR_Final_Config.ipynb cell 27,
+    In [20], pads every post's masks to three with zeros). None when nobody marked any token (posts labelled
+    normal). The attention mass on the ``mean`` weights is the mean of the masses on the three masks, the authors'
+    (``metrics.rationale.relevant_mass``); union and majority differ from it (book/deviations.md)."""
     if rule not in RATIONALE_RULES:
         raise ValueError(f"rationale rule must be one of {', '.join(RATIONALE_RULES)} (got {rule!r})")
     if not rationales:
         return None
+    if len(rationales) > ANNOTATORS:
+        raise DataError(f"{where}: {len(rationales)} rationales for {ANNOTATORS} annotators; the file is "
+                        f"inconsistent, copy or download it again")
     marks = np.zeros((len(rationales), n_tokens))
     for j, r in enumerate(rationales):
         if len(r) != n_tokens:
             raise DataError(f"{where}: a rationale of length {len(r)} for {n_tokens} tokens; the file is "
                             f"inconsistent, copy or download it again")
         marks[j] = r
+    if rule == "mean":
+        return marks.sum(0) / ANNOTATORS
     return marks.any(0) if rule == "union" else marks.mean(0) >= 0.5
 
 

@@ -95,6 +95,19 @@ def faithfulness(predict: Callable[[torch.Tensor], torch.Tensor], ids: torch.Ten
     return suff / len(k_percents), comp / len(k_percents)
 
 
+def relevant_mass(attention: torch.Tensor, relevant: torch.Tensor) -> torch.Tensor:
+    """The attention on the relevant tokens, [..., T] -> [...]: the sum of the attention weighted by ``relevant``,
+    0/1 masks (boolean) or weights in [0, 1]. With weights that are the mean of several annotators' 0/1 masks it
+    is the mean of the masses on each mask, as the authors' HateXplain notebooks compute it
+    (``attention_mass_classification``, HateXplain_Same_LR_Final_Config.ipynb and
+    HateXplain_Faster_QK_LR_Final_Config.ipynb cell 55, In [44]: the rollout row times the three masks, summed
+    over tokens, averaged over the masks); their DTAP map (``plot_heatmaps``, cell 52, In [43]) bins the same mean
+    over the three masks (of one head's attention), so AC and ACMC read the mass as it is (``mass_metrics``). Their sufficiency and comprehensiveness
+    (``compute_comprehensiveness_sufficiency_classification``, cell 55) rank tokens by the rollout alone, the
+    rationale entering only an unused overlap count, so weights do not enter ``faithfulness`` either."""
+    return (attention * relevant).sum(-1)
+
+
 def mass_metrics(mass: torch.Tensor, prob_true: torch.Tensor, threshold: float = 0.5, confidence: float = 0.5
                  ) -> dict[str, torch.Tensor]:
     """Per seed over examples [S, N]: MRTA (mean mass on relevant tokens, %), AC (% with mass > threshold) and

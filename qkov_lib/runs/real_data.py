@@ -22,7 +22,7 @@ from ..core.workers import run_independent
 from ..data import authors
 from ..data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
 from ..metrics import check_bins, dtap_histogram, mean_ci, paired_effects
-from ..metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention
+from ..metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention, relevant_mass
 from ..metrics.verdicts import (NOT_EVIDENCE, OFFICIAL_COLUMN, VERDICT_COLUMN, Claim, Interval, above, at_least, below,
                                 claim_table, not_evidence, profile_tables, reproduces, rule)
 from ..models.transformer import ClassifierConfig, classify, init_classifier, trim
@@ -31,6 +31,7 @@ from ..train.optim import RateSchedule
 from ..train.training import FixedSetBatches, TrainConfig, train
 
 TABLE_METRICS = ("accuracy", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
+UNANNOTATED = ("skip", "zero")  # what the attention measures do with a test example without relevant tokens
 
 
 @dataclass
@@ -100,6 +101,8 @@ class RealSetup:
     erase: str = "remove"  # how ERASER drops words: removed, order kept
     threshold: float = 0.5  # AC: attention on relevant tokens above this (App. D.6)
     confidence: float = 0.5  # ACMC: and true-class probability above this (App. D.6)
+    unannotated: str = "skip"  # test examples without relevant tokens: left out of the attention measures (skip), or
+    # measured with no attention on relevant tokens (zero: the authors' HateXplain notebooks average over every post)
     bins: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # DTAP bin edges, 5 x 5 as Figure 2
 
     def __post_init__(self) -> None:
@@ -108,6 +111,8 @@ class RealSetup:
             raise ValueError(f"seeds must be a non-empty list of distinct integers (got {list(self.seeds)!r})")
         if self.erase not in ERASE_MODES:
             raise ValueError(f"erase must be one of {ERASE_MODES} (got {self.erase!r})")
+        if self.unannotated not in UNANNOTATED:
+            raise ValueError(f"unannotated must be one of {UNANNOTATED} (got {self.unannotated!r})")
         for name in ("max_train", "max_test"):
             if not (getattr(self, name) is None or getattr(self, name) >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, or None for all (got {getattr(self, name)!r})")
@@ -239,8 +244,25 @@ def prepare(splits: Mapping[str, TextSplit], info: dict[str, Any], classes: tupl
     if held is not None:
         info |= {"held-out examples": len(held),
                  "held-out accuracy of always predicting the majority class": f"{majority_share(held.labels):.1f}%"}
-    return Prepared(encode(tr, vocab, s.max_len), encode(te, vocab, s.max_len), vocab, classes, info,
+    return Prepared(encode(tr, vocab, s.max_len), weighted(encode(te, vocab, s.max_len), te), vocab, classes, info,
                     None if held is None else encode(held, vocab, s.max_len))
+
+
+def weighted(encoded: Encoded, split: TextSplit) -> Encoded:
+    """``encoded`` with the split's relevance weights in [0, 1] (floats: HateXplain's rule ``mean``) in place of the
+    0/1 masks ``text.encode`` makes of them, cut to the words it kept (its ids: the words, the read-out token, then
+    padding); unchanged where the split's relevance is 0/1 (booleans). The weights are nonzero exactly where the
+    masks are true, checked."""
+    if not any(r is not None and np.asarray(r).dtype.kind == "f" for r in split.relevant):
+        return encoded
+    weights = torch.zeros(encoded.relevant.shape, dtype=torch.float32)
+    for i, (r, n) in enumerate(zip(split.relevant, (encoded.lengths - 1).tolist())):
+        if r is not None:
+            weights[i, :n] = torch.from_numpy(np.asarray(r[:n], dtype=np.float32))
+    if weights.min() < 0 or weights.max() > 1 or not torch.equal(weights > 0, encoded.relevant):
+        raise ValueError(f"the {split.name} split's relevance weights must lie in [0, 1] and be nonzero where the "
+                         "encoded masks are set")
+    return replace(encoded, relevant=weights)
 
 
 def model_config(data: Prepared, s: RealSetup) -> ClassifierConfig:
@@ -292,9 +314,10 @@ def train_condition(data: Prepared, s: RealSetup, qk_mult: float, device: torch.
 def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, s: RealSetup
                        ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Per seed: accuracy on the whole test set; MRTA, AC, ACMC, sufficiency and comprehensiveness on the test
-    examples with relevant tokens; and, for ``why_not_learned``, the test set's size, the number of correct
-    predictions and the number of distinct classes predicted. Also, for the DTAP maps, each such example's relevant
-    mass and true-class probability [S, N]."""
+    examples with relevant tokens (every test example with ``unannotated = "zero"``, one without at no relevant
+    mass), the mass weighted by the relevance (``rationale.relevant_mass``); and, for ``why_not_learned``, the test
+    set's size, the number of correct predictions and the number of distinct classes predicted. Also, for the DTAP
+    maps, each measured example's relevant mass and true-class probability [S, N]."""
     cfg = model_config(data, s)
     dev = params["embed"].device
 
@@ -308,13 +331,15 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, s: RealS
                         test.relevant[start:start + s.eval_batch].to(dev))
         y = test.labels[start:start + s.eval_batch].to(dev)
         has = test.has_relevance[start:start + s.eval_batch].to(dev)
+        if s.unannotated == "zero":
+            has = torch.ones_like(has)
         logits, attns = classify(params, cfg, ids)
         probs = torch.softmax(logits, -1)
         parts["predicted"].append(probs.argmax(-1))
         parts["correct"].append((probs.argmax(-1) == y).float())
         att = readout_attention(attns, ids, s.identity_weight)
         S = att.shape[0]
-        parts["mass"].append((att * rel).sum(-1)[:, has])
+        parts["mass"].append(relevant_mass(att, rel)[:, has])
         parts["prob"].append(probs.gather(-1, y.expand(S, -1)[..., None]).squeeze(-1)[:, has])
         if has.any():
             suff, comp = faithfulness(predict, ids[has].expand(S, -1, -1), att[:, has], s.k_percents,
