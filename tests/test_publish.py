@@ -135,10 +135,13 @@ def test_profiles_sit_side_by_side_under_one_site(book, tmp_path):
     (site / "paper").mkdir(parents=True)  # the GPU job's last build, restored from its cache
     (site / "paper" / "index.html").write_text("the paper book")
     (site / "paper" / publish.STAMP).write_text(json.dumps({"commit": "c0ffee" * 6, "date": "2026-01-02"}))
+    (site / "official").mkdir()  # the official job's last build, restored from its cache
+    (site / "official" / "index.html").write_text("the official book")
     book.publish(tmp_path / "b.tar.gz", site, [])
     index = (site / "index.html").read_text()
-    assert '<a href="default/index.html"><strong>default</strong></a>' in index
-    assert '<a href="paper/index.html"><strong>paper</strong></a>' in index
+    links = re.findall(r'<a href="(\w+)/index.html"><strong>(\w+)</strong></a>', index)
+    assert links == [("default", "default"), ("official", "official"), ("paper", "paper")]
+    assert "rebuilt after the default book on every push to main" in index  # official, on the hosted runner
     assert "<code>c0ffeec0ffee</code> on 2026-01-02" in index
     assert (site / "paper" / "index.html").read_text() == "the paper book" and (site / ".nojekyll").exists()
     assert not [p for p in site.iterdir() if p.name.startswith(".") and p.name != ".nojekyll"]

@@ -7,7 +7,7 @@
    chapter that would not fit is not started and its page shows its last results, saying so);
 4. pack the results into the bundle again (also after a failed chapter: what finished is kept);
 5. put the built HTML under ``<site>/<profile>/`` beside the other profiles' last builds, with an index page
-   linking them (one Pages site: ``/default/``, ``/paper/``); given the repository's address, each chapter's Colab
+   linking them (one Pages site: ``/default/``, ``/official/``, ``/paper/``); given the repository's address, each chapter's Colab
    notebook (``notebooks.colab_notebook``: it installs the companion at this build's commit) goes to
    ``<site>/<profile>/colab/<chapter>.ipynb``. Colab opens only files in a GitHub repository (or a gist), not a
    Pages site, so the workflow puts that folder on the branch ``colab`` too, where each chapter page's "open in
@@ -42,7 +42,8 @@ DESCRIPTIONS = {  # the index page's line per profile
     "default": "every chapter at reduced sizes on a CPU, rebuilt on every push to main (only the chapters a change "
                "touches rerun)",
     "paper": "the paper's settings, run by hand on a GPU runner",
-    "official": "the authors' notebooks' settings where they differ from the paper, run by hand on a GPU runner",
+    "official": "the authors' notebooks' settings where they differ from the paper, on a CPU, rebuilt after the "
+                "default book on every push to main (only the chapters a change touches rerun)",
     "smoke": "tiny settings that check the pipeline, not the claims",
 }
 Build = Callable[[Sequence[str]], int]  # make's arguments -> exit status
