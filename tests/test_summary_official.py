@@ -98,6 +98,10 @@ def test_a_chapter_with_official_results_sets_them_beside_the_authors_and_this_p
     assert list(fig4[VERDICT_COLUMN]) == ["reproduces", "differs", "undecided"]  # 0.149; 0.292 against 0.287; none
     assert list(fig4[OFFICIAL_COLUMN]) == ["0.149", "0.292", "0.990"]
     assert list(fig4["this book under default"]) == ["0.050", "0.200", "0.980"]
+    stopped = fig4_main({0.01: 0.05}).query("stopping_loss > 1e-3")  # a run that stopped before the authors' loss
+    save(root / "smoke", "fig4_mu_trajectories", {"main": stopped, "claims": claims()}, {})
+    assert list(summary.beside_authors(root, "smoke", "fig4_mu_trajectories")["this book under smoke"]) == [
+        "stopped before the loss 0.0001", "not run", "not run"]
 
 
 def test_a_chapter_without_official_results_says_how_to_compute_them(root):
@@ -115,7 +119,7 @@ def test_an_official_run_that_is_not_evidence_never_reproduces(root):
     assert sva[OFFICIAL_COLUMN].str.endswith("(not evidence: its models did not learn the task)").all()
     assert (sva["this book under default"] == "not run").all()
     page = summary.official_html(root, "default", ["sva"])
-    assert "reproduces" not in page and f"{len(sva)} stored numbers; {len(sva)} undecided" in page
+    assert "reproduces" not in page and f"{len(sva)} stored numbers; undecided: {len(sva)}" in page
 
 
 def test_under_official_the_page_has_one_column_for_official(root):

@@ -196,8 +196,15 @@ def _fig4(run: Tables, official: Tables) -> tuple[pd.DataFrame, bool]:
         found = {k: at.loc[np.isclose(at["ratio"], float(k.removeprefix("fig4.alpha."))), "alpha"] for k in keys}
         return {k: Interval.of(v.iloc[:1]) for k, v in found.items() if len(v)}
 
-    ours = alphas(run["main"])
-    table = authors.three_way({k: ours[k].text(3) if k in ours else "not run" for k in keys})
+    ours, ratios = alphas(run["main"]), run["main"]["ratio"].to_numpy()
+
+    def text(key: str) -> str:
+        if key in ours:
+            return ours[key].text(3)
+        ran = np.isclose(ratios, float(key.removeprefix("fig4.alpha."))).any()
+        return f"stopped before the loss {STORED_LOSS:g}" if ran else "not run"
+
+    table = authors.three_way({k: text(k) for k in keys})
     return beside_official(table, keys, alphas(official["main"]), lambda i: i.text(3), printed=True), True
 
 
@@ -277,7 +284,7 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
                          f"<code>{html.escape(official_command(page))}</code> computes them; this page shows them "
                          f"when it is next built.</p>")
             continue
-        tally = ", ".join(f"{n} {word}" for word, n in counts_of(table[VERDICT_COLUMN]).items())
+        tally = ", ".join(f"{word}: {n}" for word, n in counts_of(table[VERDICT_COLUMN]).items())
         headers = (VERDICT_COLUMN, "stored number", *table.columns.drop(VERDICT_COLUMN))
         rows = ((r[VERDICT_COLUMN], (html.escape(f"{quantity}, {condition}"),
                                      *(html.escape(str(r[c])) for c in table.columns.drop(VERDICT_COLUMN))))
