@@ -20,7 +20,7 @@ from qkov_lib.data import CACHE_ENV, DATA_ENV, hatexplain, pos_tags, registry, s
 from qkov_lib.data.registry import DataError
 from qkov_lib.data.text import TextSplit, Vocab, encode
 from qkov_lib.metrics.rationale import erase, faithfulness, mass_metrics, readout_attention, rollout, top_tokens
-from qkov_lib.metrics.verdicts import Interval
+from qkov_lib.metrics.verdicts import PERCENT, Interval
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
 from qkov_lib.present.plots import dtap_conditions
 from qkov_lib.runner.reproduce import resolve
@@ -454,8 +454,8 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     three = compared(per_seed, "hatexplain")  # the paper, the authors' notebooks and this run, per stored key
     assert list(three.columns) == ["the paper", "the authors' notebooks", "this run", "this book under official",
                                    "official gives the authors' number back?"]
-    assert three.loc[("test accuracy", "baseline"), "this run"].replace("\u00a0", " ") == (
-        Interval.of(per_seed.loc[per_seed["condition"] == names[0], "accuracy"]).text(1) + " %")
+    assert three.loc[("test accuracy", "baseline"), "this run"].replace("\u00a0", " ") == (  # within [0, 100]
+        Interval.of(per_seed.loc[per_seed["condition"] == names[0], "accuracy"], PERCENT).text(1) + " %")
     assert three.loc[("AC", "baseline"), "the authors' notebooks"] == "not recorded"
     assert (compared(None, "hatexplain_layers")["this run"] == "not run").all()
     table = claims(per_seed)

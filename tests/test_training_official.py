@@ -267,6 +267,34 @@ def test_the_real_data_page_sets_official_beside_the_authors_with_its_verdict(tm
     assert here is not None and not here.evidence and here.per_seed is per_seed
 
 
+def test_the_real_data_pages_intervals_of_a_percentage_stay_within_0_and_100_and_the_verdict_is_the_shared_rule():
+    """``compared`` reads its verdicts through ``verdicts.beside_official`` (one rule for every page) and writes a
+    percentage's interval clipped to [0, 100] (``verdicts.PERCENT``); a probability difference is not clipped."""
+    import pandas as pd
+
+    from qkov_lib.data import authors
+    from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, PERCENT, VERDICT_COLUMN, Interval, beside_official
+    from qkov_lib.runs.real_data import OfficialRun, compared, interval_text
+    accuracy = [99.9, 100.0, 100.0, 98.0, 100.0]  # the t interval reaches 100.66
+    assert Interval.of(accuracy).high > 100 and interval_text(accuracy, 1, PERCENT).endswith(", 100.0]")
+    assert interval_text(accuracy, 1) == Interval.of(accuracy).text(1)  # without bounds: as before
+    per_seed = pd.DataFrame([{"condition": c, "seed": i, "accuracy": a, "MRTA": 0.5 + i, "AC": 1.0, "ACMC": 1.0,
+                              "sufficiency": -0.01 * i, "comprehensiveness": 0.3}
+                             for c in ("baseline", "faster QK (x30)") for i, a in enumerate(accuracy)])
+    table = compared(per_seed, "hatexplain", OfficialRun(per_seed, evidence=True))
+    for column in ("this run", OFFICIAL_COLUMN):
+        assert table.loc[("test accuracy", "baseline"), column].endswith(",\u00a0100.0]\u00a0%")
+        assert table.loc[("mean attention (rollout) on rationale tokens", "baseline"), column].startswith("2.5 [0.5,")
+        assert table.loc[("sufficiency at k = 5% of the padded length", "baseline"), column].startswith("-0.020 [-0.")
+    keys = [k for k in authors.table().index if k.startswith("hatexplain.")]
+    official = {"hatexplain.accuracy.baseline": Interval.of(accuracy, PERCENT)}
+    shared = beside_official(authors.three_way(dict.fromkeys(keys, "")), keys, official, lambda i: i.text())
+    assert shared.loc["baseline", VERDICT_COLUMN].iloc[0] == table.loc[("test accuracy", "baseline"), VERDICT_COLUMN]
+    lost = beside_official(authors.three_way(dict.fromkeys(keys, "")), keys, official, lambda i: i.text(),
+                           evidence=False)
+    assert (lost[VERDICT_COLUMN] == "undecided").all()
+
+
 def test_official_results_are_read_from_their_sealed_unit_and_the_summary_reads_them_alike(tmp_path):
     """A chapter under another profile reads the `official` unit of the results root (``verdicts.profile_tables``,
     which the summary's profile comparison uses too); a unit changed after it was sealed is not read."""

@@ -220,20 +220,26 @@ VERDICT_COLUMN = "official gives the authors' number back?"
 
 
 def beside_official(table: pd.DataFrame, keys: Sequence[str], official: Mapping[str, Interval] | None,
-                    text: Callable[[Interval], str], single_runs: bool = False, printed: bool = False
-                    ) -> pd.DataFrame:
+                    text: Callable[[Interval], str] | Mapping[str, Callable[[Interval], str]],
+                    single_runs: bool = False, printed: bool = False, evidence: bool = True) -> pd.DataFrame:
     """A table of the paper, the authors' notebooks and this run (``authors.three_way`` over ``keys``) with this
-    book under ``official`` (``official``: key -> its interval over seeds; None: not run) and, per key, whether it
-    gives the authors' number back (``reproduces``; ``printed``: numbers without seeds, ``as_printed``)."""
+    book under ``official`` (``official``: key -> its interval over seeds; None: not run; a key it lacks: not run)
+    and, per key, whether it gives the authors' number back (``reproduces``; ``printed``: numbers without seeds,
+    ``as_printed``). ``text`` writes an interval: one function for every key, or one per key (a mapping: keys of
+    different units or digits); ``evidence`` False when the official models did not learn the task, so that no
+    verdict is drawn from them (undecided)."""
     def verdict(key: str) -> str:
         theirs, seeds, unit = authors.number(key)
         ours = official.get(key) if official is not None else None
         if printed:
-            return as_printed(theirs, None if ours is None else ours.mean)
-        return reproduces(theirs, ours, seeds, unit, single_runs=single_runs)
+            return as_printed(theirs, None if ours is None or not evidence else ours.mean)
+        return reproduces(theirs, ours, seeds, unit, evidence=evidence, single_runs=single_runs)
 
-    return table.assign(**{OFFICIAL_COLUMN: [text(official[k]) if official is not None and k in official
-                                             else "not run" for k in keys],
+    def shown(key: str) -> str:
+        return (text[key] if isinstance(text, Mapping) else text)(official[key])
+
+    return table.assign(**{OFFICIAL_COLUMN: [shown(k) if official is not None and k in official else "not run"
+                                             for k in keys],
                            VERDICT_COLUMN: [verdict(k) for k in keys]})
 
 

@@ -23,8 +23,8 @@ from ..data import authors
 from ..data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
 from ..metrics import check_bins, dtap_histogram, mean_ci, paired_effects
 from ..metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention, relevant_mass
-from ..metrics.verdicts import (NOT_EVIDENCE, OFFICIAL_COLUMN, VERDICT_COLUMN, Claim, Interval, above, at_least, below,
-                                claim_table, not_evidence, profile_tables, reproduces, rule)
+from ..metrics.verdicts import (NOT_EVIDENCE, OFFICIAL_COLUMN, PERCENT, VERDICT_COLUMN, Claim, Interval, above, at_least,
+                                below, beside_official, claim_table, not_evidence, profile_tables, rule)
 from ..models.transformer import ClassifierConfig, classify, init_classifier, trim
 from ..present.tables import LABELS, readable
 from ..train.optim import RateSchedule
@@ -435,9 +435,14 @@ def _pm(mean: float, half: float, digits: int) -> str:
     return _fixed(mean, digits) if math.isnan(half) else f"{_fixed(mean, digits)} ± {_fixed(half, digits)}"
 
 
-def interval_text(values: Sequence[float], digits: int) -> str:
-    """Values over seeds as their mean and 95% interval, '12.3 [10.1, 14.5]' (``Interval.text``), never '-0.0'."""
-    i = Interval.of(values)
+def interval_text(values: Sequence[float], digits: int, bounds: tuple[float, float] | None = None) -> str:
+    """Values over seeds as their mean and 95% interval, '12.3 [10.1, 14.5]' (``Interval.text``), never '-0.0';
+    ``bounds`` those of the quantity (``verdicts.PERCENT``: the interval of a percentage stays within [0, 100])."""
+    return interval_words(Interval.of(values, bounds), digits)
+
+
+def interval_words(i: Interval, digits: int) -> str:
+    """An interval as '12.3 [10.1, 14.5]' (``Interval.text``) to ``digits`` decimals, never '-0.0'."""
     return Interval(*(round(float(x), digits) + 0.0 for x in i.numbers), i.n).text(digits)
 
 
@@ -545,41 +550,40 @@ def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun |
     """The paper, the authors' notebooks as stored, this run and this book under ``official``, side by side
     (``authors.three_way``), for every number the CSV holds for chapter ``stored`` (keys
     '<stored>.<metric>.<baseline|faster>'), with a verdict on whether ``official`` gives the authors' number back
-    (``verdicts.reproduces``, the rule ``verdicts.REPRODUCTION_RULE``). A run's number: the mean over seeds and its
-    95% interval of its first (baseline) or second (faster-QK) condition, '12.3 [10.1, 14.5] %' with non-breaking
-    spaces inside the interval, or 'not run' (``per_seed`` or ``official`` None: a depth or profile not run).
-    Several quantities: indexed by (quantity, condition), each quantity named once over its conditions' rows."""
+    (``verdicts.beside_official``, the rule ``verdicts.REPRODUCTION_RULE``). A run's number: the mean over seeds and
+    its 95% interval of its first (baseline) or second (faster-QK) condition (a percentage's within [0, 100]),
+    '12.3 [10.1, 14.5] %' with non-breaking spaces inside the interval, or 'not run' (``per_seed`` or ``official``
+    None: a depth or profile not run). Several quantities: indexed by (quantity, condition), each quantity named
+    once over its conditions' rows."""
     rows = authors.table()
     keys = list(rows.index[rows["chapter"] == stored])
     if not keys:
         raise ValueError(f"the authors' stored numbers hold no key for {stored!r}")
 
-    def values(run: pd.DataFrame | None, key: str) -> pd.Series | None:
+    def intervals(run: pd.DataFrame | None) -> dict[str, Interval] | None:
+        """Each key's interval over the run's seeds, for the keys whose condition the run has."""
         if run is None:
             return None
         conditions = dict(zip(("baseline", "faster"), run["condition"].unique()))
-        _, metric, condition = key.rsplit(".", 2)
-        return run.loc[run["condition"] == conditions[condition], metric] if condition in conditions else None
+        found = {}
+        for key in keys:
+            _, metric, condition = key.rsplit(".", 2)
+            if condition in conditions:
+                values = run.loc[run["condition"] == conditions[condition], metric]
+                found[key] = Interval.of(values, PERCENT if rows.loc[key, "unit"] == "%" else None)
+        return found
 
-    def text(run: pd.DataFrame | None, key: str) -> str:
-        found = values(run, key)
-        if found is None:
-            return "not run"
+    def text(key: str) -> Callable[[Interval], str]:
         unit = " %" if rows.loc[key, "unit"] == "%" else ""
-        shown = interval_text(found, DIGITS.get(key.rsplit(".", 2)[1], 1)) + unit
-        return shown.replace(", ", ",\u00a0").replace(" %", "\u00a0%")  # breaks only before the interval
+        digits = DIGITS.get(key.rsplit(".", 2)[1], 1)
+        # breaks only before the interval
+        return lambda i: (interval_words(i, digits) + unit).replace(", ", ",\u00a0").replace(" %", "\u00a0%")
 
-    def verdict(key: str) -> str:
-        row = rows.loc[key]
-        found = values(official.per_seed if official else None, key)
-        theirs = None if row["value"] == "" else float(row["value"])
-        count = int(str(row["seeds"]).split(" ")[0] or 0)
-        return reproduces(theirs, None if found is None else Interval.of(found), count, row["unit"],
-                          evidence=official is not None and official.evidence)
-
-    table = authors.three_way({key: text(per_seed, key) for key in keys})
-    table[OFFICIAL_COLUMN] = [text(official.per_seed if official else None, key) for key in keys]
-    table[VERDICT_COLUMN] = [verdict(key) for key in keys]
+    texts = {key: text(key) for key in keys}
+    ours = intervals(per_seed) or {}
+    table = authors.three_way({key: texts[key](ours[key]) if key in ours else "not run" for key in keys})
+    table = beside_official(table, keys, intervals(official.per_seed) if official else None, texts,
+                            evidence=official is not None and official.evidence)
     if "quantity" in table.columns:  # several quantities: each named once, over its conditions' rows
         table = table.set_index("quantity", append=True).swaplevel()
     return table
