@@ -289,9 +289,9 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
         rows = ((r[VERDICT_COLUMN], (html.escape(f"{quantity}, {condition}"),
                                      *(html.escape(str(r[c])) for c in table.columns.drop(VERDICT_COLUMN))))
                 for (quantity, condition), r in table.iterrows())
-        parts.append(f"<details class=\"qkov-official\"><summary><strong>{link}</strong>: {len(table)} stored "
-                     f"numbers; {html.escape(tally)}</summary>{verdict_table(rows, headers, 'qkov-official')}"
-                     "</details>")
+        parts.append(f'<details class="qkov-official" style="margin: 0.6em 0"><summary><strong>{link}</strong>: '
+                     f"{len(table)} stored numbers; {html.escape(tally)}</summary>"
+                     f"{verdict_table(rows, headers, 'qkov-official')}</details>")
     return "\n".join(parts)
 
 
