@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from qkov_lib.chapters import summary
-from qkov_lib.core.results import save
+from qkov_lib.core.results import UNAVAILABLE, save
 from qkov_lib.data import authors
 from qkov_lib.metrics.verdicts import (DIFFERS, HOLDS, NOT_EVIDENCE, OFFICIAL_COLUMN, REPRODUCES, UNDECIDED,
                                        VERDICT_COLUMN, as_printed)
@@ -105,12 +105,20 @@ def test_a_chapter_with_official_results_sets_them_beside_the_authors_and_this_p
 
 
 def test_a_chapter_without_official_results_says_how_to_compute_them(root):
-    assert summary.beside_authors(root, "default", "squad") is None
+    save(root / "official", "squad", {}, {"status": UNAVAILABLE})  # stopped for want of its data: no tables
+    layers = real_per_seed("hatexplain").assign(layers=4)  # official rows, but none of the depth the authors stored
+    save(root / "official", "hatexplain_layers", {"per_seed": layers, "claims": claims()}, {})
+    save(root / "default", "sva", {}, {"status": UNAVAILABLE})
+    for name in ("fig3_incentive", "squad", "hatexplain_layers"):
+        assert summary.beside_authors(root, "default", name) is None
     page = summary.official_html(root, "default")
     for name in ("fig3_incentive", "squad", "hatexplain_layers"):
         assert html.escape(f"python -m qkov_lib reproduce --profile official --only {name}") in page
     assert "--only hatexplain<" not in page and page.count("<details") == 4  # the four chapters with official units
     assert page.index('href="fig2_dtap.html"') < page.index('href="hatexplain.html"') < page.index('href="squad.html"')
+    squad = page[page.index('href="squad.html"'):]
+    assert "its data was not available where it ran" in squad and "not run yet" in page
+    assert (summary.beside_authors(root, "default", "sva")["this book under default"] == "not run").all()
 
 
 def test_an_official_run_that_is_not_evidence_never_reproduces(root):

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.contents import chapter_names, title
-from ..core.results import ResultsError, load, read_meta
+from ..core.results import UNAVAILABLE, ResultsError, load, read_meta
 from ..data import authors
 from ..metrics.verdicts import (DIFFERS, NOT_EVIDENCE, OFFICIAL_COLUMN, REPRODUCES, UNDECIDED, VERDICT_COLUMN, Interval,
                                 beside_official, every, note, profile_tables, reason, verdict_table)
@@ -174,19 +174,20 @@ def profile_difference(root: Path, profile: str, other: str, page: str = "fig2_d
 # ---- the paper's text against the authors' code: this book under `official` beside the authors' stored numbers ----
 
 Tables = Mapping[str, pd.DataFrame]  # a chapter's tables as saved (``results.load``)
-Compare = Callable[[Tables, Tables], tuple[pd.DataFrame, bool]]  # (a run, the official run) -> (table, evidence)
+Compared = tuple[pd.DataFrame, bool] | None  # a comparison table and whether the official run is evidence
+Compare = Callable[[Tables, Tables], Compared]  # (a run, the official run) -> None: nothing official to compare
 STORED_LOSS = fig4_mu_trajectories.Setup().target_loss  # the loss at which the authors' notebook printed alpha
 
 
 def _synthetic(compare: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]) -> Compare:
     """A synthetic chapter's comparison (its ``compared`` on the ``main`` tables); its official run is evidence
     unless one of its claims says otherwise."""
-    def both(run: Tables, official: Tables) -> tuple[pd.DataFrame, bool]:
+    def both(run: Tables, official: Tables) -> Compared:
         return compare(run["main"], official["main"]), NOT_EVIDENCE not in set(official["claims"]["verdict"])
     return both
 
 
-def _fig4(run: Tables, official: Tables) -> tuple[pd.DataFrame, bool]:
+def _fig4(run: Tables, official: Tables) -> Compared:
     """Figure 4's stored numbers (attention alpha at the loss the authors' notebook stopped at, per ratio r) beside
     Theorem 1's solution (``main``: the matched read-out), compared to the digits the authors printed."""
     keys = list(authors.table().index[authors.table()["chapter"] == "fig4_mu_trajectories"])
@@ -209,23 +210,35 @@ def _fig4(run: Tables, official: Tables) -> tuple[pd.DataFrame, bool]:
 
 
 def _real(page: str, depth: int | None = None) -> Compare:
-    """A real-data chapter's comparison (``real_data.compared``), of the depth the authors stored (``depth``)."""
-    def both(run: Tables, official: Tables) -> tuple[pd.DataFrame, bool]:
+    """A real-data chapter's comparison (``real_data.compared``), of the depth the authors stored (``depth``);
+    None when the official run has no rows of that depth."""
+    def both(run: Tables, official: Tables) -> Compared:
+        theirs = official_run(page, OFFICIAL, official["per_seed"], official["claims"], depth=depth)
+        if theirs is None:
+            return None
         rows = run["per_seed"]
         rows = rows[rows["layers"] == depth] if depth is not None and "layers" in rows else rows
-        theirs = official_run(page, OFFICIAL, official["per_seed"], official["claims"], depth=depth)
-        return real_compared(rows if len(rows) else None, page, theirs), theirs is not None and theirs.evidence
+        return real_compared(rows if len(rows) else None, page, theirs), theirs.evidence
     return both
 
 
-BESIDE_OFFICIAL: dict[str, Compare] = {  # every chapter whose numbers the authors' notebooks stored (``data.authors``)
-    "fig2_dtap": _synthetic(fig2_dtap.compared),
-    "fig3_incentive": _synthetic(fig3_incentive.compared),
-    "fig4_mu_trajectories": _fig4,
-    "hatexplain": _real("hatexplain"),
-    "hatexplain_layers": _real("hatexplain_layers", hatexplain_layers.STORED_DEPTH),
-    "sva": _real("sva"),
-    "squad": _real("squad"),
+@dataclass(frozen=True)
+class Beside:
+    """How a chapter's run is set beside its official run: the tables it reads, and the comparison."""
+
+    tables: tuple[str, ...]
+    compare: Compare
+
+
+SYNTHETIC, REAL = ("main", "claims"), ("per_seed", "claims")
+BESIDE_OFFICIAL = {  # every chapter whose numbers the authors' notebooks stored (``data.authors``)
+    "fig2_dtap": Beside(SYNTHETIC, _synthetic(fig2_dtap.compared)),
+    "fig3_incentive": Beside(SYNTHETIC, _synthetic(fig3_incentive.compared)),
+    "fig4_mu_trajectories": Beside(("main",), _fig4),
+    "hatexplain": Beside(REAL, _real("hatexplain")),
+    "hatexplain_layers": Beside(REAL, _real("hatexplain_layers", hatexplain_layers.STORED_DEPTH)),
+    "sva": Beside(REAL, _real("sva")),
+    "squad": Beside(REAL, _real("squad")),
 }
 NOT_EVIDENCE_NOTE = "not evidence: its models did not learn the task"
 
@@ -247,22 +260,31 @@ def beside_authors(root: Path, profile: str, page: str) -> pd.DataFrame | None:
     stored, this book under ``official`` (the unit ``<root>/official/<page>``, its mean and 95% interval over seeds),
     this book under ``profile`` (its unit in the same root; 'not run' without one) and whether ``official`` gives
     the authors' number back (the chapter's own comparison: ``verdicts.reproduces``, ``as_printed`` for Figure 4; an
-    official run that is not evidence is undecided). None when the chapter has no official unit."""
-    theirs = profile_tables(root, OFFICIAL, page)
-    if theirs is None:
+    official run that is not evidence is undecided). None when the chapter has no official results to compare:
+    no unit, a unit without the tables it reads (its data was not available), or none of the depth stored."""
+    spec = BESIDE_OFFICIAL[page]
+    theirs = _tables(root, OFFICIAL, page, spec)
+    compared = spec.compare(theirs, theirs) if theirs is not None else None
+    if compared is None:
         return None
-    compare = BESIDE_OFFICIAL[page]
-    table, evidence = compare(theirs, theirs)
+    table, evidence = compared
     rows = _by_number(table)
     out = rows[["the paper", "the authors' notebooks", OFFICIAL_COLUMN]].copy()
     if not evidence:
         out[OFFICIAL_COLUMN] += f" ({NOT_EVIDENCE_NOTE})"
     if profile != OFFICIAL:
-        ours = profile_tables(root, profile, page)
-        here = _by_number(compare(ours, theirs)[0])["this run"] if ours is not None else pd.Series(dtype=str)
+        ours = _tables(root, profile, page, spec)
+        here = _by_number(spec.compare(ours, theirs)[0])["this run"] if ours is not None else pd.Series(dtype=str)
         out[f"this book under {profile}"] = here.reindex(out.index).fillna("not run")
     out[VERDICT_COLUMN] = rows[VERDICT_COLUMN] if evidence else UNDECIDED
     return out
+
+
+def _tables(root: Path, profile: str, page: str, spec: Beside) -> Tables | None:
+    """A chapter's tables under ``profile`` in ``root`` (``verdicts.profile_tables``), None unless it holds every
+    table the comparison reads."""
+    tables = profile_tables(root, profile, page)
+    return tables if tables is not None and all(t in tables for t in spec.tables) else None
 
 
 def official_command(page: str) -> str:
@@ -280,7 +302,12 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
         link = f'<a href="{page}.html">{html.escape(title(page))}</a>'
         table = beside_authors(root, profile, page)
         if table is None:
-            parts.append(f"<p><strong>{link}</strong>: no results under <code>{OFFICIAL}</code> yet. "
+            try:
+                stopped = read_meta(root / OFFICIAL, page).get("status") == UNAVAILABLE
+            except ResultsError:
+                stopped = False
+            why = "its run stopped: its data was not available where it ran" if stopped else "not run yet"
+            parts.append(f"<p><strong>{link}</strong>: no results under <code>{OFFICIAL}</code> ({why}). "
                          f"<code>{html.escape(official_command(page))}</code> computes them; this page shows them "
                          f"when it is next built.</p>")
             continue
