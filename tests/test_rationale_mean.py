@@ -21,7 +21,7 @@ def test_mean_weighs_each_word_by_the_share_of_the_three_annotators_who_marked_i
     weights = hatexplain.relevance([A, B], 3, "mean", "x")
     assert weights.dtype.kind == "f" and np.allclose(weights, [2 / 3, 1 / 3, 0])  # C counts as a mask of zeros
     assert hatexplain.relevance([A, B], 3, "union", "x").tolist() == [True, True, False]  # 0/1, unchanged
-    assert hatexplain.relevance([A, B], 3, "majority", "x").tolist() == [True, True, False]  # half of the two who marked
+    assert hatexplain.relevance([A, B], 3, "majority", "x").tolist() == [True, True, False]  # half of two marked
     assert hatexplain.relevance([], 3, "mean", "x") is None  # nobody marked anything: no relevance
     with pytest.raises(hatexplain.DataError, match="4 rationales for 3 annotators"):
         hatexplain.relevance([A, A, A, A], 3, "mean", "x")
@@ -35,8 +35,8 @@ def test_the_mass_on_the_mean_is_the_mean_of_the_three_masses_and_ac_reads_it_by
     assert relevant_mass(attention, mean).item() == pytest.approx(13 / 30)
     assert relevant_mass(attention, union).item() == pytest.approx(0.8)
     prob = torch.tensor([[0.9]])
-    on_mean, on_union = mass_metrics(relevant_mass(attention, mean), prob), mass_metrics(relevant_mass(attention, union),
-                                                                                         prob)
+    on_mean = mass_metrics(relevant_mass(attention, mean), prob)
+    on_union = mass_metrics(relevant_mass(attention, union), prob)
     assert on_mean["AC"].item() == 0.0 and on_mean["ACMC"].item() == 0.0  # 13/30 is not above 0.5
     assert on_union["AC"].item() == 100.0 and on_union["ACMC"].item() == 100.0  # 0.8 is
     assert on_mean["MRTA"].item() == pytest.approx(100 * 13 / 30)
