@@ -127,7 +127,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..verdicts import Claim, check, claim_table
+from ..metrics.verdicts import Claim, check, claim_table
 
 
 @dataclass(frozen=True, kw_only=True)
