@@ -203,3 +203,18 @@ def test_notebook_metadata_leaves_a_chapter_current_and_a_cell_edit_does_not(tmp
     assert runner.fingerprint("tiny", "smoke", {"x": 1}, tmp_path) == before
     (notebooks / "tiny.md").write_text(TINY.replace('overrides.get("x", 1)', 'overrides.get("x", 2)'))
     assert runner.fingerprint("tiny", "smoke", {"x": 1}, tmp_path)["source"] != before["source"]
+
+
+def test_a_page_that_sets_official_beside_its_run_follows_the_official_unit(tmp_path):
+    def parts(chapter: str, profile: str) -> dict[str, str]:
+        return runner.fingerprint(chapter, profile, {}, results_root=tmp_path)
+
+    (tmp_path / "official").mkdir()
+    before, summary_before = parts("fig3_incentive", "smoke"), parts("summary", "smoke")
+    assert "beside official" in before and "beside official" not in parts("fig3_incentive", "official")
+    (tmp_path / "official" / "fig4_mu_trajectories.json").write_text("{}")  # another chapter's official unit
+    assert parts("fig3_incentive", "smoke") == before
+    assert parts("summary", "smoke")["beside official"] != summary_before["beside official"]  # the summary reads all
+    (tmp_path / "official" / "fig3_incentive.json").write_text("{}")
+    assert parts("fig3_incentive", "smoke")["beside official"] != before["beside official"]
+    assert "beside official" not in parts("theorem1", "smoke")  # a page with nothing beside its run

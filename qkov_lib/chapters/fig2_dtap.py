@@ -20,6 +20,8 @@ from ..present.plots import dtap_grid
 from ..runs.synthetic_runs import (Panel, PanelResult, RunSettings, SyntheticSetup, mean_pm_std, synthetic_data,
                                    train_runs)
 
+BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
+
 PANEL_KEYS = "abcdefgh"
 MULTIPLIERS = ("mult_e", "ramp_f", "mult_g", "ramp_h")
 

@@ -21,6 +21,8 @@ from ..runs.fixed_attention import OTHERS, OVModel, bag_features, fade_epochs, r
 from ..runs.synthetic_runs import synthetic_data
 from ..train.optim import RateSchedule
 
+BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
+
 NEAR_ZERO = 0.05  # "loss near zero" (Figure 3): final training loss at most this
 FADED = 0.25  # "the incentive fades": at most this fraction of the incentive at alpha = 0.2
 HIGH_INCENTIVE = 0.5  # "incentive stays high": (L(alpha) - L(alpha + delta)) / delta at least this at the last epoch

@@ -20,6 +20,8 @@ from ..runs.real_data import OFFICIAL, compared as real_compared, official_run
 from . import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain_layers
 from .scorecard import CLAIMS_SECTION
 
+BESIDE = ("official",)  # the authors' setup: every chapter's results under it are set beside this run's
+
 
 @dataclass(frozen=True, kw_only=True)
 class Setup:

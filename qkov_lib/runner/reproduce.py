@@ -134,8 +134,10 @@ def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root
     modules it can execute, docstrings aside, and the numerical libraries' versions), the files and settings of the
     datasets it reads, the portable arithmetic mode's settings, the device and engine that compute (``computed_by``),
     and, for a page that gathers results, the other chapters' units (their metadata, which holds every file's
-    sha256)."""
-    datasets = getattr(chapter_module(chapter), "DATASETS", ())
+    sha256); a chapter whose page sets another profile's results beside its own (``BESIDE``, e.g. the authors'
+    setup under ``official``) depends on that profile's unit of it too (every chapter's, for a gathering page)."""
+    module = chapter_module(chapter)
+    datasets = getattr(module, "DATASETS", ())
     code = chapter_code(chapter)
     parts = {"source": codehash.source_digest(NOTEBOOKS_DIR / f"{chapter}.md"),
              "parameters": _sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
@@ -146,9 +148,18 @@ def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root
         state = {name: data_state(name) for name in datasets}
         parts["data"] = _sha(json.dumps(state, sort_keys=True).encode())
     if chapter in GATHERERS:
-        units = sorted(p for p in (results_root / profile).glob("*.json") if p.stem not in GATHERERS)
-        parts["inputs"] = _sha(b"".join(p.name.encode() + p.read_bytes() for p in units))
+        parts["inputs"] = _units_digest(results_root / profile, None)
+    for other in getattr(module, "BESIDE", ()):
+        if other != profile:
+            parts[f"beside {other}"] = _units_digest(results_root / other, None if chapter in GATHERERS else chapter)
     return parts
+
+
+def _units_digest(folder: Path, chapter: str | None) -> str:
+    """The digest of a profile folder's units (their metadata, which holds every file's sha256): ``chapter``'s
+    alone, or every chapter's but the gathering pages' (None)."""
+    units = sorted(p for p in folder.glob("*.json") if p.stem not in GATHERERS and chapter in (None, p.stem))
+    return _sha(b"".join(p.name.encode() + p.read_bytes() for p in units))
 
 
 def computed_by(code: codehash.CodeState) -> dict[str, str]:
