@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -454,6 +455,79 @@ def model_label(m: Member) -> str:
     return f"the model with seed {m.seed} (lr = {m.schedule.lr}, QK multiplier = {m.schedule.qk_mult})"
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# The one outer loop of both engines (read-outs, stop rules, recording, models leaving) over a step kernel
+
+
+Batch = Callable[[int, Sequence[int]], tuple[torch.Tensor, ...]]
+Monitor = Callable[[dict[str, torch.Tensor], Sequence[int], int], np.ndarray | None]
+Recorder = Callable[[int, Sequence[int], dict[str, torch.Tensor], dict[str, torch.Tensor]], None]
+
+
+class StepKernel(Protocol):
+    """What trains under ``train_stack``'s one outer loop: the active models' parameters, optimiser state and
+    batches. ``window`` [K] holds each active model's batch losses summed since the loop last zeroed it."""
+
+    window: torch.Tensor
+
+    def advance(self, start: int, stop: int, active: Sequence[int], record: bool) -> dict[str, torch.Tensor] | None:
+        """Train the models ``active`` (ids, in stack order) over steps ``start`` to ``stop - 1``, adding their
+        losses to ``window``; with ``record``, return the updates of step ``stop - 1``."""
+
+    def params(self, rows: list[int] | None = None) -> dict[str, torch.Tensor]:
+        """The active models' stacked parameters as they train, or a copy of those at positions ``rows``."""
+
+    def model(self, j: int) -> dict[str, torch.Tensor]:
+        """A copy of the parameters of the model at position ``j`` (no stack dimension)."""
+
+    def keep(self, rows: list[int]) -> None:
+        """Only the models at positions ``rows`` go on (models only ever leave the stack)."""
+
+
+# A kernel for (params, members, sc, batch, query_ids, quiet): ``quiet`` when the progress bar is off
+KernelFactory = Callable[[dict[str, torch.Tensor], Sequence[Member], StackConfig, Batch, torch.Tensor | None, bool],
+                         StepKernel]
+
+
+class TorchKernel:
+    """The torch engine as a step kernel: one step at a time (the reference, and the CUDA path; it has no notice
+    to keep ``quiet``)."""
+
+    def __init__(self, params: dict[str, torch.Tensor], members: Sequence[Member], sc: StackConfig, batch: Batch,
+                 query_ids: torch.Tensor | None, quiet: bool) -> None:
+        self.sc, self.batch, self.query_ids = sc, batch, query_ids
+        self.work = {k: v.detach().clone() for k, v in params.items()}
+        self.opt = _Optimiser(sc, self.work)
+        device = next(iter(self.work.values())).device
+        self.decay = torch.tensor([m.ov_decay for m in members], device=device) \
+            if any(m.ov_decay for m in members) else None
+        self.window = torch.zeros(len(members), device=device)
+        self.rates = _Rates(members, device)
+
+    def advance(self, start: int, stop: int, active: Sequence[int], record: bool) -> dict[str, torch.Tensor] | None:
+        updates = None
+        for step in range(start, stop):
+            inputs, slots, labels = self.batch(step, active)
+            loss, grads = loss_and_grads(self.work, self.sc, inputs, slots, labels, self.query_ids)
+            self.window += loss
+            updates = self.opt.step(self.work, grads, self.rates.at(step, active), self.decay, step + 1,
+                                    keep_updates=record and step == stop - 1)
+        return updates if record else None
+
+    def params(self, rows: list[int] | None = None) -> dict[str, torch.Tensor]:
+        return self.work if rows is None else {k: v[rows] for k, v in self.work.items()}
+
+    def model(self, j: int) -> dict[str, torch.Tensor]:
+        return {name: v[j].clone() for name, v in self.work.items()}
+
+    def keep(self, rows: list[int]) -> None:
+        index = torch.as_tensor(rows, dtype=torch.long, device=self.window.device)
+        self.work = {name: v[index] for name, v in self.work.items()}
+        self.opt.keep(index)
+        self.window = self.window[index]
+        self.decay = self.decay[index] if self.decay is not None else None
+
+
 def _epoch_stops(running: torch.Tensor, members: Sequence[Member], active: Sequence[int], done: int,
                  target: float) -> list[int]:
     """The authors' stop rule (``StackConfig``) at step ``done`` for the active models that use it: which of them
@@ -470,80 +544,75 @@ def _epoch_stops(running: torch.Tensor, members: Sequence[Member], active: Seque
     return hits
 
 
-Batch = Callable[[int, Sequence[int]], tuple[torch.Tensor, ...]]
-Monitor = Callable[[dict[str, torch.Tensor], Sequence[int], int], np.ndarray | None]
-Recorder = Callable[[int, Sequence[int], dict[str, torch.Tensor], dict[str, torch.Tensor]], None]
+def _chunk_end(step: int, every: int, cap: int, record_every: int) -> int:
+    """Where the loop next looks, training from ``step``: the next read-out (a multiple of ``every``), the first cap
+    of the models left, or just after the next recorded step, whichever comes first."""
+    end = min((step // every + 1) * every, cap)
+    if record_every:
+        end = min(end, -(-step // record_every) * record_every + 1)
+    return end
 
 
 def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: StackConfig, batch: Batch,
                 query_ids: torch.Tensor | None = None, full_nll: Monitor | None = None,
                 every_eval: Monitor | None = None, recorder: Recorder | None = None, record_every: int = 0,
-                progress: bool = True, desc: str = "training") -> StackResult:
+                progress: bool = True, desc: str = "training", kernel: KernelFactory = TorchKernel) -> StackResult:
     """Train the stacked ``params`` [K, ...] (model k = ``members[k]``) on ``batch(step, active) -> (inputs, slots,
     labels)``. ``full_nll(params, active, step)`` returns the training-set NLL of the given models (the stop rule,
     see ``StackConfig``); ``every_eval`` is called every ``eval_every`` steps (Figure 3's read-outs);
-    ``recorder(step, active, params, updates)`` sees every ``record_every``-th update. Parameters are not modified.
-    This is the torch engine, the reference and the CUDA path; ``backends.train_stack`` picks it or the compiled
-    one."""
-    n = len(members)
-    work = {k: v.detach().clone() for k, v in params.items()}
-    final: list[dict[str, torch.Tensor] | None] = [None] * n
-    stopped, steps_run = np.full(n, -1), np.zeros(n, dtype=int)
-    curves: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-    active = list(range(n))
-    opt = _Optimiser(sc, work)
-    device = next(iter(work.values())).device
-    decay = torch.tensor([m.ov_decay for m in members], device=device) if any(m.ov_decay for m in members) \
-        else None
-    window = torch.zeros(n, device=device)
-    running = torch.zeros(n, device=device)  # summed losses since the last reset, for the authors' stop rule
+    ``recorder(step, active, params, updates)`` sees every ``record_every``-th update (Section 8). Parameters are
+    not modified.
+
+    The one outer loop of both engines: the ``kernel`` (``TorchKernel``, or ``compiled.CompiledKernel`` as
+    ``backends.train_stack`` picks) trains up to the next step the loop must look at (a read-out, a model's cap, a
+    recorded step); the loop keeps the loss curves, both stop rules (Section 4) and the models that leave."""
     for m in members:
         if m.stop_epoch is not None and m.stop_epoch % sc.eval_every:
             raise ValueError(f"stop_epoch = {m.stop_epoch} must be a multiple of eval_every = {sc.eval_every}")
-    rates = _Rates(members, device)
-    cap = max(m.max_steps for m in members)
-    steps = bar(range(cap), desc, enabled=progress, leave=False)
-    for step in steps:
-        inputs, slots, labels = batch(step, active)
-        loss, grads = loss_and_grads(work, sc, inputs, slots, labels, query_ids)
-        window += loss
-        record = recorder is not None and record_every > 0 and step % record_every == 0
-        updates = opt.step(work, grads, rates.at(step, active), decay, step + 1, keep_updates=record)
-        if record:
-            recorder(step, active, work, updates)
-        done = step + 1
-        finished = [j for j, k in enumerate(active) if members[k].max_steps == done]
-        if done % sc.eval_every == 0 or finished:
-            check_finite(window, done, lambda j: model_label(members[active[j]]), sc.eval_every)
-        if done % sc.eval_every == 0:
-            mean = (window / sc.eval_every).cpu().numpy()
-            running += window
-            window.zero_()
-            for j, k in enumerate(active):
-                curves[k].append((done, float(mean[j])))
-            if every_eval is not None:
-                every_eval(work, active, done)
-            if sc.target_nll > 0:
-                hits = _epoch_stops(running, members, active, done, sc.target_nll)
-                near = [j for j, k in enumerate(active) if members[k].early_stop and members[k].stop_epoch is None
-                        and mean[j] <= sc.gate * sc.target_nll]
-                if near and full_nll is not None:
-                    nll = full_nll({k: v[near] for k, v in work.items()}, [active[j] for j in near], done)
-                    hits += [j for j, value in zip(near, nll) if value <= sc.target_nll]
-                stopped[[active[j] for j in hits]] = done
-                finished = sorted(set(finished) | set(hits))
-        if finished:
-            for j in finished:
-                final[active[j]] = {name: v[j].clone() for name, v in work.items()}
-                steps_run[active[j]] = done
-            keep = [j for j in range(len(active)) if j not in finished]
-            index = torch.as_tensor(keep, dtype=torch.long, device=device)
-            work = {name: v[index] for name, v in work.items()}
-            opt.keep(index)
-            window, running = window[index], running[index]
-            decay = decay[index] if decay is not None else None
-            active = [active[j] for j in keep]
-            steps.set_postfix_str(f"{len(active)} of {n} running")
-            if not active:
-                break
+    n = len(members)
+    final: list[dict[str, torch.Tensor] | None] = [None] * n
+    stopped, steps_run = np.full(n, -1), np.zeros(n, dtype=int)
+    curves: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    active, step, record = list(range(n)), 0, recorder is not None and record_every > 0
+    with bar(None, desc, enabled=progress, total=max(m.max_steps for m in members), leave=False) as steps:
+        stack = kernel(params, members, sc, batch, query_ids, steps.disable)
+        running = torch.zeros_like(stack.window)  # summed losses since the last reset, for the authors' stop rule
+        while active:
+            done = _chunk_end(step, sc.eval_every, min(members[k].max_steps for k in active), record_every * record)
+            recorded = record and (done - 1) % record_every == 0
+            updates = stack.advance(step, done, active, recorded)
+            steps.update(done - step)
+            step = done
+            if recorded:
+                recorder(done - 1, active, stack.params(), updates)
+            finished = [j for j, k in enumerate(active) if members[k].max_steps == done]
+            window = stack.window
+            if done % sc.eval_every == 0 or finished:
+                check_finite(window, done, lambda j: model_label(members[active[j]]), sc.eval_every)
+            if done % sc.eval_every == 0:
+                mean = (window / sc.eval_every).cpu().numpy()
+                running += window
+                window.zero_()
+                for j, k in enumerate(active):
+                    curves[k].append((done, float(mean[j])))
+                if every_eval is not None:
+                    every_eval(stack.params(), active, done)
+                if sc.target_nll > 0:
+                    hits = _epoch_stops(running, members, active, done, sc.target_nll)
+                    near = [j for j, k in enumerate(active) if members[k].early_stop and members[k].stop_epoch is None
+                            and mean[j] <= sc.gate * sc.target_nll]
+                    if near and full_nll is not None:
+                        nll = full_nll(stack.params(near), [active[j] for j in near], done)
+                        hits += [j for j, value in zip(near, nll) if value <= sc.target_nll]
+                    stopped[[active[j] for j in hits]] = done
+                    finished = sorted(set(finished) | set(hits))
+            if finished:
+                for j in finished:
+                    final[active[j]] = stack.model(j)
+                    steps_run[active[j]] = done
+                keep = [j for j in range(len(active)) if j not in finished]
+                stack.keep(keep)
+                running = running[torch.as_tensor(keep, dtype=torch.long, device=running.device)]
+                active = [active[j] for j in keep]
+                steps.set_postfix_str(f"{len(active)} of {n} running")
     return StackResult(final, stopped, steps_run, curves)
