@@ -1,7 +1,7 @@
-"""The synthetic engine compiled for the CPU (numba): ``train_stack`` takes what ``engine.train_stack`` takes and
-returns the same ``StackResult``, but runs each model ``eval_every`` steps at a time (forward, the hand-derived
-backward and the update of eq. 1-2) inside compiled code. Python keeps what happens between chunks, as the torch
-engine does it: the loss curve, both stop rules (Section 4), ``full_nll``, ``every_eval`` and the recorder.
+"""The synthetic engine compiled for the CPU (numba): ``CompiledKernel``, a step kernel of ``engine.train_stack``'s
+one outer loop (``engine.StepKernel``), runs each model a chunk of steps at a time (forward, the hand-derived backward
+and the update of eq. 1-2) inside compiled code, up to the next step the loop looks at. The loop keeps the rest, as
+for the torch engine: the loss curve, both stop rules (Section 4), ``full_nll``, ``every_eval`` and the recorder.
 
 Layout: a model's parameters are one float32 vector, its QK circuit first (W_K, W_Q or W_QK), then its OV circuit
 (W_O, W_V or W_OV) and Figure 3's output bias, so one update serves every parameterisation and a model that leaves
@@ -18,16 +18,13 @@ CPU thread's flush-to-zero flags, which the kernels obey as they run on that thr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from ..core.progress import bar, notice
-from .engine import (QK_KINDS, Batch, FixedBatches, Member, Monitor, Recorder, StackConfig, StackResult, _epoch_stops,
-                     model_label)
-from .training import check_finite
+from ..core.progress import notice
+from .engine import QK_KINDS, Batch, FixedBatches, Member, StackConfig
 
 try:
     import numba
@@ -551,26 +548,17 @@ def _corrections(sc: StackConfig, start: int, stop: int) -> np.ndarray:
     return np.array([(1 - b1 ** t, 1 - b2 ** t) for t in range(start + 1, stop + 1)], F32)
 
 
-def _chunk_end(step: int, every: int, cap: int, record_every: int) -> int:
-    """Where the chunk from ``step`` ends: at the next read-out (a multiple of ``every``), the first cap of the
-    models left, or just after the next recorded step, whichever comes first."""
-    end = min((step // every + 1) * every, cap)
-    if record_every:
-        end = min(end, -(-step // record_every) * record_every + 1)
-    return end
-
-
 class _CompileNotice(event.Listener):
     """Says so, once for a run and its worker processes, on stdout, when numba starts compiling the kernels (a
     cached start loads them); not where progress is off (the runner)."""
 
     said = False
 
-    def __init__(self, steps) -> None:
-        self.steps = steps
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
 
     def on_start(self, ev) -> None:
-        if not _CompileNotice.said and not self.steps.disable:
+        if not _CompileNotice.said and not self.quiet:
             notice("compile", "compiling the engine's kernels (once; cached afterwards)")
         _CompileNotice.said = True
 
@@ -578,100 +566,45 @@ class _CompileNotice(event.Listener):
         pass
 
 
-def _train(steps, *args) -> None:
+def _train(quiet: bool, *args) -> None:
     """``_train_chunk(*args)``, compiled on first use (or loaded from numba's cache); one clear error if that fails."""
     try:
-        with event.install_listener("numba:compile", _CompileNotice(steps)):
+        with event.install_listener("numba:compile", _CompileNotice(quiet)):
             _train_chunk(*args)
     except numba.core.errors.NumbaError as err:
         raise RuntimeError(f"numba could not compile the engine's kernels ({type(err).__name__}); set "
                            f"QKOV_ENGINE=torch to train with the torch engine") from err
 
 
-@dataclass
-class _Active:
-    """The models still training as the kernels hold them: their ids, parameter vectors [K, P], AdamW moments
-    [2, K, P], OV decay, and loss sums since the last read-out (``window``) and for the authors' rule (``running``)."""
+class CompiledKernel:
+    """The compiled engine as ``engine.train_stack``'s step kernel (``engine.StepKernel``): the models still training
+    as the kernels hold them (parameter vectors [K, P], AdamW moments [2, K, P], OV decay), trained a chunk of steps
+    at a time for float32 parameters on the CPU."""
 
-    ids: list[int]
-    theta: np.ndarray
-    moments: np.ndarray
-    decay: np.ndarray
-    window: np.ndarray
-    running: np.ndarray
+    def __init__(self, params: dict[str, torch.Tensor], members: Sequence[Member], sc: StackConfig, batch: Batch,
+                 query_ids: torch.Tensor | None, quiet: bool) -> None:
+        n, self.layout = len(members), _Layout(params, sc)
+        self.qids = _array(query_ids, np.int64)
+        self.spec = self.layout.spec(sc, len(self.qids))
+        self.theta = self.layout.flatten(params)
+        self.moments = np.zeros((2, n, self.layout.size if self.spec.adamw else 0), F32)
+        self.decay = np.array([m.ov_decay for m in members], F32)
+        self.window = torch.zeros(n, dtype=torch.float32)  # the kernels add to it through its numpy view
+        self.members, self.sc, self.feed, self.quiet = members, sc, _feed(batch), quiet
+
+    def advance(self, start: int, stop: int, active: Sequence[int], record: bool) -> dict[str, torch.Tensor] | None:
+        update = np.zeros((len(active), self.layout.size if record else 0), F32)
+        _train(self.quiet, self.theta, self.moments, update, *self.feed(start, stop, active), self.qids,
+               _rates(self.members, active, start, stop), _corrections(self.sc, start, stop), self.decay,
+               self.window.numpy(), self.spec, record)
+        return self.layout.views(update) if record else None
+
+    def params(self, rows: list[int] | None = None) -> dict[str, torch.Tensor]:
+        return self.layout.views(self.theta if rows is None else self.theta[rows])
+
+    def model(self, j: int) -> dict[str, torch.Tensor]:
+        return self.layout.model(self.theta[j])
 
     def keep(self, rows: list[int]) -> None:
-        """Only the models at positions ``rows`` go on (models only ever leave the stack)."""
-        self.ids = [self.ids[j] for j in rows]
         self.theta, self.moments = self.theta[rows], np.ascontiguousarray(self.moments[:, rows])
-        self.decay, self.window, self.running = self.decay[rows], self.window[rows], self.running[rows]
-
-
-def _stops(models: _Active, members: Sequence[Member], sc: StackConfig, mean: np.ndarray, layout: _Layout,
-           full_nll: Monitor | None, done: int) -> list[int]:
-    """The positions of the models that stop at read-out ``done`` (``StackConfig``'s two rules, as
-    ``engine.train_stack`` applies them)."""
-    hits = _epoch_stops(torch.from_numpy(models.running), members, models.ids, done, sc.target_nll)
-    near = [j for j, k in enumerate(models.ids) if members[k].early_stop and members[k].stop_epoch is None
-            and mean[j] <= sc.gate * sc.target_nll]
-    if near and full_nll is not None:
-        nll = full_nll(layout.views(models.theta[near]), [models.ids[j] for j in near], done)
-        hits += [j for j, value in zip(near, nll) if value <= sc.target_nll]
-    return hits
-
-
-def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: StackConfig, batch: Batch,
-                query_ids: torch.Tensor | None = None, full_nll: Monitor | None = None,
-                every_eval: Monitor | None = None, recorder: Recorder | None = None, record_every: int = 0,
-                progress: bool = True, desc: str = "training") -> StackResult:
-    """``engine.train_stack`` compiled: the same arguments, read-outs and result (see there), for float32
-    parameters on the CPU. Models train a chunk of steps at a time: up to the next read-out (every ``eval_every``
-    steps), the next model's cap or the next recorded step."""
-    for m in members:
-        if m.stop_epoch is not None and m.stop_epoch % sc.eval_every:
-            raise ValueError(f"stop_epoch = {m.stop_epoch} must be a multiple of eval_every = {sc.eval_every}")
-    n, layout = len(members), _Layout(params, sc)
-    qids = _array(query_ids, np.int64)
-    spec = layout.spec(sc, len(qids))
-    models = _Active(list(range(n)), layout.flatten(params), np.zeros((2, n, layout.size if spec.adamw else 0), F32),
-                     np.array([m.ov_decay for m in members], F32), np.zeros(n, F32), np.zeros(n, F32))
-    final: list[dict[str, torch.Tensor] | None] = [None] * n
-    stopped, steps_run = np.full(n, -1), np.zeros(n, dtype=int)
-    curves: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-    feed, step, record = _feed(batch), 0, recorder is not None and record_every > 0
-    with bar(None, desc, enabled=progress, total=max(m.max_steps for m in members), leave=False) as steps:
-        while models.ids:
-            ids = models.ids
-            done = _chunk_end(step, sc.eval_every, min(members[k].max_steps for k in ids), record_every * record)
-            recorded = record and (done - 1) % record_every == 0
-            update = np.zeros((len(ids), layout.size if recorded else 0), F32)
-            _train(steps, models.theta, models.moments, update, *feed(step, done, ids), qids,
-                   _rates(members, ids, step, done), _corrections(sc, step, done), models.decay, models.window, spec,
-                   recorded)
-            steps.update(done - step)
-            step = done
-            if recorded:
-                recorder(done - 1, ids, layout.views(models.theta), layout.views(update))
-            finished = [j for j, k in enumerate(ids) if members[k].max_steps == done]
-            if done % sc.eval_every == 0 or finished:
-                check_finite(torch.from_numpy(models.window), done, lambda j: model_label(members[ids[j]]),
-                             sc.eval_every)
-            if done % sc.eval_every == 0:
-                mean = models.window / F32(sc.eval_every)
-                models.running += models.window
-                models.window[:] = 0.0
-                for j, k in enumerate(ids):
-                    curves[k].append((done, float(mean[j])))
-                if every_eval is not None:
-                    every_eval(layout.views(models.theta), ids, done)
-                if sc.target_nll > 0:
-                    hits = _stops(models, members, sc, mean, layout, full_nll, done)
-                    stopped[[ids[j] for j in hits]] = done
-                    finished = sorted(set(finished) | set(hits))
-            if finished:
-                for j in finished:
-                    final[ids[j]] = layout.model(models.theta[j])
-                    steps_run[ids[j]] = done
-                models.keep([j for j in range(len(ids)) if j not in finished])
-                steps.set_postfix_str(f"{len(models.ids)} of {n} running")
-    return StackResult(final, stopped, steps_run, curves)
+        self.decay, self.window = self.decay[rows], self.window[rows]
