@@ -23,8 +23,8 @@ from ..data import authors
 from ..data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
 from ..metrics import check_bins, dtap_histogram, mean_ci, paired_effects
 from ..metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention, relevant_mass
-from ..metrics.verdicts import (NOT_EVIDENCE, OFFICIAL_COLUMN, PERCENT, VERDICT_COLUMN, Claim, Interval, above, at_least,
-                                below, beside_official, claim_table, not_evidence, profile_tables, rule)
+from ..metrics.verdicts import (NOT_EVIDENCE, OFFICIAL_COLUMN, PERCENT, VERDICT_COLUMN, Claim, Interval, above,
+                                at_least, below, beside_official, claim_table, not_evidence, profile_unit, rule)
 from ..models.transformer import ClassifierConfig, classify, init_classifier, trim
 from ..present.tables import LABELS, readable
 from ..train.optim import RateSchedule
@@ -514,36 +514,81 @@ def about_data(info: Mapping[str, Any]) -> pd.DataFrame:
 
 
 OFFICIAL = "official"  # the profile of the authors' setup
+AUTHORS_SCALE: dict[str, dict[str, Any]] = {  # per chapter, the sizes of the authors' run its `official` profile
+    # scales down to fit a CPU (None: every question): an official run at other sizes is not their experiment
+    "squad": {"max_train": None, "max_test": None, "epochs": 100}}
+
+
+def reduction(chapter: str, parameters: Mapping[str, Any] | None) -> str | None:
+    """Why an official run of ``chapter`` with these ``parameters`` (``Chapter.params``, or a unit's metadata) is
+    not the authors' experiment, in words: the sizes it scales down (``AUTHORS_SCALE``), each with the authors'
+    ('max_train 1,000 (theirs: all), epochs 2 (theirs: 100)'); None at their sizes, for a chapter the
+    official profile runs at full size, or where the parameters are unknown."""
+    scale = AUTHORS_SCALE.get(chapter, {})
+    if parameters is None:
+        return None
+
+    def size(value: Any) -> str:
+        return "all" if value is None else f"{value:,}"
+    changed = [f"{name} {size(parameters.get(name))} (theirs: {size(full)})" for name, full in scale.items()
+               if parameters.get(name, full) != full]
+    return ", ".join(changed) or None
+
+
+def full_size_command(chapter: str) -> str:
+    """The command that runs ``chapter``'s official profile at the authors' sizes (``AUTHORS_SCALE``)."""
+    sizes = " ".join(f"-p {name} {value}" for name, value in AUTHORS_SCALE.get(chapter, {}).items())
+    return f"python -m qkov_lib reproduce --profile official --only {chapter} {sizes}".strip()
 
 
 @dataclass(frozen=True)
 class OfficialRun:
-    """A run of a chapter under the ``official`` profile (the authors' setup): its per-seed results and whether
-    its models are evidence (no claim of the run reads 'not evidence')."""
+    """A run of a chapter under the ``official`` profile (the authors' setup): its per-seed results, whether
+    its models are evidence (no claim of the run reads 'not evidence'), and why it is not the authors' experiment
+    where it was scaled down (``reduction``; None: at their sizes)."""
 
     per_seed: pd.DataFrame
     evidence: bool
+    reduced: str | None = None
+
+    @property
+    def comparable(self) -> bool:
+        """Whether its numbers may be set against the authors': its models learned and it ran at their sizes."""
+        return self.evidence and self.reduced is None
 
 
 def official_run(chapter: str, profile: str, per_seed: pd.DataFrame | None = None,
-                 claims: pd.DataFrame | None = None, root: Path | None = None, depth: int | None = None
-                 ) -> OfficialRun | None:
-    """The chapter's run under ``official``: this run's ``per_seed`` and ``claims`` when it runs under ``official``
-    itself, else the unit ``<root>/official/<chapter>`` (``verdicts.profile_tables``; root: ``results_root()``);
-    None when there is none. ``depth``: only that depth's rows and claims (Table 5's chapter)."""
+                 claims: pd.DataFrame | None = None, root: Path | None = None, depth: int | None = None,
+                 parameters: Mapping[str, Any] | None = None) -> OfficialRun | None:
+    """The chapter's run under ``official``: this run's ``per_seed`` and ``claims`` (and ``parameters``,
+    ``Chapter.params``) when it runs under ``official`` itself, else the unit ``<root>/official/<chapter>``
+    (``verdicts.profile_unit``: its tables and the parameters it ran with; root: ``results_root()``); None when
+    there is none. ``depth``: only that depth's rows and claims (Table 5's chapter)."""
     if profile == OFFICIAL and per_seed is not None and claims is not None:
         rows, verdicts = per_seed, claims
     else:
-        tables = profile_tables(root or results_root(), OFFICIAL, chapter)
-        if tables is None or "per_seed" not in tables or "claims" not in tables:
+        unit = profile_unit(root or results_root(), OFFICIAL, chapter)
+        if unit is None or "per_seed" not in unit[0] or "claims" not in unit[0]:
             return None
-        rows, verdicts = tables["per_seed"], tables["claims"]
+        tables, meta = unit
+        rows, verdicts, parameters = tables["per_seed"], tables["claims"], meta.get("parameters")
     if depth is not None:
         rows = rows[rows["layers"] == depth] if "layers" in rows else rows
         verdicts = verdicts[verdicts["id"].str.startswith(f"{depth}_layers_")]
     if rows.empty:
         return None
-    return OfficialRun(rows, evidence=not (verdicts["verdict"] == NOT_EVIDENCE).any())
+    return OfficialRun(rows, evidence=not (verdicts["verdict"] == NOT_EVIDENCE).any(),
+                       reduced=reduction(chapter, parameters))
+
+
+def official_note(chapter: str, official: OfficialRun | None) -> str:
+    """What a page says below its table beside the authors' numbers when its official run was scaled down (why no
+    verdict is drawn from it, and the command that runs it at the authors' sizes); '' otherwise."""
+    if official is None or official.reduced is None:
+        return ""
+    return (f"The official run read here was scaled down to fit a CPU ({official.reduced}), so it is not the "
+            "authors' experiment and no verdict is drawn from it: every verdict reads *undecided*. "
+            f"`{full_size_command(chapter)}` runs it at their sizes.")
 
 
 def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun | None = None) -> pd.DataFrame:
@@ -583,7 +628,7 @@ def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun |
     ours = intervals(per_seed) or {}
     table = authors.three_way({key: texts[key](ours[key]) if key in ours else "not run" for key in keys})
     table = beside_official(table, keys, intervals(official.per_seed) if official else None, texts,
-                            evidence=official is not None and official.evidence)
+                            evidence=official is not None and official.comparable)
     if "quantity" in table.columns:  # several quantities: each named once, over its conditions' rows
         table = table.set_index("quantity", append=True).swaplevel()
     return table
