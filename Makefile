@@ -25,12 +25,14 @@ book: venv
 	exit $$status
 
 # JupyterLab rooted at the repository, opening on the chapters' sources, with .md files opening as notebooks
-# (jupytext); the setting is written into this environment's JupyterLab, not the user's. A chapter run there writes
-# to data/results/interactive/<profile>.
+# (jupytext); the setting is written into this environment's JupyterLab, not the user's. Its contents manager
+# (qkov_lib/runner/lab.py) opens a chapter with the language_info its kernel reports, so the tab is not marked
+# unsaved. A chapter run there writes to data/results/interactive/<profile>.
 lab: venv $(VENV)/.lab
 	$(VENV)/bin/jupytext-config --settings-file $(VENV)/share/jupyter/lab/settings/overrides.json \
 		set-default-viewer markdown myst
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks \
+		--ServerApp.contents_manager_class=qkov_lib.runner.lab.ChapterContentsManager $(LAB_ARGS)
 
 $(VENV)/.lab: requirements-lab.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-lab.txt

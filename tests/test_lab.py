@@ -1,16 +1,18 @@
 """A chapter in the pinned JupyterLab (requirements-lab.txt), driven by headless Chromium as a reader would use it:
 open ``notebooks/fig4_mu_trajectories.md`` (opened as a notebook through jupytext, the setting ``make lab`` writes),
-set ``profile = "smoke"`` in its parameters cell, Run All, see a plotly figure drawn and the chapter's MyST roles
-rendered by jupyterlab-myst, find the result under ``data/results/interactive/smoke/``, close the tab without saving,
-and find ``git status`` clean. JupyterLab runs on a free local port with a token, rooted at a clone of this
-repository (its kernel imports the clone's library), with its settings, workspaces and runtime files in a temporary
-folder: the test never touches this checkout.
+find its tab not marked unsaved once its kernel is idle (the contents manager ``make lab`` names,
+``qkov_lib.runner.lab``), set ``profile = "smoke"`` in its parameters cell, Run All, see a plotly figure drawn and the
+chapter's MyST roles rendered by jupyterlab-myst, find the result under ``data/results/interactive/smoke/``, close
+the tab without saving, and find ``git status`` clean. JupyterLab runs on a free local port with a token, rooted at
+a clone of this repository (its kernel imports the clone's library), with its settings, workspaces and runtime files
+in a temporary folder: the test never touches this checkout.
 
 Needs chromium, chromedriver and the packages of requirements-lab.txt; without them it is skipped, unless
 QKOV_REQUIRE_BROWSER=1 (as in CI), where their absence fails it. QKOV_LAB_SCREENSHOTS=<folder> keeps a screenshot
 before and after Run All there (lab_before.png, lab_after.png)."""
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import shutil
@@ -34,6 +36,8 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage
          "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1400,1000",
          "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1")  # nothing outside is reachable
 RUN_ALL_TIMEOUT = 300  # seconds; the smoke chapter runs in well under a minute
+CONTENTS_MANAGER = "qkov_lib.runner.lab.ChapterContentsManager"  # as `make lab` and Binder's postBuild name it
+CLEAN_FOR = 3  # seconds the tab must stay unmarked once the kernel is idle
 
 
 def missing() -> list[str]:
@@ -76,6 +80,7 @@ def lab(tmp_path):
         [str(BIN / "jupyter-lab"), "--no-browser", "--ip=127.0.0.1", f"--port={port}", "--port-retries=0",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={clone}",
          f"--LabApp.app_settings_dir={settings}", "--LabApp.default_url=/lab/tree/notebooks",
+         f"--ServerApp.contents_manager_class={CONTENTS_MANAGER}",
          "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
         + (["--allow-root"] if os.geteuid() == 0 else []),  # a CI container runs as root
         cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -166,12 +171,16 @@ def test_a_chapter_runs_in_jupyterlab_and_leaves_the_repository_clean(lab, brows
              "the chapter opened as a notebook")
     wait_for(browser, """return [...document.querySelectorAll('.jp-Toolbar-kernelName')]
                          .some(e => e.textContent.includes('Python 3'))""", 60, "the notebook's kernel")
-    before = browser.execute_script(STATE)
+    wait_for(browser, "return document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"]')",
+             60, "the kernel to be idle")
+    # opening changes nothing: the tab stays unmarked once the kernel has connected (and written its language_info)
+    end = time.monotonic() + CLEAN_FOR
+    while time.monotonic() < end:
+        before = browser.execute_script(STATE)
+        assert before["dirty"] == [], f"the tab is marked unsaved with no edit: {before['dirty']}"
+        time.sleep(0.5)
     assert before["raw"] == 0, "MyST roles shown raw (is jupyterlab-myst loaded?)"
     assert before["cites"] > 0, "no rendered {cite:p} citation in the chapter's prose"
-    # JupyterLab 4.6 marks the tab unsaved as soon as it opens (while the kernel connects); autosave (every 120 s)
-    # is not reached here, and closing without saving must leave the source as it was (checked at the end)
-    print(f"unsaved marks on opening: {before['dirty']}")
     shot(browser, "lab_before.png")
 
     # the parameters cell: profile = "smoke"
@@ -211,3 +220,32 @@ def test_a_chapter_runs_in_jupyterlab_and_leaves_the_repository_clean(lab, brows
     status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True, check=True)
     assert status.stdout == "", f"the clone changed:\n{status.stdout}"
     assert (clone / "notebooks" / f"{CHAPTER}.md").read_text() == source
+
+
+def test_a_chapter_opens_with_its_kernels_language_info_and_saves_back_byte_for_byte(tmp_path):
+    """The contents manager of ``make lab`` (``qkov_lib.runner.lab``): a chapter read as a notebook carries the
+    ``language_info`` its kernel reports (here the python3 kernel, this interpreter), which JupyterLab would
+    otherwise add and so mark the tab unsaved; saving that notebook writes the source back unchanged; an ``.ipynb``
+    keeps its own."""
+    pytest.importorskip("jupyter_server", reason="JupyterLab's packages (requirements-lab.txt)")
+    from ipykernel.ipkernel import IPythonKernel
+
+    from qkov_lib.runner.lab import ChapterContentsManager, kernel_language_info
+    source = (REPO_ROOT / "notebooks" / f"{CHAPTER}.md").read_bytes()
+    (tmp_path / "chapter.md").write_bytes(source)
+    (tmp_path / "plain.ipynb").write_text('{"cells": [], "metadata": {"kernelspec": {"name": "python3", '
+                                          '"display_name": "Python 3", "language": "python"}}, '
+                                          '"nbformat": 4, "nbformat_minor": 5}')
+    manager = ChapterContentsManager(root_dir=str(tmp_path))
+
+    async def open_and_save():
+        model = await manager.get("chapter.md")
+        await manager.save({"type": "notebook", "format": "json", "content": model["content"]}, "chapter.md")
+        return model, await manager.get("plain.ipynb")
+
+    model, plain = asyncio.run(open_and_save())
+    assert model["type"] == "notebook"
+    assert model["content"]["metadata"]["language_info"] == IPythonKernel.language_info
+    assert (tmp_path / "chapter.md").read_bytes() == source
+    assert "language_info" not in plain["content"]["metadata"]
+    assert kernel_language_info(["bash", "-c", "true"]) is None  # not an ipykernel kernel: nothing is guessed
