@@ -201,10 +201,11 @@ def test_a_page_computed_at_an_older_commit_says_where_the_book_is():
 
 def test_the_book_rebuilds_every_page_only_when_more_than_a_notebook_changed(tmp_path):
     """book.build_book passes --all to jupyter-book only when the configuration, the table of contents, the book's
-    own pages or the extension changed since the last build that succeeded (at least as strictly)."""
+    own pages, its style sheet or the extension changed since the last build that succeeded (at least as strictly);
+    the copies of plotly.js and MathJax each build writes into book/_static do not count."""
     from qkov_lib.runner.book import book_inputs, needs_full_build
     root = tmp_path / "tree"
-    for name in ("_config.yml", "_toc.yml", "book/intro.md", "book/chapters/tiny.ipynb"):
+    for name in ("_config.yml", "_toc.yml", "book/intro.md", "book/chapters/tiny.ipynb", "book/_static/qkov.css"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(name)
     config, stamp = root / "_config.yml", root / "_build" / "stamp.json"
@@ -214,7 +215,13 @@ def test_the_book_rebuilds_every_page_only_when_more_than_a_notebook_changed(tmp
     stamp.write_text(json.dumps({"inputs": inputs, "strict": True}))
     assert not needs_full_build(stamp, inputs, strict=True) and not needs_full_build(stamp, inputs, strict=False)
     (root / "book" / "chapters" / "tiny.ipynb").write_text("rerun")  # Sphinx rereads it by itself
+    (root / "book" / "_static" / "plotly.min.js").write_text("copied by the build")
+    (root / "book" / "_static" / "mathjax" / "MathJax.js").parent.mkdir()
+    (root / "book" / "_static" / "mathjax" / "MathJax.js").write_text("copied by the build")
     assert book_inputs(root, config) == inputs
+    (root / "book" / "_static" / "qkov.css").write_text("restyled")  # Sphinx copies it only when it writes pages
+    assert needs_full_build(stamp, book_inputs(root, config), strict=True)
+    (root / "book" / "_static" / "qkov.css").write_text("book/_static/qkov.css")
     (root / "book" / "intro.md").write_text("reworded")
     assert needs_full_build(stamp, book_inputs(root, config), strict=True)
     stamp.write_text(json.dumps({"inputs": inputs, "strict": False}))

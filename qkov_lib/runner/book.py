@@ -92,13 +92,20 @@ def _book_config(root: Path, repo_url: str | None, branch: str) -> Path:
 BUILD_STAMP = ".qkov-build.json"  # <root>/_build/.qkov-build.json: the last build that succeeded, and its inputs
 
 
+GENERATED_STATIC = ("plotly.min.js", "mathjax")  # what every build writes into book/_static (copy_plotly, copy_mathjax)
+
+
 def book_inputs(root: Path, config: Path) -> str:
     """A digest of what the book's pages depend on besides the chapters' notebooks: the configuration, the table of
-    contents, the book's own pages and bibliography, and the Sphinx extension's code. Sphinx notices a changed
-    notebook by itself; a change here rebuilds every page (``--all``)."""
+    contents, the book's own pages, style sheet and bibliography, and the Sphinx extension's code. Sphinx notices a
+    changed notebook by itself; a change here rebuilds every page (``--all``): Sphinx copies the style sheet only
+    when it writes pages, so an edit of it alone would otherwise not reach the built book."""
+    def own(path: Path) -> bool:
+        parts = path.relative_to(root / "book").parts
+        return parts[0] != "chapters" and not (parts[0] == "_static" and parts[1] in GENERATED_STATIC)
+
     files = [root / "_config.yml", root / "_toc.yml", config, Path(book_ext.__file__)]
-    files += sorted(p for p in (root / "book").rglob("*") if p.is_file() and not p.relative_to(root / "book").parts[0]
-                    in ("chapters", "_static"))
+    files += sorted(p for p in (root / "book").rglob("*") if p.is_file() and own(p))
     digest = hashlib.sha256()
     for path in files:
         digest.update(str(path.relative_to(root) if path.is_relative_to(root) else path.name).encode())
