@@ -41,7 +41,7 @@ def _links_html(links: dict[str, str]) -> str:
     items = " · ".join(f'<a class="reference external" href="{html.escape(url)}">{html.escape(text)}</a>'
                        for text, url in links.items())
     return (f'<p class="qkov-launch">Run this chapter yourself: {items}. On Binder or a CPU, set '
-            f'<code>profile = "smoke"</code> in the parameters cell for a first run of seconds.</p>')
+            f'<code>profile = "smoke"</code> in the parameters cell for a quick first run.</p>')
 
 
 def mark_older(body: str, book_commit: str | None) -> str:
