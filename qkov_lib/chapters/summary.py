@@ -118,7 +118,8 @@ def results_html(table: pd.DataFrame) -> str:
 
 
 def methodology(folder: Path, pages: list[str]) -> pd.DataFrame:
-    """How each chapter of this build ran, from its unit's metadata: device, commit, date and wall time."""
+    """How each chapter of this build ran, from its unit's metadata: device, commit, date and wall time; one row per
+    chapter, indexed by its title."""
     rows = []
     for page in pages:
         try:
@@ -129,7 +130,7 @@ def methodology(folder: Path, pages: list[str]) -> pd.DataFrame:
         rows.append({"chapter": title(page), "device": f"{meta.get('device', '?')} ({meta.get('device_name', '?')})",
                      "commit": str(meta.get("git_commit") or "?")[:12], "date": meta.get("date", "?"),
                      "minutes": round(wall / 60, 1) if isinstance(wall, (int, float)) else None})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["chapter", "device", "commit", "date", "minutes"]).set_index("chapter")
 
 
 def errata_count(folder: Path) -> int | None:
