@@ -1,7 +1,12 @@
 """Tiny chapters (jupytext MyST sources) for the runner's tests: one that saves a table and a claim, one that fails;
-and the module the runner takes each for."""
+the module the runner takes each for; and a notebooks folder holding the first, registered with the runner."""
 import dataclasses
 import types
+from pathlib import Path
+
+import pytest
+
+from qkov_lib.runner import reproduce as runner
 
 HEAD = """---
 kernelspec: {display_name: Python 3, language: python, name: python3}
@@ -42,3 +47,14 @@ def fake_module(name: str, datasets: tuple[str, ...] = (), **params: int) -> typ
     module = types.ModuleType(f"qkov_lib.chapters.{name}")
     module.Setup, module.PROFILES, module.DATASETS = setup, {}, datasets
     return module
+
+
+def tiny_book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A notebooks folder in ``tmp_path`` holding the tiny chapter (``TINY``, as ``tiny.md``), which the runner reads
+    for this test, its module taking one parameter, x = 1; returns the folder."""
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "tiny.md").write_text(TINY)
+    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
+    monkeypatch.setitem(runner.CHAPTERS, "tiny", fake_module("tiny", x=1))
+    return notebooks

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fake_chapters import TINY, fake_module
+from fake_chapters import fake_module, tiny_book
 
 from qkov_lib.__main__ import main
 from qkov_lib.core import results
@@ -214,11 +214,7 @@ def test_pack_of_no_results_is_one_error_and_writes_nothing(tmp_path):
 
 def test_restored_units_are_reused_by_the_runner(tmp_path, monkeypatch):
     """A unit sealed by the runner's own fingerprint survives pack and unpack as current."""
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    (notebooks / "tiny.md").write_text(TINY)
-    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
-    monkeypatch.setitem(runner.CHAPTERS, "tiny", fake_module("tiny", x=1))
+    tiny_book(tmp_path, monkeypatch)
     monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     folder = tmp_path / "res" / "smoke"
     seal_unit(folder, "tiny", 1)

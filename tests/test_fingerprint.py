@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fake_chapters import TINY, fake_module
+from fake_chapters import TINY, tiny_book
 
 from qkov_lib.core import codehash, results
 from qkov_lib.runner import reproduce as runner
@@ -159,11 +159,7 @@ def test_notebook_imports_and_versions():
 def test_the_runner_names_the_changed_modules(package, tmp_path, monkeypatch):
     """A sealed unit of the tiny chapter (it imports qkov_lib.core.results): current after a docstring edit, stale naming
     the module after a code edit."""
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    (notebooks / "tiny.md").write_text(TINY)
-    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
-    monkeypatch.setitem(runner.CHAPTERS, "tiny", fake_module("tiny", x=1))
+    tiny_book(tmp_path, monkeypatch)
     folder = tmp_path / "res" / "smoke"
     fp = runner.fingerprint("tiny", "smoke", {"x": 1}, folder.parent)
     (folder / "tiny.ipynb").parent.mkdir(parents=True)
@@ -192,11 +188,7 @@ def test_sweep_cells_follow_their_task_code(package):
 
 def test_notebook_metadata_leaves_a_chapter_current_and_a_cell_edit_does_not(tmp_path, monkeypatch):
     """Opening a chapter in JupyterLab rewrites its kernelspec; that changes no fingerprint, an edited cell does."""
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    (notebooks / "tiny.md").write_text(TINY)
-    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
-    monkeypatch.setitem(runner.CHAPTERS, "tiny", fake_module("tiny", x=1))
+    notebooks = tiny_book(tmp_path, monkeypatch)
     before = runner.fingerprint("tiny", "smoke", {"x": 1}, tmp_path)
     (notebooks / "tiny.md").write_text(TINY.replace("display_name: Python 3,", "display_name: Python 3 (ipykernel),"))
     assert "ipykernel" in (notebooks / "tiny.md").read_text()
