@@ -31,6 +31,7 @@ book: venv
 lab: venv $(VENV)/.lab
 	$(VENV)/bin/jupytext-config --settings-file $(VENV)/share/jupyter/lab/settings/overrides.json \
 		set-default-viewer markdown myst
+	$(PY) -m qkov_lib.runner.lab $(VENV)/share/jupyter/lab/settings/overrides.json
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks \
 		--ServerApp.contents_manager_class=qkov_lib.runner.lab.ChapterContentsManager $(LAB_ARGS)
 

@@ -13,6 +13,7 @@ before and after Run All there (lab_before.png, lab_after.png)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import shutil
@@ -70,6 +71,7 @@ def lab(tmp_path):
     settings.mkdir(parents=True)
     subprocess.run([str(BIN / "jupytext-config"), "--settings-file", str(settings / "overrides.json"),
                     "set-default-viewer", "markdown", "myst"], check=True, capture_output=True)
+    subprocess.run([str(BIN / "python"), "-m", "qkov_lib.runner.lab", str(settings / "overrides.json")], check=True)
     port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ, "PYTHONPATH": str(clone),  # the kernel imports the clone's library, not this checkout's
            "JUPYTERLAB_SETTINGS_DIR": str(home / "user-settings"),
@@ -173,6 +175,11 @@ def test_a_chapter_runs_in_jupyterlab_and_leaves_the_repository_clean(lab, brows
                          .some(e => e.textContent.includes('Python 3'))""", 60, "the notebook's kernel")
     wait_for(browser, "return document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"]')",
              60, "the kernel to be idle")
+    # no autosave: a run longer than its interval never writes an edited parameter into the chapter's source
+    plugin = "@jupyterlab/docmanager-extension:plugin"
+    with urllib.request.urlopen(f"{url}/lab/api/settings/{plugin}?token={token}", timeout=10) as reply:
+        schema = json.load(reply)["schema"]  # overrides.json becomes the schema's defaults
+    assert schema["properties"]["autosave"]["default"] is False
     # opening changes nothing: the tab stays unmarked once the kernel has connected (and written its language_info)
     end = time.monotonic() + CLEAN_FOR
     while time.monotonic() < end:

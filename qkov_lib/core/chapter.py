@@ -246,7 +246,7 @@ def settings_box(chapter: Chapter, setup_type: type) -> str:
              f"<code>notebooks/{chapter.name}.md</code>, and run it: a chapter run by hand saves its results into "
              f"<code>data/results/{results.INTERACTIVE}/</code>, apart from the published ones; to keep an edit, pass "
              f"it with <code>-p</code> rather than saving it into the source, which would make the published "
-             f"chapter stale.</p>")
+             f"chapter stale (the book's JupyterLab, <code>make lab</code>, never saves on its own).</p>")
     label = f"{len(differ)} of {len(params)} settings differ from the paper's" if params else "How this page ran"
     return f'<details class="qkov-settings"><summary>{label}; rerun this chapter</summary><p>{ran}</p>{shown}' \
            f"{rerun}</details>"

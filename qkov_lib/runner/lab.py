@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
@@ -31,6 +32,11 @@ ASK_IPYKERNEL = "import json, ipykernel.ipkernel as k; print(json.dumps(k.IPytho
 # a kernel command starting with one of these runs on the server's interpreter (jupyter_client's rule)
 SERVER_PYTHON = {"python", f"python{sys.version_info[0]}", "python{}.{}".format(*sys.version_info[:2])}
 ASK_TIMEOUT = 60  # seconds; importing ipykernel takes one or two
+# JupyterLab's settings for the chapters: no autosave, so a parameter tried out in a chapter (its results go to
+# data/results/interactive) is never written into the published source unless saved on purpose (which makes the
+# chapter stale); no news pop-up
+SETTINGS = {"@jupyterlab/docmanager-extension:plugin": {"autosave": False},
+            "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}
 
 
 def kernel_language_info(argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any] | None:
@@ -83,3 +89,17 @@ class ChapterContentsManager(build_async_jupytext_contents_manager_class(AsyncLa
                                      "unsaved until saved", kernel)
             self._language_info[kernel] = info
         return self._language_info[kernel]
+
+
+def write_settings(path: Path) -> None:
+    """Merge ``SETTINGS`` into a JupyterLab overrides file (``<prefix>/share/jupyter/lab/settings/overrides.json``),
+    keeping what is there (jupytext's default viewers)."""
+    settings = json.loads(path.read_text()) if path.exists() else {}
+    for plugin, values in SETTINGS.items():
+        settings.setdefault(plugin, {}).update(values)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=2) + "\n")
+
+
+if __name__ == "__main__":  # python -m qkov_lib.runner.lab OVERRIDES_JSON (make lab, Binder)
+    write_settings(Path(sys.argv[1]))
