@@ -4,6 +4,7 @@ module stale; a new import edge is picked up; a dynamic import the analysis cann
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -210,3 +211,10 @@ def test_a_page_that_sets_official_beside_its_run_follows_the_official_unit(tmp_
     (tmp_path / "official" / "fig3_incentive.json").write_text("{}")
     assert parts("fig3_incentive", "smoke")["beside official"] != before["beside official"]
     assert "beside official" not in parts("theorem1", "smoke")  # a page with nothing beside its run
+
+
+def test_every_page_that_reads_the_official_results_declares_it():
+    reads = {name for name, path in NOTEBOOKS.items()
+             if re.search(r'official_run\(|profile_tables\(.*"official"|official_html\(', path.read_text())}
+    declares = {name for name, module in runner.CHAPTERS.items() if "official" in getattr(module, "BESIDE", ())}
+    assert reads == declares and "summary" in reads and "fig2_dtap" in reads

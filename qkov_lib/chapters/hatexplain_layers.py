@@ -12,6 +12,7 @@ from ..runs.real_data import Majority, RealRun, Prepared, claims as table1_claim
 from . import hatexplain
 
 DATASETS = hatexplain.DATASETS
+BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
 STORED_DEPTH = 2  # the one depth the authors' notebooks stored numbers for (``data.authors``)
 
 

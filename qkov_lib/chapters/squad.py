@@ -10,6 +10,7 @@ from ..runs.real_data import SMOKE, RealRun
 from ..runs.squad_runs import PreparedQA, SquadSetup, prepare, run_conditions
 
 DATASETS = ("squad",)  # its files are part of the chapter's fingerprint
+BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,6 +10,7 @@ from ..data import sva
 from ..runs.real_data import SMOKE, Prepared, RealRun, RealSetup, prepare, run_conditions
 
 DATASETS = ("sva",)  # its files are part of the chapter's fingerprint
+BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,6 +18,7 @@ from scipy.stats import binomtest
 
 from ..core.device import cpu_workers
 from ..core.results import results_root
+from ..core.validation import require_seeds
 from ..core.workers import run_independent
 from ..data import authors
 from ..data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
@@ -106,9 +107,7 @@ class RealSetup:
     bins: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # DTAP bin edges, 5 x 5 as Figure 2
 
     def __post_init__(self) -> None:
-        seeds = self.seeds
-        if not (seeds and len(set(seeds)) == len(seeds)):
-            raise ValueError(f"seeds must be a non-empty list of distinct integers (got {list(self.seeds)!r})")
+        require_seeds(self.seeds)
         if self.erase not in ERASE_MODES:
             raise ValueError(f"erase must be one of {ERASE_MODES} (got {self.erase!r})")
         if self.unannotated not in UNANNOTATED:
