@@ -156,7 +156,10 @@ for (const f of figs) {
   }
   for (const t of ticks.concat(cells))
     if (parseFloat(getComputedStyle(t).fontSize) < 11) small.push(label(t) + ' ' + getComputedStyle(t).fontSize);
-  if (box(f).right > W + 1) wide.push(f.id + ' ' + Math.round(box(f).width) + 'px');
+  // a figure may be wider than a phone only inside a box that fits the window and scrolls sideways (the atlas's maps)
+  const scrolls = [...function* () { for (let a = f.parentElement; a; a = a.parentElement) yield a; }()]
+    .some(a => /auto|scroll/.test(getComputedStyle(a).overflowX) && box(a).right <= W + 1);
+  if (box(f).right > W + 1 && !scrolls) wide.push(f.id + ' ' + Math.round(box(f).width) + 'px');
 }
 let formulas = 0, scrolling = 0, clipped = [];
 for (const m of [...document.querySelectorAll('div.math')].filter(seen)) {
@@ -207,7 +210,7 @@ def _reader_problems(page: str, width: int, c: dict) -> list[str]:
 def test_every_page_reads_at_desktop_and_phone_widths(browser, served):
     """Issue-level readability, per page at 1280 and 390 px: every figure captioned; no overlapping titles, axis
     titles, legend entries or annotations (nor a title on tick labels); tick and cell labels at least 11 px; at 390
-    px no figure wider than the window; no display formula wider than its column unless it scrolls; no raw sympy on
+    px no figure wider than the window unless it scrolls sideways in a box that fits; no display formula wider than its column unless it scrolls; no raw sympy on
     the theory pages; no NaN, no empty table, no snake_case header on a chapter page; verdicts are words, and each
     verdict cell lies inside the window. Prints each page's counts."""
     base, root = served
