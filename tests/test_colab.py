@@ -145,23 +145,27 @@ def test_the_site_holds_every_chapter_for_colab(tmp_path):
 
 
 def test_the_workflow_puts_the_published_notebooks_on_the_colab_branch():
-    jobs = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "book.yml").read_text())["jobs"]
-    steps = jobs["default-book"]["steps"]
-    publish_step = next(s for s in steps if "qkov_lib publish" in s.get("run", ""))
+    github = REPO_ROOT / ".github"
+    jobs = yaml.safe_load((github / "workflows" / "book.yml").read_text())["jobs"]
+    action = yaml.safe_load((github / "actions" / "publish-book" / "action.yml").read_text())
+    publish_step = next(s for s in action["runs"]["steps"] if "qkov_lib publish" in s.get("run", ""))
     site = re.search(r"--site (\S+)", publish_step["run"]).group(1)
     assert "--repo-url" in publish_step["run"]
+    steps = jobs["default-book"]["steps"]  # the default book: the action, then its Colab notebooks kept
+    build = next(s for s in steps if s.get("uses") == "./.github/actions/publish-book")
+    assert build["with"]["profile"] == "default"
     upload = next(s for s in steps if s.get("with", {}).get("name") == "colab-notebooks")
     assert upload["with"]["path"] == f"{site}/default/{publish.COLAB_DIR}/*.ipynb"
-    assert steps.index(upload) > steps.index(publish_step)
-    deploy = jobs["deploy-default"]
-    assert deploy["needs"] == "default-book" and deploy["permissions"]["contents"] == "write"
+    assert steps.index(upload) > steps.index(build)
+    deploy = jobs["deploy"]
+    assert "default-book" in deploy["needs"] and deploy["permissions"]["contents"] == "write"
     download = next(s for s in deploy["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
     push = deploy["steps"][-1]["run"]
     assert download["with"] == {"name": "colab-notebooks", "path": "colab"}
     assert f"git init -q -b {notebooks.COLAB_BRANCH}" in push
     assert re.search(rf"git push -q -f \S+ {notebooks.COLAB_BRANCH}$", push.strip())
     assert all(job.get("permissions", {}).get("contents") != "write" for name, job in jobs.items()
-               if name != "deploy-default"), "only the short deploy job may push"
+               if name != "deploy"), "only the short deploy job may push"
 
 
 # ---- the first cell, run --------------------------------------------------------------------------------------------
