@@ -8,7 +8,7 @@ trains with on a CPU).
    at once; the paper's 1e-6 identity start lingers near a saddle, where float32 rounding of any two devices
    decides when each model leaves it): the torch engine on the CPU, the reference, against the engine the book
    uses on the device. Passes if both stop the same models at the same steps, every parameter is within
-   ``STACK_TOL`` = 1e-4 of how far it moved (the CPU engines agree within 1e-5: ``tests/test_compiled.py``), and the
+   ``STACK_TOL`` = 1e-4 of how far it moved (the CPU engines agree within 1e-5: ``tests/unit/train/test_compiled.py``), and the
    loss curves within a relative 1e-3.
 2. **One real-data training step, CPU against CUDA.** The HateXplain classifier at the `default` profile's shapes
    (one layer, d_model 64, 4 heads, MLP, 5 seeds, batch 32, 64 tokens; random ids over 2000 tokens), one step of

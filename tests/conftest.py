@@ -1,7 +1,10 @@
 """Shared fixtures: one smoke run of every chapter, executed into a temporary book tree, on the tests' own tiny
-real-data fixtures (so the tests need no dataset copies); and the tiers: a test that reads the smoke book or the
-built book, or runs processes of its own (marked ``slow`` where it is defined), is a book-level test, left out by
-``make test-fast`` (``pytest -m "not slow"``)."""
+real-data fixtures (so the tests need no dataset copies); and the tiers. The folders: ``unit/<folder>/`` mirrors
+``qkov_lib/<folder>/`` (a module's tests sit under its layer's folder), ``book/`` holds the book-level tests (the
+chapters run through papermill, the strict build, the browsers), ``project/`` the checks of the repository itself
+(layers, workflow, Binder, Colab). A test under ``book/``, one that reads the smoke book or the built book, or one
+that runs processes of its own (marked ``slow`` where it is defined) is slow, left out by ``make test-fast``
+(``pytest -m "not slow"``)."""
 import shutil
 import sys
 from pathlib import Path
@@ -12,7 +15,8 @@ from qkov_lib.core.results import REPO_ROOT
 from qkov_lib.data import DATA_ENV
 from qkov_lib.runner.reproduce import reproduce
 
-sys.path.insert(0, str(Path(__file__).parent))
+TESTS = Path(__file__).parent  # tests/: its helper modules (fake_data, fake_chapters) import from here
+sys.path.insert(0, str(TESTS))
 from fake_data import write_all_offline  # noqa: E402
 
 
@@ -54,7 +58,9 @@ SLOW_FILES = {"test_browser.py", "test_portable.py"}  # every test there starts 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the book-level tests ``slow``: those using the smoke or the built book, and those of SLOW_FILES."""
+    """Mark the book-level tests ``slow``: those under book/, those using the smoke or the built book, and those of
+    SLOW_FILES."""
     for item in items:
-        if BOOK_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in SLOW_FILES:
+        if (BOOK_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in SLOW_FILES
+                or "book" in item.path.relative_to(TESTS).parts[:1]):
             item.add_marker(pytest.mark.slow)

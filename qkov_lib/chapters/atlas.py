@@ -62,7 +62,7 @@ class Factor:
     keys: tuple[str, ...]
 
 
-# The official profile's keys, every one in exactly one factor (tests/test_atlas.py checks it): one thing the
+# The official profile's keys, every one in exactly one factor (tests/unit/chapters/test_atlas.py checks it): one thing the
 # authors' code does differently per factor, so that a flip can be attributed.
 FACTORS = (
     Factor("layout", "token layout", ("layout", "vocab_size", "seq_len", "seq_len_gh")),

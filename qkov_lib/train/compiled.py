@@ -9,10 +9,10 @@ the stack is one row less. Activations are feature-major ([V, B], a column per e
 reductions then run across the batch in SIMD lanes. The products are BLAS calls (``np.dot``).
 
 Numbers: float32 as in the torch engine; sums in another order and a polynomial exp (within 1 ulp) change the last
-bits (``tests/test_compiled.py`` bounds the difference after 2000 steps). Absent tokens keep their log count -inf:
+bits (``tests/unit/train/test_compiled.py`` bounds the difference after 2000 steps). Absent tokens keep their log count -inf:
 no fastmath flag here assumes finite values (nor values that are not NaN, so a diverging run still raises), and the
 exp maps -inf to 0. A kernel compiled afresh and the same kernel loaded from numba's disk cache give the same bits
-(``tests/test_compiled.py``). Subnormals are flushed exactly when the torch engine's are: ``engine.flush_denormals`` sets the
+(``tests/unit/train/test_compiled.py``). Subnormals are flushed exactly when the torch engine's are: ``engine.flush_denormals`` sets the
 CPU thread's flush-to-zero flags, which the kernels obey as they run on that thread.
 """
 from __future__ import annotations

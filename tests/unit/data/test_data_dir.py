@@ -3,6 +3,7 @@ import pytest
 
 from pathlib import Path
 
+from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, cache_dir, data_dir
 from qkov_lib.data.registry import data_state
 
@@ -36,4 +37,4 @@ def test_the_data_state_does_not_name_where_the_checkout_is(monkeypatch, tmp_pat
     (tmp_path / "sva").mkdir()
     state = data_state("sva")
     assert state[CACHE_ENV] == str(Path("data") / "cache") and state[DATA_ENV] == str(tmp_path.resolve())
-    assert not any(key.startswith(str(Path(__file__).resolve().parents[1])) for key in state["files"])
+    assert not any(key.startswith(str(REPO_ROOT)) for key in state["files"])

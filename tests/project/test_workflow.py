@@ -59,7 +59,7 @@ def test_workflow_matches_the_repository(path):
 
 
 def test_binder_builds_the_pinned_environment_and_opens_chapters_as_notebooks():
-    """The chapters' launch links open on Binder: its environment is its own slim pinned one (tests/test_binder.py)
+    """The chapters' launch links open on Binder: its environment is its own slim pinned one (tests/project/test_binder.py)
     plus the library, and .md files open as notebooks (the same setting `make lab` writes into the project's own
     environment), through the same contents manager."""
     binder = REPO_ROOT / "binder"
@@ -69,7 +69,7 @@ def test_binder_builds_the_pinned_environment_and_opens_chapters_as_notebooks():
     viewer = "jupytext-config set-default-viewer markdown myst"
     assert viewer in post.read_text()
     assert viewer.split(" ", 1)[1] in (REPO_ROOT / "Makefile").read_text().replace("\\\n\t\t", "")
-    manager = "qkov_lib.runner.lab.ChapterContentsManager"  # a chapter's tab opens clean (tests/test_lab.py)
+    manager = "qkov_lib.runner.lab.ChapterContentsManager"  # a chapter's tab opens clean (tests/book/test_lab.py)
     assert f'"contents_manager_class"] = "{manager}"' in post.read_text()
     assert f"--ServerApp.contents_manager_class={manager}" in (REPO_ROOT / "Makefile").read_text()
 

@@ -76,6 +76,18 @@ def test_the_layers_are_folders_and_architecture_md_lists_them():
     assert documented == {f: LAYERS[f] for f in folders}
 
 
+def test_the_unit_tests_mirror_the_package():
+    """tests/unit/<folder>/ for a folder of the package, and nothing else there; the other tests are book-level
+    (tests/book/) or check the repository itself (tests/project/)."""
+    tests = REPO_ROOT / "tests"
+    unit = {p.name for p in (tests / "unit").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert unit and unit <= set(LAYERS), f"tests/unit/ folders that are no folder of the package: {unit - set(LAYERS)}"
+    stray = sorted(p.relative_to(tests).as_posix() for p in tests.rglob("test_*.py")
+                   if p.parent.relative_to(tests).parts[:1] not in (("unit",), ("book",), ("project",))
+                   or p.parent == tests / "unit")
+    assert stray == [], f"tests outside unit/<folder>/, book/ and project/: {stray}"
+
+
 def test_no_import_cycles():
     graph, state, cycles = _graph(), {}, []
 
