@@ -96,14 +96,11 @@ def unit_files(folder: Path) -> tuple[dict[str, list[Path]], dict[str, str]]:
     return units, left_out
 
 
-def sweep_files(profile: str, units: Mapping[str, list[Path]], results_root: Path) -> list[Path]:
-    """The finished cells of every sweep that the profile's packed chapters use."""
-    files = []
-    for chapter, folders in SWEEP_FOLDERS.items():
-        if chapter in units:
-            for rel in folders(profile):
-                files += sorted((results_root / rel).glob("*.csv"))
-    return files
+def sweep_files(profile: str, results_root: Path) -> list[Path]:
+    """The finished cells of every sweep the profile's chapters use under this code, also of a chapter without an
+    intact unit (a sweep the time budget stopped: the next build continues from its cells)."""
+    return [cell for folders in SWEEP_FOLDERS.values() for rel in folders(profile)
+            for cell in sorted((results_root / rel).glob("*.csv"))]
 
 
 def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
@@ -127,7 +124,7 @@ def _write_bundle(tmp: str, manifest: dict[str, Any], paths: dict[str, Path]) ->
 
 
 def pack(profile: str, target: Path, results_root: Path = RESULTS_ROOT) -> Packed:
-    """Write the profile's intact units and their sweep cells to ``target`` (tar.gz, streamed through a temporary
+    """Write the profile's intact units and its sweeps' cells to ``target`` (tar.gz, streamed through a temporary
     file beside it: the target is whole or as it was)."""
     folder = results_root / profile
     if not folder.is_dir():
@@ -140,7 +137,7 @@ def pack(profile: str, target: Path, results_root: Path = RESULTS_ROOT) -> Packe
         raise BundleError(f"{folder} holds no intact unit to pack ({len(left_out)} left out: "
                           f"{'; '.join(left_out.values()) or 'none found'}); rerun the chapters first")
     paths = {p.relative_to(results_root).as_posix(): p
-             for p in [p for files in units.values() for p in files] + sweep_files(profile, units, results_root)}
+             for p in [p for files in units.values() for p in files] + sweep_files(profile, results_root)}
     manifest = {"format": FORMAT, "version": VERSION, "profile": profile, "commit": results.git_commit(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "files": [{"path": name, "sha256": results.sha256_file(p), "size": p.stat().st_size}

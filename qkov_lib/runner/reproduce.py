@@ -38,7 +38,7 @@ from ..core.progress import bar as progress_bar
 from ..core.results import UNAVAILABLE
 from ..data import cache_dir, data_dir
 from ..data.registry import DataUnavailable, data_state
-from ..runs.sweep import SCHEDULER_ENV
+from ..runs.sweep import DEADLINE_ENV, SCHEDULER_ENV, OutOfTime
 
 STAGING = ".staging-"  # <results root>/.staging-<chapter>: a run in progress
 LOCKS = ".locks"  # <results root>/.locks/<chapter>.lock: held while a chapter runs
@@ -47,6 +47,11 @@ FAILED = "failed"  # <results root>/<profile>/failed/<chapter>.ipynb: the last f
 
 class ChapterFailed(RuntimeError):
     """A chapter raised while running; the message names the chapter and the failing cell."""
+
+
+class ChapterOutOfTime(ChapterFailed):
+    """The time budget ran out in the middle of the chapter's sweep (``sweep.OutOfTime``): its finished cells are
+    kept, and the chapter is left for the next run like one not started."""
 
 
 class ChapterBusy(ChapterFailed):
@@ -250,13 +255,15 @@ def clear_stale_staging(results_root: Path, chapter: str) -> int:
 
 
 def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Path, results_root: Path,
-             progress: bool = True) -> str | None:
-    """Run the chapter with papermill into ``staging`` (notebook and results). Returns None, or the message of the
-    DataUnavailable error that stopped it; raises ChapterFailed for any other error."""
+             progress: bool = True, deadline: float | None = None) -> str | None:
+    """Run the chapter with papermill into ``staging`` (notebook and results), its sweeps stopping at ``deadline``
+    (seconds since the epoch). Returns None, or the message of the DataUnavailable error that stopped it; raises
+    ChapterOutOfTime when the deadline stopped a sweep, ChapterFailed for any other error."""
     nb = jupytext.read(NOTEBOOKS_DIR / f"{chapter}.md")
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     executed = staging / f"{chapter}.ipynb"
-    env = {results.RESULTS_ENV: str(staging), results.ROOT_ENV: str(results_root), PROGRESS_ENV: "0"}
+    env = {results.RESULTS_ENV: str(staging), results.ROOT_ENV: str(results_root), PROGRESS_ENV: "0",
+           DEADLINE_ENV: "" if deadline is None else repr(deadline)}
     previous = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # progress off: the runner shows cell progress
     try:
@@ -267,6 +274,8 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
     except PapermillExecutionError as err:
         if err.ename == DataUnavailable.__name__:
             return str(err.evalue)
+        if err.ename == OutOfTime.__name__:
+            raise ChapterOutOfTime(str(err.evalue)) from None
         raise ChapterFailed(f"chapter {chapter!r} failed in cell {err.cell_index} (execution count "
                             f"{err.exec_count}): {err.ename}: {err.evalue}") from None
     finally:
@@ -382,11 +391,11 @@ def _publish(chapter: str, staging: Path, final: Path, out_dir: Path) -> None:
 
 
 def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: Path = BOOK_CHAPTERS,
-                results_root: Path = RESULTS_ROOT, force: bool = False) -> str:
+                results_root: Path = RESULTS_ROOT, force: bool = False, deadline: float | None = None) -> str:
     """Run one chapter unless its published unit is intact and current. Returns 'ran', 'skipped', 'restored' (the
     unit was current; the book's copy of its notebook was missing or different and was copied back in), or
     'no data' (the chapter's dataset is not available; its unit says so). A failure or an interruption leaves the
-    published unit as it was."""
+    published unit as it was; so does a sweep stopped at ``deadline`` (ChapterOutOfTime)."""
     profile, setup = resolve(chapter, profile, overrides)
     params = as_dict(setup)
     final = results_root / profile
@@ -409,7 +418,9 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
         try:
             start = time.perf_counter()
             try:
-                missing = _execute(chapter, profile, overrides, staging, results_root)
+                missing = _execute(chapter, profile, overrides, staging, results_root, deadline=deadline)
+            except ChapterOutOfTime:
+                raise
             except ChapterFailed as err:
                 raise ChapterFailed(f"{err}\n  {_keep_failed(staging, chapter, final, out_dir)}") from None
             _tidy(staging / f"{chapter}.ipynb")
@@ -569,7 +580,7 @@ def _over_budget(spent_s: float, estimate_s: float | None, budget_minutes: float
     return spent_s + (estimate_s or 0.0) > budget_minutes * 60
 
 
-def defer(chapter: str, profile: str, reason: str, final: Path, out_dir: Path) -> None:
+def defer(chapter: str, profile: str, reason: str, final: Path, out_dir: Path, started: bool = False) -> None:
     """Leave a stale chapter for the next run (the time budget is spent): the book shows its last unit, with a line
     saying it was not rerun and why; or, when there is none intact, a page saying the chapter is not computed yet.
     The published unit is left as it is."""
@@ -579,9 +590,10 @@ def defer(chapter: str, profile: str, reason: str, final: Path, out_dir: Path) -
         results.check(final, chapter)
         nb = nbformat.read(final / f"{chapter}.ipynb", as_version=4)
     except (results.ResultsError, OSError, ValueError):
+        when = f"in the middle of it: {reason}" if started else "before this chapter"
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
             f"# {title(chapter, NOTEBOOKS_DIR)}\n\n*Not computed yet (profile `{profile}`): this build's time "
-            f"budget ran out before this chapter. The next build runs it.*")])
+            f"budget ran out {when}. The next build runs it.*")])
     else:
         first = next(c for c in nb.cells if c.cell_type == "markdown")
         heading, _, rest = first.source.partition("\n")
@@ -620,7 +632,12 @@ def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only
                                f"{budget_minutes:g}-minute budget would be exceeded")
                     defer(c, state.profile, state.reason, results_root / state.profile, out_dir)
                     status = "deferred"
-            status = status or run_chapter(c, profile, per_chapter[c], out_dir, results_root, force)
+            end = None if budget_minutes is None else time.time() + budget_minutes * 60 - (start - began)
+            status = status or run_chapter(c, profile, per_chapter[c], out_dir, results_root, force, deadline=end)
+        except ChapterOutOfTime as err:
+            tqdm.write(f"stopped {c}: {err}")
+            defer(c, profile, str(err), results_root / profile, out_dir, started=True)
+            status = "deferred"
         except ChapterFailed as err:
             summary.failures.append(str(err))
             tqdm.write(f"FAILED {err}")

@@ -4,7 +4,8 @@ By default an embedded ``LocalCluster`` (one single-threaded worker process per 
 address (``scheduler=``, or $QKOV_DASK_SCHEDULER), for instance one started on a batch cluster with dask-jobqueue;
 or ``"serial"``: every cell here, one after another, without Dask. Each finished cell's rows are written at once to
 its own file (atomically, under a name derived from the cell), so an interrupted sweep resumes where it stopped and
-a cell is never counted twice. A worker lost mid-task is Dask's to handle: the scheduler reruns the task on another
+a cell is never counted twice. Under the runner's time budget ($QKOV_DEADLINE) a sweep starts no cell, and waits for
+none, past the deadline: it raises ``OutOfTime``, its finished cells kept for the next run. A worker lost mid-task is Dask's to handle: the scheduler reruns the task on another
 worker; the rows are written here, by the client, once per cell. Every task trains on one torch thread, so a cell's
 numbers do not depend on where it ran.
 """
@@ -14,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +33,8 @@ SCHEDULER_ENV = "QKOV_DASK_SCHEDULER"  # address of a running Dask scheduler, e.
 SERIAL = "serial"
 CELL = "cell"  # the column naming each row's cell
 
+DEADLINE_ENV = "QKOV_DEADLINE"  # set by the runner under a time budget: when (seconds since the epoch) it ends
+
 Cell = Mapping[str, Any]
 CellFn = Callable[[Cell, Mapping[str, Any]], pd.DataFrame]
 
@@ -46,6 +50,24 @@ def cell_folder(name: str, common: Mapping[str, Any], fn: CellFn) -> Path:
     the same code with the same shared settings."""
     digest = hashlib.sha256((json.dumps(dict(common), sort_keys=True) + task_fingerprint(fn)).encode()).hexdigest()
     return results_root() / "sweeps" / name / digest[:16]
+
+
+class OutOfTime(RuntimeError):
+    """The runner's time budget ran out in the middle of a sweep; its finished cells are kept."""
+
+
+def deadline() -> float | None:
+    """When the runner's time budget ends (seconds since the epoch), or None: no budget."""
+    text = os.environ.get(DEADLINE_ENV, "")
+    try:
+        return float(text) if text else None
+    except ValueError:
+        raise ValueError(f"{DEADLINE_ENV}={text!r} is not a time in seconds since the epoch; unset it") from None
+
+
+def _out_of_time(folder: Path, done: int, total: int) -> OutOfTime:
+    return OutOfTime(f"the time budget ran out in the middle of the sweep: {done} of {total} cells are finished and "
+                     f"kept in {folder.parent.name}/{folder.name}; the next run continues from them")
 
 
 @dataclass
@@ -71,11 +93,14 @@ def run_sweep(fn: CellFn, cells: Sequence[Cell], common: Mapping[str, Any], fold
     folder.mkdir(parents=True, exist_ok=True)
     todo = [(i, c) for i, c in zip(ids, cells) if not (folder / f"{i}.csv").exists()]
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    end = deadline()
     if todo and address == SERIAL:
-        for i, c in bar(todo, desc, enabled=progress):
+        for n, (i, c) in enumerate(bar(todo, desc, enabled=progress)):
+            if end is not None and time.time() > end:
+                raise _out_of_time(folder, len(cells) - len(todo) + n, len(cells))
             _write(folder, i, fn(c, common))
     elif todo:
-        _on_dask(fn, todo, common, folder, address, workers, progress, desc)
+        _on_dask(fn, todo, common, folder, address, workers, progress, desc, end)
     rows = pd.concat([_read(folder, i) for i in ids], ignore_index=True)
     return SweepRun(rows, ran=len(todo), reused=len(cells) - len(todo))
 
@@ -94,13 +119,20 @@ def _read(folder: Path, name: str) -> pd.DataFrame:
 
 
 def _on_dask(fn: CellFn, todo: list[tuple[str, Cell]], common: Mapping[str, Any], folder: Path,
-             address: str | None, workers: int | None, progress: bool, desc: str) -> None:
+             address: str | None, workers: int | None, progress: bool, desc: str, end: float | None) -> None:
     from dask.distributed import as_completed  # lazy: Dask takes a second to import; only sweeps on it need it
     with dask_client(address, workers) as client:
         futures = {client.submit(fn, c, common, key=f"{desc}-{i}", pure=False): i for i, c in todo}
+        written = 0
         try:
-            for future in bar(as_completed(futures), desc, enabled=progress, total=len(futures)):
+            waiting = as_completed(futures, timeout=None if end is None else max(end - time.time(), 0.0))
+            for future in bar(waiting, desc, enabled=progress, total=len(futures)):
                 _write(folder, futures[future], future.result())
+                written += 1
+        except TimeoutError:  # as_completed's, when the deadline passes before every cell is finished
+            client.cancel(list(futures))
+            total = len(list(folder.glob("*.csv")))
+            raise _out_of_time(folder, total, total + len(futures) - written) from None
         except BaseException:
             client.cancel(list(futures))
             raise

@@ -101,6 +101,16 @@ def test_unpack_replaces_a_unit_whole_and_leaves_the_others(res, tmp_path):
     assert not list(other.glob(".unpack-*"))
 
 
+def test_the_cells_of_a_sweep_whose_chapter_has_no_unit_yet_are_packed(res, tmp_path, monkeypatch):
+    """A sweep the time budget stopped has cells but no unit yet: they travel, so the next build continues."""
+    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {"unfinished": lambda profile: [CELLS]})
+    target = tmp_path / "smoke.tar.gz"
+    assert bundle.pack("smoke", target, res).sweep_cells == 2
+    fresh = tmp_path / "fresh"
+    bundle.unpack(target, fresh, profile="smoke")
+    assert sorted(p.name for p in (fresh / CELLS).glob("*.csv")) == ["aaaaaaaaaaaaaaaa.csv", "bbbbbbbbbbbbbbbb.csv"]
+
+
 def test_a_chapter_declares_its_sweep_and_the_bundle_finds_its_cell_folder():
     assert list(bundle.SWEEP_FOLDERS) == ["atlas"]  # the one chapter whose module declares sweep_folders(setup)
     (folder,) = bundle.SWEEP_FOLDERS["atlas"]("smoke")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from fake_chapters import TINY, fake_module
+from fake_chapters import HEAD, TINY, fake_module
 
 from qkov_lib.__main__ import main
 from qkov_lib.core import codehash, results
@@ -117,3 +117,29 @@ def test_code_the_fingerprint_cannot_follow_is_one_error(book, capsys, monkeypat
     assert main(["reproduce", "--profile", "smoke", "--only", "tiny", "--results", str(book / "res"), "--dry-run"]) == 1
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and "results.py:" in err and "exec(...) runs code the fingerprint cannot" in err
+
+
+STOPPED = HEAD + """
+```{code-cell} ipython3
+import os
+from qkov_lib.runs.sweep import DEADLINE_ENV, OutOfTime
+if os.environ.get(DEADLINE_ENV):  # the runner passed its deadline: the sweep "ran out" half-way
+    raise OutOfTime("the time budget ran out in the middle of the sweep: 3 of 7 cells are finished and kept")
+raise ValueError("no deadline reached the chapter")
+```
+"""
+
+
+def test_a_sweep_stopped_by_the_budget_is_deferred_not_failed(book):
+    """Under a budget the runner passes its deadline to the chapter; a sweep that stops at it leaves the chapter
+    deferred (a page saying so, the next build continues), not failed; without a budget there is no deadline."""
+    (book / "notebooks" / "other.md").write_text(STOPPED)
+    res, nb = book / "res", book / "nb"
+    summary = runner.reproduce("smoke", only=["other"], out_dir=nb, results_root=res, budget_minutes=60)
+    assert summary.failures == [] and summary.done == {"deferred": ["other"]}
+    page = nbformat.read(nb / "other.ipynb", as_version=4).cells[0].source
+    assert "this build's time budget ran out in the middle of it: the time budget ran out in the middle of the " \
+           "sweep: 3 of 7 cells are finished and kept" in page
+    assert not (res / "smoke" / "other.json").exists() and not (res / "smoke" / "failed" / "other.ipynb").exists()
+    summary = runner.reproduce("smoke", only=["other"], out_dir=nb, results_root=res)
+    assert summary.done == {} and "ValueError: no deadline reached the chapter" in summary.failures[0]

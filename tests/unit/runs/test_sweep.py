@@ -11,7 +11,8 @@ import pytest
 
 from qkov_lib.chapters import atlas
 from qkov_lib.runner.reproduce import resolve
-from qkov_lib.runs.sweep import CELL, cell_id, dask_client, run_sweep
+from qkov_lib.runs import sweep
+from qkov_lib.runs.sweep import CELL, DEADLINE_ENV, OutOfTime, cell_id, dask_client, run_sweep
 
 TINY = {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 40, "eval_every": 10, "ramp_steps": 20,
         "inits": [["identity", 1e-6], ["balanced", 0.1], ["pytorch", 1.0]], "lrs": [1.0], "scaled_scores": [False, True]}
@@ -87,6 +88,37 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(serial, tmp_path):
     resumed = run_sweep(atlas.run_setting, cells, common, tmp_path, "serial", progress=False)
     assert (resumed.ran, resumed.reused) == (4, 2)
     pd.testing.assert_frame_equal(resumed.rows, serial.rows, check_exact=True)
+
+
+def test_a_serial_sweep_past_the_deadline_keeps_its_cells_and_the_next_run_continues(serial, tmp_path, monkeypatch):
+    """The runner's deadline is checked before each cell: the first two cells start in time, the third does not."""
+    cells, common = setup()
+    clock = iter([10.0, 20.0, 2000.0])
+    monkeypatch.setattr(sweep.time, "time", lambda: next(clock))
+    monkeypatch.setenv(DEADLINE_ENV, "1000")
+    with pytest.raises(OutOfTime, match=r"2 of 6 cells are finished and kept in [^/]+/[^ ]+; the next run continues"):
+        run_sweep(atlas.run_setting, cells, common, tmp_path, "serial", progress=False)
+    assert len(list(tmp_path.glob("*.csv"))) == 2
+    monkeypatch.delenv(DEADLINE_ENV)
+    resumed = run_sweep(atlas.run_setting, cells, common, tmp_path, "serial", progress=False)
+    assert (resumed.ran, resumed.reused) == (4, 2)
+    pd.testing.assert_frame_equal(resumed.rows, serial.rows, check_exact=True)
+
+
+def test_a_sweep_on_dask_stops_waiting_at_the_deadline(tmp_path, monkeypatch):
+    """On Dask the wait for cells ends at the deadline (here already past): the cells are cancelled, none is half
+    written, and the error says how many are kept."""
+    cells, common = setup()
+    monkeypatch.setenv(DEADLINE_ENV, repr(time.time() - 1))
+    with pytest.raises(OutOfTime, match="0 of 6 cells are finished"):
+        run_sweep(atlas.run_setting, cells, common, tmp_path, workers=1, progress=False)
+    assert not list(tmp_path.glob("*.csv")) and not list(tmp_path.glob(".*"))
+
+
+def test_a_deadline_that_is_no_time_is_one_error(tmp_path, monkeypatch):
+    monkeypatch.setenv(DEADLINE_ENV, "soon")
+    with pytest.raises(ValueError, match="QKOV_DEADLINE='soon' is not a time in seconds since the epoch; unset it"):
+        run_sweep(atlas.run_setting, *setup()[:1], {}, tmp_path, "serial", progress=False)
 
 
 def test_bad_grid_and_damaged_cell_file(tmp_path):
