@@ -11,8 +11,8 @@ import torch
 from ..core.validation import require_positive_numbers
 from ..metrics.verdicts import CONSERVED, EXACT, Claim, check, claim_table
 from ..present.text import scientific
-from ..theory.factorised import (conservation_checks, label, preconditioning_checks, proposition_checks,
-                                 tidy_checks)
+from ..theory import factorised
+from ..theory.factorised import label
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,17 +47,17 @@ class Checks(NamedTuple):
     preconditioning: dict[str, float]
 
     def tidy(self) -> pd.DataFrame:
-        """Every check in one long table, as the chapter stores them (``tidy_checks``)."""
-        return tidy_checks({"propositions": self.propositions, "conservation": self.conservation,
-                            "preconditioning": self.preconditioning})
+        """Every check in one long table, as the chapter stores them (``factorised.tidy_checks``)."""
+        return factorised.tidy_checks({"propositions": self.propositions, "conservation": self.conservation,
+                                       "preconditioning": self.preconditioning})
 
 
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> Checks:
     """Every check on the setup's random instance; an error where a formula the page calls right is not exact or
     the flow does not conserve. Float64 on the CPU at once: ``device`` and ``progress`` are unused here."""
-    props = proposition_checks(setup.seed, setup.d, setup.M)
-    cons = conservation_checks(setup.seed, setup.d, setup.M, setup.t_end, setup.lrs)
-    pre = preconditioning_checks(setup.seed, setup.d, setup.M)
+    props = factorised.proposition_checks(setup.seed, setup.d, setup.M)
+    cons = factorised.conservation_checks(setup.seed, setup.d, setup.M, setup.t_end, setup.lrs)
+    pre = factorised.preconditioning_checks(setup.seed, setup.d, setup.M)
     if not (props["eq31"] < EXACT and props["eq45_transposed"] < EXACT and cons["flow"] < CONSERVED
             and pre["lemma2_balanced"] < EXACT and pre["lemma5_balanced"] < EXACT):
         raise RuntimeError(f"a check the page reads as exact fails: {props}, {cons}, {pre}")

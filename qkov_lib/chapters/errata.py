@@ -10,8 +10,8 @@ from IPython.display import HTML
 
 from ..metrics.verdicts import claims_html
 from ..present.text import math_html
+from ..theory import factorised
 from ..theory.errata import errata_table
-from ..theory.factorised import conservation_checks, preconditioning_checks, proposition_checks
 from ..theory.instance import assumption_cases
 
 
@@ -28,8 +28,8 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
     """The errata, one row each, their evidence computed by the theory chapters' checks on the setup's seed
     (``theory.errata.errata_table``). Float64 on the CPU at once: ``device`` and ``progress`` are unused here."""
     seed = setup.seed
-    return errata_table(proposition_checks(seed), preconditioning_checks(seed), conservation_checks(seed),
-                        assumption_cases(), seed)
+    return errata_table(factorised.proposition_checks(seed), factorised.preconditioning_checks(seed),
+                        factorised.conservation_checks(seed), assumption_cases(), seed)
 
 
 COLUMNS = (("formula", "as the paper prints it, and corrected"), ("evidence", "evidence (this run)"))

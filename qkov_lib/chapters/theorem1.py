@@ -15,9 +15,8 @@ from ..metrics.verdicts import CHECK, EXACT, ODE_MATCH, Claim, check, claim_tabl
 from ..present.plots import line_panels
 from ..present.tables import readable
 from ..present.text import scientific
-from ..theory import symbolic
-from ..theory.instance import (CASE_LABELS, ERROR_LABELS, ERRORS, InstanceConfig, assumption_cases, flow_comparison,
-                               size_checks)
+from ..theory import instance, symbolic
+from ..theory.instance import CASE_LABELS, ERROR_LABELS, ERRORS, InstanceConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,16 +71,16 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
     if not table["holds"].all():
         raise RuntimeError(f"sympy does not prove these identities:\n{table[~table['holds']]}")
     norm_rates = symbolic.general_norm_rates()
-    sizes = size_checks(setup.sizes, setup.seed, list(setup.points))
+    sizes = instance.size_checks(setup.sizes, setup.seed, list(setup.points))
     first = setup.instances()[0]
-    cases = assumption_cases(first, list(setup.points))
+    cases = instance.assumption_cases(first, list(setup.points))
     errs = list(ERRORS[:4])
     exact = cases.set_index("case").loc[CASE_LABELS["all"], errs].max()
     printed = cases.loc[cases["tests"] == "Assumption 1", errs].to_numpy().max()
     if not (sizes[list(ERRORS)].to_numpy().max() < EXACT and exact < EXACT and printed > 0.1):
         raise RuntimeError("Theorem 1 is not exact where every assumption holds, or exact under Assumption 1 as "
                            "printed: see the sizes' and the cases' errors")
-    flows = flow_comparison(first, list(setup.flow_ratios), setup.flow_t_end)
+    flows = instance.flow_comparison(first, list(setup.flow_ratios), setup.flow_t_end)
     return Checked(checks, table, norm_rates, sizes, cases, flows)
 
 
