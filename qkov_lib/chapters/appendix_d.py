@@ -3,12 +3,15 @@ autograd and gradient flow."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pandas as pd
+import torch
 
 from ..core.validation import require_positive_numbers
 from ..metrics.verdicts import CONSERVED, EXACT, Claim, check, claim_table
 from ..present.text import scientific
+from ..theory import factorised
 from ..theory.factorised import label
 
 
@@ -33,6 +36,32 @@ class Setup:
 
 
 PROFILES = {"smoke": dict(lrs=(0.1, 0.01))}
+
+
+class Checks(NamedTuple):
+    """Appendix D's checks, each a relative error or imbalance by name: Propositions 1-2, Lemmas 1 and 4
+    (conservation), Lemmas 2 and 5 (preconditioning)."""
+
+    propositions: dict[str, float]
+    conservation: dict[str, float]
+    preconditioning: dict[str, float]
+
+    def tidy(self) -> pd.DataFrame:
+        """Every check in one long table, as the chapter stores them (``factorised.tidy_checks``)."""
+        return factorised.tidy_checks({"propositions": self.propositions, "conservation": self.conservation,
+                                       "preconditioning": self.preconditioning})
+
+
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> Checks:
+    """Every check on the setup's random instance; an error where a formula the page calls right is not exact or
+    the flow does not conserve. Float64 on the CPU at once: ``device`` and ``progress`` are unused here."""
+    props = factorised.proposition_checks(setup.seed, setup.d, setup.M)
+    cons = factorised.conservation_checks(setup.seed, setup.d, setup.M, setup.t_end, setup.lrs)
+    pre = factorised.preconditioning_checks(setup.seed, setup.d, setup.M)
+    if not (props["eq31"] < EXACT and props["eq45_transposed"] < EXACT and cons["flow"] < CONSERVED
+            and pre["lemma2_balanced"] < EXACT and pre["lemma5_balanced"] < EXACT):
+        raise RuntimeError(f"a check the page reads as exact fails: {props}, {cons}, {pre}")
+    return Checks(props, cons, pre)
 
 
 CLAIM_COLUMNS = (("claim", "claim"), ("this run", "this run (exact checks: no seeds)"),

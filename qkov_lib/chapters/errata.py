@@ -5,10 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pandas as pd
+import torch
 from IPython.display import HTML
 
 from ..metrics.verdicts import claims_html
 from ..present.text import math_html
+from ..theory import factorised
+from ..theory.errata import errata_table
+from ..theory.instance import assumption_cases
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,6 +23,14 @@ class Setup:
 
 
 PROFILES: dict[str, dict] = {}
+
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> pd.DataFrame:
+    """The errata, one row each, their evidence computed by the theory chapters' checks on the setup's seed
+    (``theory.errata.errata_table``). Float64 on the CPU at once: ``device`` and ``progress`` are unused here."""
+    seed = setup.seed
+    return errata_table(factorised.proposition_checks(seed), factorised.preconditioning_checks(seed),
+                        factorised.conservation_checks(seed), assumption_cases(), seed)
+
 
 COLUMNS = (("formula", "as the paper prints it, and corrected"), ("evidence", "evidence (this run)"))
 

@@ -3,9 +3,11 @@ falsifier (attention at matched losses, and after the loss is flat) on the popul
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import pandas as pd
 import plotly.graph_objects as go
+import torch
 from plotly.subplots import make_subplots
 
 from ..core.validation import require_positive_numbers
@@ -14,8 +16,8 @@ from ..present.plots import PALETTE, clear_axis_titles, log_axes, style_legend
 from ..present.tables import readable
 from ..present.text import scientific
 from ..theory import OrthogonalSetting, check_loss_threshold
-from ..theory.instance import InstanceConfig
-from ..theory.trajectories import STARTS
+from ..theory.instance import InstanceConfig, OrthogonalInstance
+from ..theory.trajectories import STARTS, compare_models, falsifier, ode_errors
 from .fig4_mu_trajectories import NEAR_ONE, NEAR_UNIFORM
 
 ALPHA_MATCH = 0.05  # "follows the ODE" for attention: |alpha - alpha_ODE| at most this along the run
@@ -67,6 +69,26 @@ class Setup:
 
 
 PROFILES = {"smoke": dict(ratios=(10.0,), t_end=200.0, falsifier_ratios=(0.01, 100.0))}
+
+
+class Dynamics(NamedTuple):
+    """Both models' gradient flows on the exact instance (``curves``: every start and ratio) and their errors
+    against each ODE; the falsifier's read-outs at matched losses and after the loss is flat."""
+
+    curves: pd.DataFrame
+    errors: pd.DataFrame
+    matched: pd.DataFrame
+    after: pd.DataFrame
+
+
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> Dynamics:
+    """The skeptic's test (both models from every start at every ratio, against both ODEs) and the falsifier on
+    Theorem 1's ODE setting. Solved to tolerance on the CPU: ``device`` and ``progress`` are unused here."""
+    inst = OrthogonalInstance(setup.instance)
+    curves = pd.concat([compare_models(inst, r, setup.t_end, start, setup.start_scale, setup.instance.seed)
+                        for start in setup.starts for r in setup.ratios], ignore_index=True)
+    matched, after = falsifier(setup.ode, list(setup.falsifier_ratios), list(setup.losses), list(setup.horizon))
+    return Dynamics(curves, ode_errors(curves), matched, after)
 
 
 CLAIM_COLUMNS = (("claim", "claim"), ("this run", "this run (solved to tolerance: no seeds)"),

@@ -6,9 +6,10 @@ from dataclasses import dataclass, field, fields
 import pandas as pd
 import torch
 
+from ..core.device import pick_device
 from ..core.validation import is_positive_int
 from ..present.tables import listed
-from ..runs.real_data import Majority, RealRun, Prepared, claims as table1_claims, run_all, table1
+from ..runs.real_data import Majority, RealRun, claims as table1_claims, run_all, table1
 from . import hatexplain
 
 DATASETS = hatexplain.DATASETS
@@ -46,10 +47,13 @@ PROFILES = {"default": dict(max_len=64, lr=1e-3, epochs=1),
                              d_mlp=128)}
 
 
-def run(setup: Setup, prepared: Prepared, device: torch.device, progress: bool = True) -> dict[int, RealRun]:
-    """Both conditions at every depth, all the trainings spread over the worker processes at once."""
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> dict[int, RealRun]:
+    """Both conditions at every depth on HateXplain's data (each run carries it), all the trainings spread over the
+    worker processes at once. ``device`` None: ``pick_device()``."""
     counts = list(setup.layer_counts)
-    return dict(zip(counts, run_all(prepared, [setup.at_depth(n) for n in counts], device, progress)))
+    variants = [setup.at_depth(n) for n in counts]
+    device = pick_device() if device is None else device
+    return dict(zip(counts, run_all(hatexplain.data(setup), variants, device, progress)))
 
 
 def by_depth(runs: dict[int, RealRun], name: str) -> pd.DataFrame:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import torch
 
 from ..core.validation import require_positive_numbers
 from ..metrics.verdicts import CHECK, SOLVER_SLACK, Claim, check, claim_table
@@ -36,8 +37,9 @@ class Setup(RatioSweep):
 PROFILES = {"smoke": dict(ratios=(0.01, 100.0), target_loss=1e-6)}
 
 
-def run(setup: Setup) -> list[Trajectory]:
-    """Every ratio's trajectory to the target loss, 2000 log-spaced read-outs each; an error if one stops short."""
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> list[Trajectory]:
+    """Every ratio's trajectory to the target loss, 2000 log-spaced read-outs each; an error if one stops short.
+    The ODEs are solved on the CPU at once: ``device`` and ``progress`` are unused here."""
     trajs = integrate_many(setup.settings(), target_loss=setup.target_loss, t_max=setup.t_max, n_out=2000)
     if not all(tr.reached for tr in trajs):
         raise RuntimeError(f"a trajectory stopped at t_max = {setup.t_max:g} before the loss reached "

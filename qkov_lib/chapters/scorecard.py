@@ -5,13 +5,15 @@ atlas's settings."""
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
+import torch
 
 from ..core.contents import GATHERERS, chapter_names, title
-from ..core.results import UNAVAILABLE, ResultsError, load
+from ..core.results import UNAVAILABLE, ResultsError, load, results_root
 from ..metrics.verdicts import CHECK, COLUMNS, PAPER, REVIEW, WORDS, note, verdict_table
 from . import atlas
 
@@ -24,8 +26,23 @@ PARTS = ((PAPER, "The paper's claims"), (REVIEW, "The reviewers' tests and the p
 class Setup:
     """The scorecard takes no parameters: it reads the results of the profile it is run under."""
 
+    profile: str = field(init=False, default="default")  # the profile it runs under (``chapter.resolve`` sets it)
+
 
 PROFILES: dict[str, dict] = {}
+
+
+class Scorecard(NamedTuple):
+    """Every chapter's claims (``gather``'s table) and, per chapter that contributes none, why."""
+
+    table: pd.DataFrame
+    missing: dict[str, str]
+
+
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> Scorecard:
+    """Every chapter's claims under the profile the scorecard runs under. It reads results and computes nothing:
+    ``device`` and ``progress`` are unused here."""
+    return Scorecard(*gather(results_root() / setup.profile))
 
 
 def gather(folder: Path) -> tuple[pd.DataFrame, dict[str, str]]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core.device import pick_device
 from ..runs.real_data import SMOKE, RealRun
 from ..runs.squad_runs import PreparedQA, SquadSetup, prepare, run_conditions
 
@@ -70,6 +71,7 @@ def data(setup: Setup) -> PreparedQA:
     return prepare(setup)
 
 
-def run(setup: Setup, prepared: PreparedQA, device: torch.device, progress: bool = True) -> RealRun:
-    """Both conditions, side by side on the CPU's cores."""
-    return run_conditions(prepared, setup, device, progress)
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> RealRun:
+    """Both conditions on the chapter's data (``data``), side by side on the CPU's cores; the run carries the data.
+    ``device`` None: ``pick_device()``."""
+    return run_conditions(data(setup), setup, pick_device() if device is None else device, progress)

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+import torch
 
 from ..core.contents import chapter_names, title
-from ..core.results import UNAVAILABLE, ResultsError, load, read_meta
+from ..core.results import UNAVAILABLE, ResultsError, load, read_meta, results_root
 from ..data import authors
-from ..metrics.verdicts import (DIFFERS, NOT_EVIDENCE, OFFICIAL_COLUMN, REPRODUCES, UNDECIDED, VERDICT_COLUMN, Interval,
-                                beside_official, every, note, profile_tables, reason, verdict_table)
+from ..metrics.verdicts import (DIFFERS, NOT_EVIDENCE, OFFICIAL_COLUMN, PAPER, REPRODUCES, UNDECIDED, VERDICT_COLUMN,
+                                Interval, beside_official, counts, every, note, profile_tables, reason, verdict_table)
 from ..runs.real_data import OFFICIAL, compared as real_compared, official_run
-from . import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain_layers
+from . import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain_layers, scorecard
 from .scorecard import CLAIMS_SECTION
 
 BESIDE = ("official",)  # the authors' setup: every chapter's results under it are set beside this run's
@@ -26,6 +28,8 @@ BESIDE = ("official",)  # the authors' setup: every chapter's results under it a
 @dataclass(frozen=True, kw_only=True)
 class Setup:
     """The summary takes no parameters: it reads the results of the profile it is run under."""
+
+    profile: str = field(init=False, default="default")  # the profile it runs under (``chapter.resolve`` sets it)
 
 
 PROFILES: dict[str, dict] = {}
@@ -330,3 +334,31 @@ def counts_of(verdicts: pd.Series) -> dict[str, int]:
     left out."""
     words = list(verdicts)
     return {w: words.count(w) for w in (REPRODUCES, DIFFERS, UNDECIDED) if w in words}
+
+
+class Summary(NamedTuple):
+    """What the summary shows: every chapter's claims (the scorecard's table), the headlines (``results_table``)
+    and how many have each verdict, the same count over the paper's claims, Figure 2's claims across the atlas
+    (``scorecard.atlas_share``), how many errata there are (None: not run), the official comparisons
+    (``official_html``) and how each chapter ran (``methodology``)."""
+
+    claims: pd.DataFrame
+    results: pd.DataFrame
+    tally: dict[str, int]
+    paper: dict[str, int]
+    atlas_share: dict[str, str]
+    n_errata: int | None
+    official: str
+    methodology: pd.DataFrame
+
+
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> Summary:
+    """Everything the summary shows, read from the results of the profile it runs under. It computes nothing:
+    ``device`` and ``progress`` are unused here."""
+    root = results_root()
+    folder = root / setup.profile
+    claims = scorecard.gather(folder)[0]
+    results = results_table(claims)
+    return Summary(claims, results, counts(results["verdict"]), counts(claims.loc[claims["kind"] == PAPER, "verdict"]),
+                   scorecard.atlas_share(folder), errata_count(folder), official_html(root, setup.profile),
+                   methodology(folder, [n for n in chapter_names() if n != "summary"]))

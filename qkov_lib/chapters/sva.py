@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..core.device import pick_device
 from ..data import sva
 from ..runs.real_data import SMOKE, Prepared, RealRun, RealSetup, prepare, run_conditions
 
@@ -51,6 +52,7 @@ def data(setup: Setup) -> Prepared:
     return prepare(splits, info, sva.CLASSES, setup)
 
 
-def run(setup: Setup, prepared: Prepared, device: torch.device, progress: bool = True) -> RealRun:
-    """Both conditions, side by side on the CPU's cores."""
-    return run_conditions(prepared, setup, device, progress)
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> RealRun:
+    """Both conditions on the chapter's data (``data``), side by side on the CPU's cores; the run carries the data.
+    ``device`` None: ``pick_device()``."""
+    return run_conditions(data(setup), setup, pick_device() if device is None else device, progress)

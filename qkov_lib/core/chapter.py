@@ -5,7 +5,14 @@ A chapter module (``qkov_lib/chapters/<name>.py``) holds a frozen dataclass ``Se
 values and a mapping ``PROFILES`` of what each other profile changes; ``paper`` changes nothing, ``auto`` means
 ``paper`` on a GPU and ``default`` otherwise, ``official`` follows the authors' notebooks where they differ from the
 paper. A profile resolves to ``Setup(**changes, **overrides)``: every value is checked against the field's type here
-and against its allowed values in the setup's ``__post_init__``, and any error is one ``ParameterError``.
+and against its allowed values in the setup's ``__post_init__``, and any error is one ``ParameterError``. A setup
+that reads a profile's results (the summary, the scorecard) declares ``profile`` as a field that is no parameter
+(``init=False``); resolving fills it in.
+
+Every chapter computes through one call, ``run(setup, *, device=None, progress=True)``, that returns what its page
+shows: ``device`` None means ``device.pick_device()``; a chapter that trains nothing takes both keywords and ignores
+them, so that every chapter is called alike. A chapter that reads datasets names them in ``DATASETS`` and loads them
+inside ``run``; one that runs a sweep names its folders with ``sweep_folders(setup)``.
 """
 from __future__ import annotations
 
@@ -142,9 +149,17 @@ def resolve(module: types.ModuleType, profile: str, overrides: Mapping[str, Any]
             raise ParameterError(f"parameter {name!r} of {chapter} is too large (got {value!r}): an integer must be "
                                  f"below 2**63 and a float finite; give a value like {allowed[name]!r}") from None
     try:
-        return profile, setup_type(**values)
+        return profile, _told_profile(setup_type(**values), profile)
     except ValueError as err:  # the setup's own check: the same kind of error for every chapter
         raise ParameterError(str(err)) from None
+
+
+def _told_profile(setup: Any, profile: str) -> Any:
+    """``setup``, told the profile it runs under where it has a field ``profile`` that is no parameter (not set at
+    construction): the pages that gather the others' results read that profile's."""
+    if any(f.name == "profile" and not f.init for f in dataclasses.fields(setup)):
+        object.__setattr__(setup, "profile", profile)  # a frozen setup: set once, as it is made
+    return setup
 
 
 def parse_value(text: str) -> Any:

@@ -636,12 +636,14 @@ def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun |
 @dataclass
 class RealRun:
     """Both conditions' results: per-seed metrics, DTAP maps [seeds, y, x] per condition, training curves (columns
-    label, step, epoch, seed, train_nll) and accuracy by group (``accuracy_by_group`` plus a condition column)."""
+    label, step, epoch, seed, train_nll), accuracy by group (``accuracy_by_group`` plus a condition column), and the
+    data both trained and were measured on (``Prepared``, or ``squad_runs.PreparedQA``)."""
 
     per_seed: pd.DataFrame
     maps: dict[str, np.ndarray]
     curves: pd.DataFrame
     by_group: pd.DataFrame
+    data: Any
 
 
 @dataclass(frozen=True)
@@ -682,7 +684,7 @@ def run_all(data: Any, variants: list[RealSetup], device: torch.device, progress
         runs.append(RealRun(per_seed=pd.concat([d[0] for _, d in pairs], ignore_index=True),
                             maps={name: d[1] for name, d in pairs},
                             curves=pd.concat([d[2] for _, d in pairs], ignore_index=True),
-                            by_group=pd.concat([d[3] for _, d in pairs], ignore_index=True)))
+                            by_group=pd.concat([d[3] for _, d in pairs], ignore_index=True), data=data))
     return runs
 
 

@@ -1,7 +1,9 @@
 """ARCHITECTURE.md kept true: the library's layers (each module imports only from its own layer or the ones below),
-no import cycles, no import inside a function without a stated reason, and a new chapter is its notebook, its
-module and its lines in the table of contents and the intro (a worked example, run through the runner)."""
+no import cycles, no import inside a function without a stated reason, every chapter run through one signature, and
+a new chapter is its notebook, its module and its lines in the table of contents and the intro (a worked example,
+run through the runner)."""
 import ast
+import inspect
 import os
 import re
 import shutil
@@ -134,10 +136,32 @@ def test_table_of_contents_modules_and_sources_agree():
     assert order[-len(GATHERERS):] == [n for n in in_toc if n in GATHERERS]  # shown where the toc says, run last
 
 
+# Chapters still on their old ``run``; they move to the one signature in a change of their own, which empties this
+PENDING = {"atlas", "corollaries", "fig2_dtap", "fig3_incentive"}
+SIGNATURE = [("setup", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
+             ("device", inspect.Parameter.KEYWORD_ONLY, None), ("progress", inspect.Parameter.KEYWORD_ONLY, True)]
+
+
+def _signature(run) -> list[tuple]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(run).parameters.values()]
+
+
+def test_every_chapter_runs_through_one_signature():
+    """Every chapter of the table of contents computes through ``run(setup, *, device=None, progress=True)``, so that
+    the notebooks and the runner call every chapter alike (``PENDING``: not yet, and only until they are)."""
+    assert PENDING <= set(CHAPTERS)
+    odd = {name: _signature(m.run) if hasattr(m, "run") else "no run" for name, m in CHAPTERS.items()
+           if name not in PENDING and (not hasattr(m, "run") or _signature(m.run) != SIGNATURE)}
+    assert odd == {}
+    done = sorted(name for name in PENDING if _signature(CHAPTERS[name].run) == SIGNATURE)
+    assert done == [], f"{done} now run through the one signature: take them out of PENDING"
+
+
 NEW_MODULE = '''"""A tiny chapter: the sum of two numbers, checked."""
 from dataclasses import dataclass
 
 import pandas as pd
+import torch
 
 from ..metrics.verdicts import Claim, check, claim_table
 
@@ -153,7 +177,8 @@ class Setup:
 PROFILES = {"smoke": dict(b=3)}
 
 
-def run(setup: Setup) -> pd.DataFrame:
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> pd.DataFrame:
+    """The sum; nothing trains: device and progress are unused here."""
     return pd.DataFrame({"sum": [setup.a + setup.b]})
 
 

@@ -416,9 +416,8 @@ def test_rollout_erase_and_faithfulness():
 def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     write_hatexplain_offline(offline)
     p = resolve("hatexplain", "smoke", {"epochs": 3})[1]
-    data = hatexplain_chapter.data(p)
-    run = run_conditions(data, p, torch.device("cpu"), progress=False)
-    per_seed = run.per_seed
+    run = hatexplain_chapter.run(p, device=torch.device("cpu"), progress=False)
+    data, per_seed = run.data, run.per_seed
     assert set(per_seed["condition"]) == {"baseline", "faster QK (x30)"} and len(per_seed) == 4
     monkeypatch.setenv("QKOV_WORKERS", "1")  # both conditions in this process, with two torch threads outside
     torch.set_num_threads(2)
@@ -585,10 +584,9 @@ def test_table5_runs_each_depth_with_its_own_rollout_and_names_the_depth_in_its_
     write_hatexplain_offline(offline)
     p = resolve("hatexplain_layers", "smoke", {"layer_counts": [1, 2]})[1]
     assert p.n_layers == 2 and p.layer_counts == (1, 2)
-    data = hatexplain_chapter.data(p)
-    runs = hatexplain_layers.run(p, data, torch.device("cpu"), progress=False)
-    assert list(runs) == [1, 2]
-    one = run_conditions(data, p.at_depth(1), torch.device("cpu"), progress=False)
+    runs = hatexplain_layers.run(p, device=torch.device("cpu"), progress=False)
+    assert list(runs) == [1, 2] and runs[1].data is runs[2].data  # loaded once, shared by every depth
+    one = run_conditions(runs[1].data, p.at_depth(1), torch.device("cpu"), progress=False)
     pd.testing.assert_frame_equal(runs[1].per_seed, one.per_seed, check_exact=True)  # depth 1 = Table 1's run
     assert not runs[2].per_seed[list(TABLE_METRICS)].equals(runs[1].per_seed[list(TABLE_METRICS)])
     table = hatexplain_layers.table(runs)
