@@ -47,6 +47,7 @@ import argparse
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -56,24 +57,21 @@ from qkov_lib.core.device import BACKENDS, ENGINE_ENV
 from qkov_lib.data.synthetic import SyntheticConfig
 from qkov_lib.models import AttentionConfig, forward, init_params
 from qkov_lib.models.reference import literal_forward
-from qkov_lib.runs.synthetic_runs import synthetic_data
+from qkov_lib.runs.synthetic_runs import SyntheticSetup, synthetic_data
 from qkov_lib.train.backends import train_stack
-from qkov_lib.train.engine import CountSet, FixedBatches, FreshBatches, Member, StackConfig, count_set, flush_denormals
+from qkov_lib.train.engine import (CountSet, FixedBatches, FreshBatches, Member, RunSpec, StackConfig, count_set,
+                                   flush_denormals)
 from qkov_lib.train.optim import RateSchedule, circuit_groups
 from qkov_lib.train.training import FixedSetBatches
 
 SEEDS = [0, 1, 2, 3, 4]
-PANELS = figure2_panels(10.0, 20.0, 5.0, 10.0)
 PARAMETERISATIONS = ("FAFO", "FACO", "CAFO", "CACO")
 LR, RAMP = 0.01, 200_000
+PANELS = figure2_panels(SyntheticSetup(lr=LR, ramp_steps=RAMP), 10.0, 20.0, 5.0, 10.0)  # each panel's rates
 SIZES = (1, 5, 15, 40)  # stack sizes of the backends' comparison
 COMPARED = ("FAFO", "CACO")  # the most and the fewest matrix products a step
 B, V, Q = 32, 58, 4  # batch, tokens (= hidden size and outputs), query tokens
 TARGETS = "r >= 8 at K <= 5, r >= 2 at K >= 15, compiled within 2.5x of the arithmetic limit at K >= 15"
-
-
-def schedule(panel) -> RateSchedule:
-    return RateSchedule(LR, qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule, ramp_steps=RAMP)
 
 
 def model_cfg(parameterisation: str, vocab: int = V) -> AttentionConfig:
@@ -117,8 +115,8 @@ def on_backend(backend: str, fn: Callable[[], object]) -> object:
 
 def stack_seconds(counts: CountSet, par: str, k: int, steps: int, backend: str) -> float:
     """CPU seconds to train one stack of ``k`` models (seeds and data rows cycle) for ``steps`` steps."""
-    members = [Member(SEEDS[i % len(SEEDS)], i % len(SEEDS), RateSchedule(LR, qk_mult=10.0), max_steps=steps)
-               for i in range(k)]
+    spec = RunSpec(rates=RateSchedule(LR, qk_mult=10.0), max_steps=steps)
+    members = [Member(SEEDS[i % len(SEEDS)], i % len(SEEDS), spec) for i in range(k)]
     params = {n: p.detach() for n, p in init_params(model_cfg(par), [m.seed for m in members]).items()}
     batch = FixedBatches(counts, members, B).take
     start = time.process_time()
@@ -167,12 +165,12 @@ def literal_loop(data, steps: int, panels) -> int:
             cfg = model_cfg(panel.parameterisation)
             params = {k: v[0].detach().clone().requires_grad_() for k, v in init_params(cfg, [seed]).items()}
             groups = circuit_groups(params)
-            opt = torch.optim.SGD([{"params": [params[n] for n in names], "lr": schedule(panel).rate(g, 0),
+            opt = torch.optim.SGD([{"params": [params[n] for n in names], "lr": panel.rates.rate(g, 0),
                                     "name": g} for g, names in groups.items() if names])
             batches = FixedSetBatches(data.tokens[i:i + 1], data.labels[i:i + 1], [seed], 32)
             for step in range(steps):
                 for group in opt.param_groups:
-                    group["lr"] = schedule(panel).rate(group["name"], step)
+                    group["lr"] = panel.rates.rate(group["name"], step)
                 tokens, labels = batches(step)
                 opt.zero_grad()
                 logits, _ = literal_forward(params, cfg, tokens[0])
@@ -200,7 +198,7 @@ def stacked_autograd(data, steps: int) -> int:
             grads = torch.autograd.grad(loss.sum(), list(params.values()))
             with torch.no_grad():
                 for (name, p), g in zip(params.items(), grads):
-                    lr = torch.tensor([schedule(pn).rate(groups[name], step) for pn in panels for _ in SEEDS])
+                    lr = torch.tensor([pn.rates.rate(groups[name], step) for pn in panels for _ in SEEDS])
                     p.sub_(lr.view(-1, 1, 1) * g)
             done += len(seeds)
     return done
@@ -212,7 +210,7 @@ def figure2_stacks(counts: CountSet, steps: int, backend: str) -> int:
     done = 0
     for par in PARAMETERISATIONS:
         panels = [p for p in PANELS if p.parameterisation == par for _ in SEEDS]
-        members = [Member(s, r, schedule(p), max_steps=steps)
+        members = [Member(s, r, replace(p, max_steps=steps))
                    for p, s, r in zip(panels, SEEDS * (len(panels) // 5), list(range(5)) * (len(panels) // 5))]
         base = init_params(model_cfg(par), SEEDS)
         params = {k: v[torch.tensor([SEEDS.index(m.seed) for m in members])].detach() for k, v in base.items()}
@@ -258,7 +256,7 @@ def batch_regimes(steps: int, repeats: int) -> dict[tuple[str, str], float]:
     cfg = SyntheticConfig(layout="official", distinct_weights="linear", vocab_size=50, seq_len=63)
     train, _ = synthetic_data(cfg, SEEDS, 6400, 32)
     counts = count_set(train, cfg.vocab)
-    members = [Member(s, r, schedule(PANELS[0]), max_steps=steps) for r, s in enumerate(SEEDS)]
+    members = [Member(s, r, replace(PANELS[0], max_steps=steps)) for r, s in enumerate(SEEDS)]
     params = {k: v.detach() for k, v in init_params(model_cfg("FAFO", cfg.vocab), SEEDS).items()}
     sources = {"fixed": lambda: FixedBatches(counts, members, 32).take,
                "fresh": lambda: FreshBatches(cfg, members, 32, 100, True, torch.device("cpu")).take}

@@ -56,10 +56,9 @@ from qkov_lib.data.synthetic import SyntheticConfig  # noqa: E402
 from qkov_lib.models import AttentionConfig, init_params  # noqa: E402
 from qkov_lib.models.transformer import classify, init_classifier, trim  # noqa: E402
 from qkov_lib.runner.reproduce import resolve  # noqa: E402
-from qkov_lib.runs.synthetic_runs import synthetic_data  # noqa: E402
+from qkov_lib.runs.synthetic_runs import SyntheticSetup, synthetic_data  # noqa: E402
 from qkov_lib.train.backends import train_stack  # noqa: E402
 from qkov_lib.train.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals  # noqa: E402
-from qkov_lib.train.optim import RateSchedule  # noqa: E402
 from qkov_lib.train.training import train  # noqa: E402
 
 STACK_TOL = 1e-4  # a parameter's CPU/CUDA difference, as a fraction of how far it moved (1000 SGD steps)
@@ -93,13 +92,12 @@ def figure2_stacks(device: torch.device, seeds: list[int], steps: int, lr: float
     starting parameters (on the CPU), members, stack config, batch source and query ids."""
     data = synthetic_data(vocab_cfg, seeds, n_train, 32)[0]
     counts = count_set(data.apply(lambda t: t.to(device)), vocab_cfg.vocab)
-    eight = fig2_dtap.panels(10.0, 20.0, 5.0, 10.0)
+    eight = fig2_dtap.panels(SyntheticSetup(lr=lr, ramp_steps=max(1, steps // 2), max_steps=steps), 10.0, 20.0, 5.0,
+                             10.0)
     out = {}
     for par in PARAMETERISATIONS:
         panels = [p for p in eight if p.parameterisation == par]
-        members = [Member(s, j, RateSchedule(lr, qk_mult=p.qk_mult, qk_schedule=p.qk_schedule,
-                                             ramp_steps=max(1, steps // 2)), max_steps=steps)
-                   for p in panels for j, s in enumerate(seeds)]
+        members = [Member(s, j, p) for p in panels for j, s in enumerate(seeds)]
         cfg = AttentionConfig(par, vocab=vocab_cfg.vocab, init=init, init_scale=scale)
         base = init_params(cfg, seeds)
         start = {k: torch.cat([v.detach()] * len(panels)) for k, v in base.items()}

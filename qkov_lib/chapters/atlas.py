@@ -187,11 +187,12 @@ def setting(cell: Mapping[str, Any], common: Mapping[str, Any]) -> SyntheticSetu
                           score_scale=score_scale)
 
 
-def panels(mult_sets: Sequence[Sequence[float]]) -> list[tuple[int, Panel]]:
-    """Panels a-d once (multiplier set -1) and e-h for each multiplier set [mult_e, ramp_f, mult_g, ramp_h]."""
-    runs = [(-1, panel) for panel in fig2_dtap.panels(*mult_sets[0])[:4]]
+def panels(setup: SyntheticSetup, mult_sets: Sequence[Sequence[float]]) -> list[tuple[int, Panel]]:
+    """Panels a-d once (multiplier set -1) and e-h for each multiplier set [mult_e, ramp_f, mult_g, ramp_h], under
+    ``setup``'s rate, ramp and step cap."""
+    runs = [(-1, panel) for panel in fig2_dtap.panels(setup, *mult_sets[0])[:4]]
     for j, mults in enumerate(mult_sets):
-        runs += [(j, panel) for panel in fig2_dtap.panels(*mults)[4:]]
+        runs += [(j, panel) for panel in fig2_dtap.panels(setup, *mults)[4:]]
     return runs
 
 
@@ -202,21 +203,22 @@ def run_setting(cell: Mapping[str, Any], common: Mapping[str, Any]) -> pd.DataFr
     if RUN in cell:
         return run_ablation(cell, common)
     setup = setting(cell, common)
-    runs = panels(common["mult_sets"])
-    rows = _train(setup, [(panel, setup.run) for _, panel in runs])
+    runs = panels(setup, common["mult_sets"])
+    rows = _train(setup, [panel for _, panel in runs])
     rows.insert(0, "mult_set", [j for j, _ in runs for _ in setup.seeds])
     for k in reversed(SETTING):
         rows.insert(0, k, cell[k])
     return rows
 
 
-def _train(setup: SyntheticSetup, runs: Sequence[tuple[Panel, Any]]) -> pd.DataFrame:
+def _train(setup: SyntheticSetup, runs: Sequence[Panel]) -> pd.DataFrame:
     """Every (panel, seed) of ``runs`` trained on one thread and evaluated: one row per panel and seed, in order."""
     with one_thread():
         data = synthetic_data(setup.data, setup.seeds, setup.n_train, setup.n_test)
         results = train_runs(runs, setup, data, pick_device(), progress=False, workers=1)
     return pd.DataFrame([{"panel": r.panel.key, "parameterisation": r.panel.parameterisation,
-                          "qk_mult": r.panel.qk_mult, "qk_schedule": r.panel.qk_schedule, "seed": s["seed"],
+                          "qk_mult": r.panel.rates.qk_mult, "qk_schedule": r.panel.rates.qk_schedule,
+                          "seed": s["seed"],
                           **{m: s[m] for m in METRICS}, "MRTA": s["MRTA"], "steps": s["steps"],
                           "hit_cap": s["hit_cap"]}
                          for r in results for _, s in r.summary.iterrows()])
@@ -356,8 +358,8 @@ def ablation_budget(setup: Setup) -> dict[str, Any]:
         s = ablation_setup({RUN: key, "on": list(on), "speedup": setup.ablation_speedup, "cap": setup.ablation_cap},
                            common)
         full = ablation_setup({RUN: key, "on": list(on), "speedup": 1, "cap": None}, common)
-        ends[key] = {"caps": {p.key: p.cap(r) for p, r in fig2_dtap.runs(s)},
-                     "full caps": {p.key: p.cap(r) for p, r in fig2_dtap.runs(full)},
+        ends[key] = {"caps": {p.key: p.max_steps for p in fig2_dtap.runs(s)},
+                     "full caps": {p.key: p.max_steps for p in fig2_dtap.runs(full)},
                      "ramp": s.ramp_steps, "full ramp": full.ramp_steps}
     return {"lr": PAPER_LR * setup.ablation_speedup, "paper lr": PAPER_LR, "speedup": setup.ablation_speedup,
             "cap": setup.ablation_cap, **ends}

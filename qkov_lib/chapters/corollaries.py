@@ -10,11 +10,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
-from ..core.validation import require_positive_numbers
+from ..core.validation import require_positive_ints, require_positive_numbers
 from ..metrics import mean_ci
 from ..metrics.verdicts import FAILS, HOLDS, REVIEW, UNDECIDED, Claim, Interval, above, claim_table, rule
 from ..present.plots import line_panels
-from ..runs.synthetic_runs import Panel, PanelResult, Run, SyntheticSetup, synthetic_data, train_runs
+from ..runs.synthetic_runs import Panel, PanelResult, SyntheticSetup, synthetic_data, train_runs
 from ..train.engine import UpdateRatios
 
 METRICS = ("MRTA", "ACMC", "top_right_cell", "accuracy")  # the held-out measures compared, in percent
@@ -47,7 +47,7 @@ class Setup(SyntheticSetup):
         require_positive_numbers("adam_lrs", self.adam_lrs)
         if not self.adam_max_steps >= 1:
             raise ValueError(f"adam_max_steps must be a positive integer (got {self.adam_max_steps!r})")
-        UpdateRatios(self.record_every)
+        require_positive_ints(self, ("record_every",))
 
 
 PROFILES = {
@@ -57,23 +57,22 @@ PROFILES = {
 }
 
 
-def runs(setup: Setup) -> list[Run]:
-    """Section 8's untested corollaries on the Figure 2 task, each with the settings it runs under.
+def runs(setup: Setup) -> list[Panel]:
+    """Section 8's untested corollaries on the Figure 2 task, each with the rate and step cap it runs under.
 
     FAFO baseline; QK x k (the paper's intervention, for reference); OV learning rate x ov_mult at the base QK rate
     (its step cap ``ov_lr_max_steps``, or when None the cap divided by ov_mult: the same ratio on a slower clock);
     decoupled weight decay on W_O, W_V only; OV factors initialised x ov_init_mult; and AdamW at each of
-    ``adam_lrs`` with multipliers 1 and k."""
-    k, run, cap = setup.qk_mult, setup.run, setup.ov_lr_max_steps
-    slow = replace(run, max_steps=round(run.max_steps / setup.ov_mult) if cap is None else cap)
-    out = [(Panel("base", "FAFO"), run), (Panel("QK", "FAFO", qk_mult=k), run),
-           (Panel("OV lr", "FAFO", ov_mult=setup.ov_mult), slow),
-           (Panel("OV decay", "FAFO", ov_decay=setup.ov_decay), run),
-           (Panel("OV init", "FAFO", ov_init_mult=setup.ov_init_mult), run)]
+    ``adam_lrs`` with multipliers 1 and k, its step cap ``adam_max_steps``."""
+    k, cap = setup.qk_mult, setup.ov_lr_max_steps
+    slow = round(setup.max_steps / setup.ov_mult) if cap is None else cap
+    out = [setup.panel("base", "FAFO"), setup.panel("QK", "FAFO", k),
+           setup.panel("OV lr", "FAFO", ov_mult=setup.ov_mult, max_steps=slow),
+           setup.panel("OV decay", "FAFO", ov_decay=setup.ov_decay),
+           setup.panel("OV init", "FAFO", ov_init_mult=setup.ov_init_mult)]
     for lr in setup.adam_lrs:
-        adam = replace(run, lr=lr, max_steps=setup.adam_max_steps)
-        out += [(Panel(f"AdamW {lr:g}", "FAFO", optimizer="adamw"), adam),
-                (Panel(f"AdamW {lr:g} QK", "FAFO", qk_mult=k, optimizer="adamw"), adam)]
+        adam = {"lr": lr, "max_steps": setup.adam_max_steps, "optimizer": "adamw"}
+        out += [setup.panel(f"AdamW {lr:g}", "FAFO", **adam), setup.panel(f"AdamW {lr:g} QK", "FAFO", k, **adam)]
     return out
 
 
@@ -85,18 +84,18 @@ def run(setup: Setup, device: torch.device) -> tuple[list[PanelResult], pd.DataF
     return results, pd.DataFrame(recorder.rows)
 
 
-def effective_ratios(ratios: pd.DataFrame, runs: Sequence[Run]) -> pd.DataFrame:
+def effective_ratios(ratios: pd.DataFrame, runs: Sequence[Panel]) -> pd.DataFrame:
     """Per run: the nominal QK/OV rate ratio, and over seeds the mean (with 95% CI) of each seed's median
     effective ratio over its recorded steps (``UpdateRatios`` rows with a ``panel`` column), split into the first
     and second half of its training."""
     rows = []
-    for panel, settings in runs:
+    for panel in runs:
         part = ratios[ratios["panel"] == panel.key]
         if part.empty:
             continue
         half = part.groupby("seed")["step"].transform("max") / 2
-        row = {"panel": panel.key, "optimizer": panel.optimizer, "lr": settings.lr,
-               "nominal ratio": panel.qk_mult / panel.ov_mult}
+        row = {"panel": panel.key, "optimizer": panel.optimizer, "lr": panel.rates.lr,
+               "nominal ratio": _nominal(panel)}
         for name, sel in (("whole run", part), ("first half", part[part["step"] <= half]),
                           ("second half", part[part["step"] > half])):
             med = sel.groupby("seed")["effective_ratio"].median()
@@ -106,11 +105,17 @@ def effective_ratios(ratios: pd.DataFrame, runs: Sequence[Run]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def describe(panel: Panel, lr: float) -> str:
+def _nominal(panel: Panel) -> float:
+    """The run's nominal QK/OV learning-rate ratio."""
+    return panel.rates.qk_mult / panel.rates.ov_mult
+
+
+def describe(panel: Panel) -> str:
     """A run in words: 'the FAFO baseline', 'OV learning rate x0.1', 'AdamW at 0.001, QK x10'."""
-    parts = [text for cond, text in ((panel.optimizer == "adamw", f"AdamW at {lr:g}"),
-                                     (panel.qk_mult != 1, f"QK learning rate x{panel.qk_mult:g}"),
-                                     (panel.ov_mult != 1, f"OV learning rate x{panel.ov_mult:g}"),
+    rates = panel.rates
+    parts = [text for cond, text in ((panel.optimizer == "adamw", f"AdamW at {rates.lr:g}"),
+                                     (rates.qk_mult != 1, f"QK learning rate x{rates.qk_mult:g}"),
+                                     (rates.ov_mult != 1, f"OV learning rate x{rates.ov_mult:g}"),
                                      (panel.ov_decay > 0, f"weight decay {panel.ov_decay:g} on OV"),
                                      (panel.ov_init_mult != 1, f"OV initialised x{panel.ov_init_mult:g}")) if cond]
     return ", ".join(parts) or "the FAFO baseline"
@@ -118,10 +123,10 @@ def describe(panel: Panel, lr: float) -> str:
 
 def names(setup: Setup) -> dict[str, str]:
     """Each run's key -> its description (``describe``)."""
-    return {panel.key: describe(panel, settings.lr) for panel, settings in runs(setup)}
+    return {panel.key: describe(panel) for panel in runs(setup)}
 
 
-def claims(effects: pd.DataFrame, updates: pd.DataFrame, runs: Sequence[Run], labels: dict[str, str]
+def claims(effects: pd.DataFrame, updates: pd.DataFrame, runs: Sequence[Panel], labels: dict[str, str]
            ) -> pd.DataFrame:
     """Section 8's corollaries (each intervention sharpens attention: the paired MRTA effect's 95% interval lies
     above 0) and the AdamW question (the realised multiplier, each seed's median effective ratio of the QK x k run
@@ -137,9 +142,9 @@ def claims(effects: pd.DataFrame, updates: pd.DataFrame, runs: Sequence[Run], la
                           *mrta.numbers))
     medians = updates.groupby(["panel", "seed"])["effective_ratio"].median()
     for (opt, lr), group in _by_optimiser(runs).items():
-        base = next((panel for panel in group if panel.qk_mult == 1 and panel.ov_mult == 1), None)
+        base = next((panel for panel in group if panel.rates.qk_mult == 1 and panel.rates.ov_mult == 1), None)
         for panel in group:
-            k = panel.qk_mult / panel.ov_mult
+            k = _nominal(panel)
             if base is None or k == 1 or panel.key not in medians or base.key not in medians:
                 continue
             realised = Interval.of((medians[panel.key] / medians[base.key]).dropna() / k)
@@ -156,11 +161,11 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _by_optimiser(runs: Sequence[Run]) -> dict[tuple[str, float], list[Panel]]:
-    """The runs' panels grouped by optimiser and learning rate, in order."""
+def _by_optimiser(runs: Sequence[Panel]) -> dict[tuple[str, float], list[Panel]]:
+    """The runs grouped by optimiser and learning rate, in order."""
     groups: dict[tuple[str, float], list[Panel]] = {}
-    for panel, settings in runs:
-        groups.setdefault((panel.optimizer, settings.lr), []).append(panel)
+    for panel in runs:
+        groups.setdefault((panel.optimizer, panel.rates.lr), []).append(panel)
     return groups
 
 

@@ -17,8 +17,7 @@ from ..metrics import mean_std
 from ..metrics.verdicts import (PERCENT, Claim, Interval, above, at_least, beside_official, claim_table, every, rule,
                                 weakest)
 from ..present.plots import dtap_grid
-from ..runs.synthetic_runs import (Panel, PanelResult, RunSettings, SyntheticSetup, mean_pm_std, synthetic_data,
-                                   train_runs)
+from ..runs.synthetic_runs import Panel, PanelResult, SyntheticSetup, mean_pm_std, synthetic_data, train_runs
 
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
 
@@ -63,9 +62,8 @@ class Setup(SyntheticSetup):
                          lambda v: v is None or (is_positive_int(v) and v % self.eval_every == 0),
                          f"{{'a': 250, 'f': None}} (epochs that are multiples of eval_every = {self.eval_every})")
         _check_panel_map("pytorch_init", self.pytorch_init, lambda v: True, "{'a': ['W_K', 'W_Q']}")
-        for panel, run in runs(self):
+        for panel in runs(self):  # builds every panel, so checks its rates and cap
             cfg = self.model(panel)
-            self.schedule(panel, run)
             names = {"W_K", "W_Q"} if cfg.qk_factorised else {"W_QK"}
             names |= {"W_O", "W_V"} if cfg.ov_factorised else {"W_OV"}
             if not set(panel.pytorch_init) <= names:
@@ -89,29 +87,32 @@ PROFILES = {
 }
 
 
-def panels(mult_e: float, ramp_f: float, mult_g: float, ramp_h: float, seq_len_gh: int | None = None,
-           pytorch_init: Mapping[str, Sequence[str]] | None = None, panel_steps: Mapping[str, int] | None = None,
-           panel_stop: Mapping[str, int | None] | None = None) -> list[Panel]:
-    """(a-d) the four parameterisations at equal rates; (e) FAFO QK x k; (f) FAFO ramp; (g) CACO x k; (h) ramp.
-    ``seq_len_gh`` (None: the chapter's) gives panels g and h their own sequence length (the authors' notebook);
-    the maps from a panel key give a panel the authors' own choices: ``pytorch_init`` the matrices that start from
-    PyTorch's default init, ``panel_steps`` its step cap, ``panel_stop`` the authors' stop rule with epochs of that
-    many steps (None: no early stop)."""
-    eight = [Panel("a", "FAFO"), Panel("b", "FACO"), Panel("c", "CAFO"), Panel("d", "CACO"),
-             Panel("e", "FAFO", mult_e), Panel("f", "FAFO", ramp_f, "ramp"),
-             Panel("g", "CACO", mult_g, seq_len=seq_len_gh),
-             Panel("h", "CACO", ramp_h, "ramp", seq_len=seq_len_gh)]
+def panels(setup: SyntheticSetup, mult_e: float, ramp_f: float, mult_g: float, ramp_h: float,
+           seq_len_gh: int | None = None, pytorch_init: Mapping[str, Sequence[str]] | None = None,
+           panel_steps: Mapping[str, int] | None = None, panel_stop: Mapping[str, int | None] | None = None
+           ) -> list[Panel]:
+    """(a-d) the four parameterisations at equal rates; (e) FAFO QK x k; (f) FAFO ramp; (g) CACO x k; (h) ramp; each
+    under ``setup``'s rate, ramp and step cap. ``seq_len_gh`` (None: the chapter's) gives panels g and h their own
+    sequence length (the authors' notebook); the maps from a panel key give a panel the authors' own choices:
+    ``pytorch_init`` the matrices that start from PyTorch's default init, ``panel_steps`` its step cap (never beyond
+    the setup's), ``panel_stop`` the authors' stop rule with epochs of that many steps (None: no early stop)."""
     init, steps, stops = pytorch_init or {}, panel_steps or {}, panel_stop or {}
-    return [replace(panel, pytorch_init=tuple(init.get(panel.key, ())), max_steps=steps.get(panel.key),
-                    stop_epoch=stops.get(panel.key), early_stop=not (panel.key in stops and stops[panel.key] is None))
-            for panel in eight]
+
+    def panel(key: str, parameterisation: str, *rates, **options) -> Panel:
+        own = {"max_steps": min(steps[key], setup.max_steps), "own_cap": True} if key in steps else {}
+        return setup.panel(key, parameterisation, *rates, pytorch_init=tuple(init.get(key, ())),
+                           stop_epoch=stops.get(key), early_stop=not (key in stops and stops[key] is None),
+                           **own, **options)
+
+    return [panel("a", "FAFO"), panel("b", "FACO"), panel("c", "CAFO"), panel("d", "CACO"),
+            panel("e", "FAFO", mult_e), panel("f", "FAFO", ramp_f, "ramp"),
+            panel("g", "CACO", mult_g, seq_len=seq_len_gh), panel("h", "CACO", ramp_h, "ramp", seq_len=seq_len_gh)]
 
 
-def runs(setup: Setup) -> list[tuple[Panel, RunSettings]]:
-    """Figure 2's eight panels, each under the chapter's run settings."""
-    eight = panels(setup.mult_e, setup.ramp_f, setup.mult_g, setup.ramp_h, setup.seq_len_gh, setup.pytorch_init,
-                   setup.panel_steps, setup.panel_stop)
-    return [(panel, setup.run) for panel in eight]
+def runs(setup: Setup) -> list[Panel]:
+    """Figure 2's eight panels under the chapter's setup."""
+    return panels(setup, setup.mult_e, setup.ramp_f, setup.mult_g, setup.ramp_h, setup.seq_len_gh,
+                  setup.pytorch_init, setup.panel_steps, setup.panel_stop)
 
 
 def run(setup: Setup, device: torch.device) -> list[PanelResult]:
@@ -179,8 +180,9 @@ def heatmaps(results: Sequence[PanelResult], bins: Sequence[float]) -> tuple[go.
 
 def _short(panel: Panel) -> str:
     """A panel's name as the paper gives it, on two short lines: '(e) FAFO<br>QK x10'."""
-    speed = {"ramp": f"QK 1→{panel.qk_mult:g}x", "constant": f"QK x{panel.qk_mult:g}"}[panel.qk_schedule]
-    return f"({panel.key}) {panel.parameterisation}" + (f"<br>{speed}" if panel.qk_mult != 1 else "")
+    rates = panel.rates
+    speed = {"ramp": f"QK 1→{rates.qk_mult:g}x", "constant": f"QK x{rates.qk_mult:g}"}[rates.qk_schedule]
+    return f"({panel.key}) {panel.parameterisation}" + (f"<br>{speed}" if rates.qk_mult != 1 else "")
 
 
 PER_PANEL = ["ACMC", "AC", "MRTA", "query_attention %", "top_right_cell", "top_left", "accuracy", "steps"]

@@ -15,11 +15,11 @@ from ..core.validation import require_seeds
 from ..data import authors
 from ..data.synthetic import SyntheticConfig
 from ..metrics.verdicts import Claim, Interval, above, at_most, beside_official, claim_table, every, rule, weakest
-from ..models import AttentionConfig
+from ..models import check_init
 from ..present.plots import band, clear_axis_titles, hex_to_rgb, legend_below, log_axes
 from ..runs.fixed_attention import OTHERS, OVModel, bag_features, fade_epochs, run_models
 from ..runs.synthetic_runs import synthetic_data
-from ..train.optim import RateSchedule
+from ..train.optim import check_rate
 
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
 
@@ -65,8 +65,8 @@ class Setup(SyntheticConfig):
         if not self.n_classes <= self.batch_size <= self.n_train or self.n_test < 1:
             raise ValueError(f"batch_size must lie in [n_classes, n_train] and n_test >= 1 (got batch_size "
                              f"{self.batch_size}, n_train {self.n_train}, n_test {self.n_test})")
-        AttentionConfig("FAFO", vocab=self.vocab, init=self.init, init_scale=self.init_scale)
-        RateSchedule(self.lr)
+        check_init(self.init, self.init_scale)
+        check_rate("lr", self.lr)
 
     def models(self) -> list[OVModel]:
         """Factorised W_O W_V and collapsed W_OV as in the paper, and collapsed with an output bias (the authors')."""

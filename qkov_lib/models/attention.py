@@ -17,6 +17,17 @@ INITS = ("balanced", "identity", "pytorch")
 COLLAPSED_INITS = ("product", "factor")
 
 
+def check_init(init: str, init_scale: float, collapsed_init: str = "product") -> None:
+    """Raise ValueError unless the initialisation (``AttentionConfig``'s ``init``, ``init_scale`` and
+    ``collapsed_init``) is one the models know."""
+    if init not in INITS:
+        raise ValueError(f"unknown init {init!r}; allowed: {', '.join(INITS)}")
+    if collapsed_init not in COLLAPSED_INITS:
+        raise ValueError(f"unknown collapsed_init {collapsed_init!r}; allowed: {', '.join(COLLAPSED_INITS)}")
+    if not init_scale > 0:
+        raise ValueError(f"init_scale must be > 0 (got {init_scale!r})")
+
+
 @dataclass(frozen=True)
 class AttentionConfig:
     """``d_model=None`` means one-hot embeddings (E = I, d = vocab); an int gives a learned E [vocab, d_model].
@@ -50,12 +61,7 @@ class AttentionConfig:
         if self.d_model is not None and not (isinstance(self.d_model, int) and self.d_model > 0):
             raise ValueError(f"d_model must be a positive integer or None for one-hot embeddings "
                              f"(got {self.d_model!r})")
-        if self.init not in INITS:
-            raise ValueError(f"unknown init {self.init!r}; allowed: {', '.join(INITS)}")
-        if self.collapsed_init not in COLLAPSED_INITS:
-            raise ValueError(f"unknown collapsed_init {self.collapsed_init!r}; allowed: {', '.join(COLLAPSED_INITS)}")
-        if not self.init_scale > 0:
-            raise ValueError(f"init_scale must be > 0 (got {self.init_scale!r})")
+        check_init(self.init, self.init_scale, self.collapsed_init)
 
     @property
     def d(self) -> int:

@@ -18,7 +18,7 @@ from ..core.workers import run_independent
 from ..data.synthetic import SyntheticSplit
 from ..models import AttentionConfig, init_params
 from ..train.backends import train_stack
-from ..train.engine import CountSet, FixedBatches, Member, StackConfig
+from ..train.engine import CountSet, FixedBatches, Member, RunSpec, StackConfig
 from ..train.optim import RateSchedule
 
 OTHERS = ("common", "all")
@@ -155,7 +155,8 @@ def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence
     rows_t = torch.as_tensor(rows_k, device=device)
     train_x, train_y = effective_inputs(train_feats, rows_k, alpha), train_labels[rows_t]
     # model k reads row k of train_x (its own alpha), in the order training.FixedSetBatches gives seed seeds_k[k]
-    members = [Member(s, k, RateSchedule(lr=lr), max_steps=epochs * per_epoch) for k, s in enumerate(seeds_k)]
+    spec = RunSpec(rates=RateSchedule(lr=lr), max_steps=epochs * per_epoch)
+    members = [Member(s, k, spec) for k, s in enumerate(seeds_k)]
     batches = FixedBatches(bag_set(train_x, train_y), members, batch_size)
     sc = StackConfig(qk="fixed", ov_factorised=model.factorised, ov_bias=model.bias, batch_size=batch_size,
                      target_nll=0.0, eval_every=per_epoch)

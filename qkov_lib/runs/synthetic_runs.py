@@ -1,5 +1,6 @@
 """Runs on the synthetic task (Section 4): a panel (a parameterisation and how it trains), the setup every run of a
-chapter shares, training many panels and seeds with the engine, and the summaries the chapters tabulate."""
+chapter shares and builds its panels from, training many panels and seeds with the engine, and the summaries the
+chapters tabulate."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -14,59 +15,51 @@ from ..core.validation import require_positive_ints, require_seeds
 from ..core.workers import run_independent
 from ..data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack_splits
 from ..metrics import attention_summary, check_bins, dtap_histogram
-from ..models import AttentionConfig, init_params
+from ..models import AttentionConfig, check_init, init_params
 from ..train.backends import train_stack
-from ..train.engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
-                            evaluate_counts, flush_denormals)
-from ..train.optim import RateSchedule, circuit_groups
+from ..train.engine import (CountSet, FixedBatches, FreshBatches, Member, RunSpec, StackConfig, UpdateRatios,
+                            count_set, evaluate_counts, flush_denormals)
+from ..train.optim import RateSchedule, check_rate, circuit_groups
 
 
 @dataclass(frozen=True)
-class Panel:
-    """One run of the synthetic task: a parameterisation and its QK learning-rate multiplier (constant or 1 -> k
-    ramp, Figure 2), plus the other ways of slowing OV (Section 8's corollaries): an OV learning-rate multiplier,
-    decoupled weight decay on the OV factors only, and OV factors initialised ``ov_init_mult`` times larger; and
-    the optimiser (``sgd`` or ``adamw``)."""
+class Panel(RunSpec):
+    """One run of the synthetic task and all of how it trains: a parameterisation; the engine's ``RunSpec`` (its
+    rates: the base rate, the QK multiplier, constant or a 1 -> k ramp as in Figure 2, and the OV multiplier; its step
+    cap, OV weight decay and stop rule); and the rest of Section 8's ways of slowing OV (OV factors initialised
+    ``ov_init_mult`` times larger), the optimiser (``sgd`` or ``adamw``), its own sequence length and the matrices
+    it starts at PyTorch's default init. ``SyntheticSetup.panel`` builds one from a chapter's setup."""
 
     key: str
     parameterisation: str
-    qk_mult: float = 1.0
-    qk_schedule: str = "constant"
-    ov_mult: float = 1.0
-    ov_decay: float = 0.0
     ov_init_mult: float = 1.0
     optimizer: str = "sgd"
     seq_len: int | None = None  # None: the chapter's sequence length
     pytorch_init: tuple[str, ...] = ()  # matrices drawn as PyTorch's nn.Linear default, not the chapter's init
-    max_steps: int | None = None  # its own step cap within the run's (None: the run's)
-    stop_epoch: int | None = None  # the authors' stop rule with epochs of this many steps (engine.StackConfig)
-    early_stop: bool = True  # False: train to the cap whatever the loss
+    own_cap: bool = False  # the step cap is the panel's own (Figure 2's panel_steps), which its label names
 
     @property
     def label(self) -> str:
+        rates = self.rates
         parts = [f"({self.key}) {self.parameterisation}"]
-        if self.qk_schedule == "ramp":
-            parts.append(f"QK 1→{self.qk_mult:g}x")
-        elif self.qk_mult != 1:
-            parts.append(f"QK x{self.qk_mult:g}")
-        parts += [text for cond, text in ((self.ov_mult != 1, f"OV lr x{self.ov_mult:g}"),
+        if rates.qk_schedule == "ramp":
+            parts.append(f"QK 1→{rates.qk_mult:g}x")
+        elif rates.qk_mult != 1:
+            parts.append(f"QK x{rates.qk_mult:g}")
+        parts += [text for cond, text in ((rates.ov_mult != 1, f"OV lr x{rates.ov_mult:g}"),
                                           (self.ov_decay > 0, f"OV decay {self.ov_decay:g}"),
                                           (self.ov_init_mult != 1, f"OV init x{self.ov_init_mult:g}"),
                                           (self.optimizer != "sgd", self.optimizer),
                                           (self.seq_len is not None, f"length {self.seq_len}"),
                                           (bool(self.pytorch_init),
                                            f"PyTorch init {' '.join(self.pytorch_init)}")) if cond]
-        if self.max_steps is not None:
+        if self.own_cap:
             parts.append(f"cap {self.max_steps:,}")
         if not self.early_stop:
             parts.append("no early stop")
         elif self.stop_epoch is not None:
             parts.append(f"authors' stop per {self.stop_epoch}-step epoch")
         return ", ".join(parts)
-
-    def cap(self, run: "RunSettings") -> int:
-        """The panel's step cap under ``run``: its own where it has one, never beyond the run's."""
-        return run.max_steps if self.max_steps is None else min(self.max_steps, run.max_steps)
 
 
 @dataclass
@@ -82,15 +75,6 @@ def synthetic_data(cfg: SyntheticConfig, seeds: Sequence[int], n_train: int, n_t
     """Per-seed training and held-out test sets, stacked on a leading seed dimension."""
     splits = [make_splits(cfg, n_train, n_test, seed) for seed in seeds]
     return stack_splits([a for a, _ in splits]), stack_splits([b for _, b in splits])
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """How one run trains: the base learning rate, the QK ramp's length in steps and the step cap."""
-
-    lr: float
-    ramp_steps: int
-    max_steps: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,7 +112,7 @@ class SyntheticTask(SyntheticConfig):
 @dataclass(frozen=True, kw_only=True)
 class SyntheticSetup(SyntheticTask):
     """The task and its training (``SyntheticTask``), with how models start and score and the base learning rate:
-    what every run of a chapter shares; each run's ``RunSettings`` its rate, ramp and cap."""
+    what every run of a chapter shares; ``panel`` builds each run from it."""
 
     init: str = "identity"  # every factor 1e-6 * I, the authors' notebooks (the paper states none)
     init_scale: float = 1e-6  # the authors' identity scale
@@ -138,13 +122,18 @@ class SyntheticSetup(SyntheticTask):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.model(Panel("base", "FAFO"))
-        RateSchedule(lr=self.lr, ramp_steps=self.ramp_steps)
+        check_init(self.init, self.init_scale, self.collapsed_init)
+        check_rate("lr", self.lr)
 
-    @property
-    def run(self) -> RunSettings:
-        """The chapter's run settings: its base rate, ramp length and step cap."""
-        return RunSettings(self.lr, self.ramp_steps, self.max_steps)
+    def panel(self, key: str, parameterisation: str, qk_mult: float = 1.0, qk_schedule: str = "constant", *,
+              ov_mult: float = 1.0, lr: float | None = None, max_steps: int | None = None, **options) -> Panel:
+        """A run of this setup: its rates (the setup's rate unless ``lr``, the QK multiplier constant or ramped over
+        the setup's ``ramp_steps``, the OV multiplier), its step cap (the setup's unless ``max_steps``) and the
+        ``Panel``'s other ``options``; the rates and cap are checked here."""
+        rates = RateSchedule(lr=self.lr if lr is None else lr, qk_mult=qk_mult, qk_schedule=qk_schedule,
+                             ramp_steps=self.ramp_steps, ov_mult=ov_mult)
+        return Panel(key, parameterisation, rates=rates, max_steps=self.max_steps if max_steps is None else max_steps,
+                     **options)
 
     def model(self, panel: Panel) -> AttentionConfig:
         """The panel's model config (checks init, scale and score scaling)."""
@@ -156,28 +145,18 @@ class SyntheticSetup(SyntheticTask):
         ``changes``; what a training task is sent."""
         return SyntheticSetup(**{f.name: getattr(self, f.name) for f in fields(SyntheticSetup) if f.init} | changes)
 
-    def schedule(self, panel: Panel, run: RunSettings) -> RateSchedule:
-        """The panel's learning rates under ``run`` (checks the rate, multiplier and ramp)."""
-        return RateSchedule(lr=run.lr, qk_mult=panel.qk_mult, qk_schedule=panel.qk_schedule,
-                            ramp_steps=run.ramp_steps, ov_mult=panel.ov_mult)
 
-
-Run = tuple[Panel, RunSettings]
-
-
-def _members(runs: Sequence[Run], setup: SyntheticSetup) -> list[Member]:
+def _members(runs: Sequence[Panel], setup: SyntheticSetup) -> list[Member]:
     """One member per (run, seed); model (run i, seed j) reads data row j."""
-    return [Member(seed, j, setup.schedule(panel, run), ov_decay=panel.ov_decay, max_steps=panel.cap(run),
-                   stop_epoch=panel.stop_epoch, early_stop=panel.early_stop)
-            for panel, run in runs for j, seed in enumerate(setup.seeds)]
+    return [Member(seed, j, panel) for panel in runs for j, seed in enumerate(setup.seeds)]
 
 
-def _initial(runs: Sequence[Run], setup: SyntheticSetup, device: torch.device) -> dict[str, torch.Tensor]:
+def _initial(runs: Sequence[Panel], setup: SyntheticSetup, device: torch.device) -> dict[str, torch.Tensor]:
     """Each run's seeds initialised as the model alone would be: the chapter's init, except the panel's
     ``pytorch_init`` matrices, which get PyTorch's default (``init="pytorch"``, scale 1); OV factors then scaled
     by ``ov_init_mult``."""
     stacks = []
-    for panel, _ in runs:
+    for panel in runs:
         cfg = setup.model(panel)
         params = {k: v.detach() for k, v in init_params(cfg, setup.seeds, device).items()}
         if panel.pytorch_init:
@@ -194,12 +173,12 @@ def _stack_config(panel: Panel, setup: SyntheticSetup) -> StackConfig:
                           batch_size=setup.batch_size, target_nll=setup.target_nll, eval_every=setup.eval_every)
 
 
-def train_runs(runs: Sequence[Run], setup: SyntheticSetup, data: tuple[SyntheticSplit, SyntheticSplit],
+def train_runs(runs: Sequence[Panel], setup: SyntheticSetup, data: tuple[SyntheticSplit, SyntheticSplit],
                device: torch.device, progress: bool = True, recorder: UpdateRatios | None = None,
                workers: int | None = None) -> list[PanelResult]:
     """Train every (run, seed) of the synthetic task with the engine, one stack per parameterisation and optimiser
     (runs differ in rates, multipliers, ramps, OV decay, OV initial scale and step caps), then evaluate each on its
-    seed's held-out set. ``setup`` holds what all runs share; each run's ``RunSettings`` its rate, ramp and cap.
+    seed's held-out set. ``setup`` holds what all runs share; each ``Panel`` its rates, cap and the rest.
     ``recorder`` sees every few updates (rows get ``panel`` and ``seed``). ``workers`` processes train the stacks
     (default: ``cpu_workers``; 1 trains them here, as a sweep task does). Results keep the runs' order."""
     data_cfg, seeds = setup.data, list(setup.seeds)
@@ -207,7 +186,7 @@ def train_runs(runs: Sequence[Run], setup: SyntheticSetup, data: tuple[Synthetic
     counted = {data_cfg.seq_len: (data_cfg, *(count_set(s.apply(lambda t: t.to(device)), data_cfg.vocab,
                                                           setup.attend_to_query, queries) for s in data))}
     groups: dict[tuple[str, str, int], list[int]] = {}
-    for i, (panel, _) in enumerate(runs):
+    for i, panel in enumerate(runs):
         length = panel.seq_len or data_cfg.seq_len
         if length not in counted:  # a panel with its own sequence length: its own data, from the same seeds
             cfg = replace(data_cfg, seq_len=length)
@@ -220,7 +199,7 @@ def train_runs(runs: Sequence[Run], setup: SyntheticSetup, data: tuple[Synthetic
     order = sorted(_balance(list(groups.values()), cost, workers), key=lambda index: -cost(index))  # largest first
     tasks = []
     for index in order:
-        cfg, train_set, test_set = counted[runs[index[0]][0].seq_len or data_cfg.seq_len]
+        cfg, train_set, test_set = counted[runs[index[0]].seq_len or data_cfg.seq_len]
         tasks.append(([runs[i] for i in index], setup.shared(seq_len=cfg.seq_len), train_set, test_set, device,
                       progress, UpdateRatios(recorder.every) if recorder else None))
     results: dict[int, PanelResult] = {}
@@ -244,19 +223,18 @@ def _balance(stacks: list[list[int]], cost, workers: int) -> list[list[int]]:
     return stacks
 
 
-def _cost(runs: Sequence[Run], index: Sequence[int], seeds: Sequence[int]) -> float:
+def _cost(runs: Sequence[Panel], index: Sequence[int], seeds: Sequence[int]) -> float:
     """A stack's relative cost: models x step cap x matmuls per step (factorised OV needs twice as many)."""
-    return sum(runs[i][0].cap(runs[i][1]) * (2 if runs[i][0].parameterisation.endswith("FO") else 1)
-               for i in index) * len(seeds)
+    return sum(runs[i].max_steps * (2 if runs[i].parameterisation.endswith("FO") else 1) for i in index) * len(seeds)
 
 
-def _train_stack(runs: Sequence[Run], setup: SyntheticSetup, train_set: CountSet, test_set: CountSet,
+def _train_stack(runs: Sequence[Panel], setup: SyntheticSetup, train_set: CountSet, test_set: CountSet,
                  device: torch.device, progress: bool, recorder: UpdateRatios | None
                  ) -> tuple[list[PanelResult], list[dict]]:
     """One stack of runs (one parameterisation and optimiser) trained and evaluated; with the recorder's rows."""
     seeds = list(setup.seeds)
     members = _members(runs, setup)
-    sc = _stack_config(runs[0][0], setup)
+    sc = _stack_config(runs[0], setup)
     rows = torch.as_tensor([m.row for m in members], device=device)
     if setup.fresh_batches:
         source = FreshBatches(setup.data, members, sc.batch_size, sc.eval_every, setup.attend_to_query, device)
@@ -268,9 +246,9 @@ def _train_stack(runs: Sequence[Run], setup: SyntheticSetup, train_set: CountSet
         return evaluate_counts(params, sc, train_set, rows[ids])["nll"].mean(1)
 
     def record(step, active, params, updates):
-        recorder(step, [(runs[k // len(seeds)][0].key, members[k].seed) for k in active], params, updates)
+        recorder(step, [(runs[k // len(seeds)].key, members[k].seed) for k in active], params, updates)
 
-    desc = ", ".join(panel.label for panel, _ in runs) if len(runs) < 4 else f"{len(runs)} runs of {sc.qk} QK"
+    desc = ", ".join(panel.label for panel in runs) if len(runs) < 4 else f"{len(runs)} runs of {sc.qk} QK"
     with flush_denormals(device.type == "cpu"):
         out = train_stack(_initial(runs, setup, device), members, sc, batch,
                           train_set.query_ids, full_nll=full_nll, recorder=record if recorder else None,
@@ -280,7 +258,7 @@ def _train_stack(runs: Sequence[Run], setup: SyntheticSetup, train_set: CountSet
     train_nll = evaluate_counts(final, sc, train_set, rows)["nll"].mean(1)
     results = []
     bins = list(setup.bins)
-    for r, (panel, _) in enumerate(runs):
+    for r, panel in enumerate(runs):
         ks = range(r * len(seeds), (r + 1) * len(seeds))
         maps = np.stack([dtap_histogram(ev["attn_distinct"][k], ev["prob_true"][k], bins, bins) for k in ks])
         summary = pd.DataFrame([

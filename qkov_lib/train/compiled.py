@@ -531,7 +531,7 @@ def _rates(members: Sequence[Member], active: Sequence[int], start: int, stop: i
     """[T, K, 2]: each active model's QK and OV learning rate at every step of the chunk (``optim.RateSchedule``)."""
     rates = np.empty((stop - start, len(active), 2))
     for j, k in enumerate(active):
-        schedule = members[k].schedule
+        schedule = members[k].spec.rates
         ramp = schedule.qk_schedule == "ramp"
         rates[:, j, 0] = [schedule.rate("qk", step) for step in range(start, stop)] if ramp else \
             schedule.rate("qk", start)
@@ -588,7 +588,7 @@ class CompiledKernel:
         self.spec = self.layout.spec(sc, len(self.qids))
         self.theta = self.layout.flatten(params)
         self.moments = np.zeros((2, n, self.layout.size if self.spec.adamw else 0), F32)
-        self.decay = np.array([m.ov_decay for m in members], F32)
+        self.decay = np.array([m.spec.ov_decay for m in members], F32)
         self.window = torch.zeros(n, dtype=torch.float32)  # the kernels add to it through its numpy view
         self.members, self.sc, self.feed, self.quiet = members, sc, _feed(batch), quiet
 

@@ -28,17 +28,16 @@ from .training import FixedSetBatches, check_finite, check_optimiser_and_stop
 QK_KINDS = ("factorised", "collapsed", "fixed")
 
 
-@dataclass(frozen=True)
-class Member:
-    """One model of a stack: its seed (initialisation and batch order), the data row it reads, its rates, decoupled
-    weight decay on its OV parameters, its own step cap, and how it stops early: the stack's rule, the authors' rule
-    with epochs of ``stop_epoch`` steps (see ``StackConfig``), or not at all (``early_stop=False``)."""
+@dataclass(frozen=True, kw_only=True)
+class RunSpec:
+    """How one run trains: its learning rates (``optim.RateSchedule``: the base rate, the QK and OV multipliers and
+    the QK ramp), its step cap, decoupled weight decay on its OV parameters, and how it stops early: the stack's rule,
+    the authors' rule with epochs of ``stop_epoch`` steps (see ``StackConfig``), or not at all (``early_stop=False``).
+    Every seed of the run trains with it."""
 
-    seed: int
-    row: int
-    schedule: RateSchedule
+    rates: RateSchedule
+    max_steps: int
     ov_decay: float = 0.0
-    max_steps: int = 20_000
     stop_epoch: int | None = None
     early_stop: bool = True
 
@@ -51,6 +50,16 @@ class Member:
 
 
 @dataclass(frozen=True)
+class Member:
+    """One model of a stack: its seed (initialisation and batch order), the data row it reads, and how its run
+    trains."""
+
+    seed: int
+    row: int
+    spec: RunSpec
+
+
+@dataclass(frozen=True)
 class StackConfig:
     """What every model of a stack shares: the circuits' kinds, the optimiser, the batch size and the stop rule.
 
@@ -58,7 +67,7 @@ class StackConfig:
     over those steps is read; a model whose mean is at most ``gate`` x ``target_nll`` then has its NLL on the whole
     training set computed, and stops if that is <= ``target_nll``. ``target_nll = 0`` disables stopping.
 
-    The authors' rule, for a model with ``Member.stop_epoch`` = E (a multiple of ``eval_every``): at the end of each
+    The authors' rule, for a model with ``RunSpec.stop_epoch`` = E (a multiple of ``eval_every``): at the end of each
     epoch of E steps the sum of its mini-batch losses since the last reset, divided by E, is compared with
     ``target_nll`` and the model stops if it is not larger; the sum is reset after every 100th epoch, as their
     notebooks print and reset it there (so after a reset it is one epoch's mean, then the sum of two, ...)."""
@@ -400,9 +409,9 @@ class _Rates:
     """Each model's QK and OV learning rate at a step, as tensors (constant rates are built once)."""
 
     def __init__(self, members: Sequence[Member], device: torch.device) -> None:
-        self.members, self.device = members, device
-        self.ramps = any(m.schedule.qk_schedule == "ramp" for m in members)
-        self.fixed = {g: torch.tensor([m.schedule.rate(g, 0) for m in members], device=device) for g in ("qk", "ov")}
+        self.schedules, self.device = [m.spec.rates for m in members], device
+        self.ramps = any(s.qk_schedule == "ramp" for s in self.schedules)
+        self.fixed = {g: torch.tensor([s.rate(g, 0) for s in self.schedules], device=device) for g in ("qk", "ov")}
         self.cache: tuple[int, dict[str, torch.Tensor]] | None = None
 
     def at(self, step: int, active: Sequence[int]) -> dict[str, torch.Tensor]:
@@ -411,7 +420,7 @@ class _Rates:
             self.cache = (len(active), {g: r[index] for g, r in self.fixed.items()})
         rates = dict(self.cache[1])
         if self.ramps:
-            rates["qk"] = torch.tensor([self.members[k].schedule.rate("qk", step) for k in active], device=self.device)
+            rates["qk"] = torch.tensor([self.schedules[k].rate("qk", step) for k in active], device=self.device)
         return rates
 
 
@@ -452,7 +461,7 @@ class _Optimiser:
 
 def model_label(m: Member) -> str:
     """A model, as an error names it."""
-    return f"the model with seed {m.seed} (lr = {m.schedule.lr}, QK multiplier = {m.schedule.qk_mult})"
+    return f"the model with seed {m.seed} (lr = {m.spec.rates.lr}, QK multiplier = {m.spec.rates.qk_mult})"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -499,8 +508,8 @@ class TorchKernel:
         self.work = {k: v.detach().clone() for k, v in params.items()}
         self.opt = _Optimiser(sc, self.work)
         device = next(iter(self.work.values())).device
-        self.decay = torch.tensor([m.ov_decay for m in members], device=device) \
-            if any(m.ov_decay for m in members) else None
+        self.decay = torch.tensor([m.spec.ov_decay for m in members], device=device) \
+            if any(m.spec.ov_decay for m in members) else None
         self.window = torch.zeros(len(members), device=device)
         self.rates = _Rates(members, device)
 
@@ -534,8 +543,8 @@ def _epoch_stops(running: torch.Tensor, members: Sequence[Member], active: Seque
     stop (positions in ``active``); resets their sums after every 100th epoch."""
     hits = []
     for j, k in enumerate(active):
-        epoch = members[k].stop_epoch
-        if epoch is None or not members[k].early_stop or done % epoch:
+        epoch = members[k].spec.stop_epoch
+        if epoch is None or not members[k].spec.early_stop or done % epoch:
             continue
         if float(running[j]) / epoch <= target:
             hits.append(j)
@@ -566,26 +575,27 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
     The one outer loop of both engines: the ``kernel`` (``TorchKernel``, or ``compiled.CompiledKernel`` as
     ``backends.train_stack`` picks) trains up to the next step the loop must look at (a read-out, a model's cap, a
     recorded step); the loop keeps the loss curves, both stop rules (Section 4) and the models that leave."""
-    for m in members:
-        if m.stop_epoch is not None and m.stop_epoch % sc.eval_every:
-            raise ValueError(f"stop_epoch = {m.stop_epoch} must be a multiple of eval_every = {sc.eval_every}")
+    specs = [m.spec for m in members]
+    for spec in specs:
+        if spec.stop_epoch is not None and spec.stop_epoch % sc.eval_every:
+            raise ValueError(f"stop_epoch = {spec.stop_epoch} must be a multiple of eval_every = {sc.eval_every}")
     n = len(members)
     final: list[dict[str, torch.Tensor] | None] = [None] * n
     stopped, steps_run = np.full(n, -1), np.zeros(n, dtype=int)
     curves: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     active, step, record = list(range(n)), 0, recorder is not None and record_every > 0
-    with bar(None, desc, enabled=progress, total=max(m.max_steps for m in members), leave=False) as steps:
+    with bar(None, desc, enabled=progress, total=max(spec.max_steps for spec in specs), leave=False) as steps:
         stack = kernel(params, members, sc, batch, query_ids, steps.disable)
         running = torch.zeros_like(stack.window)  # summed losses since the last reset, for the authors' stop rule
         while active:
-            done = _chunk_end(step, sc.eval_every, min(members[k].max_steps for k in active), record_every * record)
+            done = _chunk_end(step, sc.eval_every, min(specs[k].max_steps for k in active), record_every * record)
             recorded = record and (done - 1) % record_every == 0
             updates = stack.advance(step, done, active, recorded)
             steps.update(done - step)
             step = done
             if recorded:
                 recorder(done - 1, active, stack.params(), updates)
-            finished = [j for j, k in enumerate(active) if members[k].max_steps == done]
+            finished = [j for j, k in enumerate(active) if specs[k].max_steps == done]
             window = stack.window
             if done % sc.eval_every == 0 or finished:
                 check_finite(window, done, lambda j: model_label(members[active[j]]), sc.eval_every)
@@ -599,7 +609,7 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
                     every_eval(stack.params(), active, done)
                 if sc.target_nll > 0:
                     hits = _epoch_stops(running, members, active, done, sc.target_nll)
-                    near = [j for j, k in enumerate(active) if members[k].early_stop and members[k].stop_epoch is None
+                    near = [j for j, k in enumerate(active) if specs[k].early_stop and specs[k].stop_epoch is None
                             and mean[j] <= sc.gate * sc.target_nll]
                     if near and full_nll is not None:
                         nll = full_nll(stack.params(near), [active[j] for j in near], done)

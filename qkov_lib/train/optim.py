@@ -18,6 +18,12 @@ def circuit_groups(names: Iterable[str]) -> dict[str, list[str]]:
     return groups
 
 
+def check_rate(name: str, value: object) -> None:
+    """Raise ValueError unless ``value``, the learning rate or multiplier ``name``, is a finite number > 0."""
+    if not (isinstance(value, (int, float)) and value > 0 and value < float("inf")):
+        raise ValueError(f"{name} must be a finite number > 0 (got {value!r})")
+
+
 @dataclass(frozen=True)
 class RateSchedule:
     """Per-group learning rates: base ``lr`` times a multiplier; the QK multiplier is constant (k) or a linear ramp
@@ -32,9 +38,7 @@ class RateSchedule:
 
     def __post_init__(self) -> None:
         for name in ("lr", "qk_mult", "ov_mult", "other_mult"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and value > 0 and value < float("inf")):
-                raise ValueError(f"{name} must be a finite number > 0 (got {value!r})")
+            check_rate(name, getattr(self, name))
         if self.qk_schedule not in SCHEDULES:
             raise ValueError(f"qk_schedule must be one of {', '.join(SCHEDULES)} (got {self.qk_schedule!r})")
         if not (isinstance(self.ramp_steps, int) and self.ramp_steps >= 1):

@@ -226,7 +226,7 @@ import hashlib, json
 from qkov_lib.core import portable
 from qkov_lib.train.backends import train_stack
 from qkov_lib.data.synthetic import SyntheticConfig
-from qkov_lib.train.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals
+from qkov_lib.train.engine import FixedBatches, Member, RunSpec, StackConfig, count_set, flush_denormals
 from qkov_lib.models import AttentionConfig, init_params
 from qkov_lib.train.optim import RateSchedule
 from qkov_lib.runs.synthetic_runs import synthetic_data
@@ -234,7 +234,7 @@ from qkov_lib.core.workers import one_thread
 
 cfg = SyntheticConfig()
 data = count_set(synthetic_data(cfg, [0, 1], 320, 16)[0], cfg.vocab)
-members = [Member(s, s, RateSchedule(0.5, qk_mult=3.0), max_steps=300) for s in (0, 1)]
+members = [Member(s, s, RunSpec(rates=RateSchedule(0.5, qk_mult=3.0), max_steps=300)) for s in (0, 1)]
 start = {k: v.detach() for k, v in init_params(AttentionConfig("FAFO", vocab=cfg.vocab, init="balanced",
                                                                init_scale=0.3), [0, 1]).items()}
 with one_thread(), flush_denormals():

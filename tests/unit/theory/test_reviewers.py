@@ -8,7 +8,7 @@ from qkov_lib.chapters import corollaries, factorised_dynamics
 from qkov_lib.core.chapter import ParameterError
 from qkov_lib.metrics import mean_ci, paired_effects
 from qkov_lib.runner.reproduce import resolve
-from qkov_lib.runs.synthetic_runs import Panel, RunSettings
+from qkov_lib.runs.synthetic_runs import SyntheticSetup
 from qkov_lib.theory import OrthogonalSetting, rhs
 from qkov_lib.theory.factorised import collapse, imbalance
 from qkov_lib.theory.instance import InstanceConfig, OrthogonalInstance
@@ -62,8 +62,8 @@ def test_falsifier_and_its_claims():
 
 
 def test_effective_ratio_summary():
-    run = RunSettings(lr=0.1, ramp_steps=1, max_steps=1)
-    runs = [(Panel("a", "FAFO"), run), (Panel("b", "FAFO", qk_mult=10.0), run)]
+    setup = SyntheticSetup(lr=0.1, ramp_steps=1, max_steps=1)
+    runs = [setup.panel("a", "FAFO"), setup.panel("b", "FAFO", qk_mult=10.0)]
     rows = [{"panel": p, "seed": m, "step": s, "effective_ratio": r * (1 + m)}
             for p, r in (("a", 1.0), ("b", 5.0)) for m in range(3) for s in range(4)]
     table = corollaries.effective_ratios(pd.DataFrame(rows), runs).set_index("panel")
@@ -73,10 +73,11 @@ def test_effective_ratio_summary():
 
 def test_corollary_runs_scale_the_cap_of_the_slow_ov_run():
     _, setup = resolve("corollaries", "smoke", {})
-    runs = dict((panel.key, (panel, run)) for panel, run in corollaries.runs(setup))
-    assert runs["OV lr"][1].max_steps == round(setup.max_steps / setup.ov_mult)
-    assert runs["OV lr"][0].label.endswith("OV lr x0.1") and runs["OV decay"][0].ov_decay == setup.ov_decay
-    assert {panel.optimizer for panel, _ in runs.values()} == {"sgd", "adamw"}
+    runs = {panel.key: panel for panel in corollaries.runs(setup)}
+    assert runs["OV lr"].max_steps == round(setup.max_steps / setup.ov_mult)
+    assert runs["OV lr"].label.endswith("OV lr x0.1") and runs["OV decay"].ov_decay == setup.ov_decay
+    assert {panel.optimizer for panel in runs.values()} == {"sgd", "adamw"}
+    assert runs["AdamW 0.001"].max_steps == setup.adam_max_steps and runs["AdamW 0.001"].rates.lr == 0.001
 
 
 def test_mean_ci_and_paired_effects():
@@ -94,8 +95,8 @@ def test_mean_ci_and_paired_effects():
 def test_corollary_claims_follow_the_confidence_interval():
     effects = pd.DataFrame([{"panel": "x", "metric": m, "baseline": 10.0, "with change": 20.0, "effect": 10.0,
                              "ci_low": lo, "ci_high": 15.0, "seeds": 5} for m, lo in (("MRTA", 5.0), ("ACMC", 1.0))])
-    run = RunSettings(lr=0.01, ramp_steps=1, max_steps=1)
-    runs = [(Panel("a", "FAFO", optimizer="adamw"), run), (Panel("b", "FAFO", 10.0, optimizer="adamw"), run)]
+    setup = SyntheticSetup(lr=0.01, ramp_steps=1, max_steps=1)
+    runs = [setup.panel("a", "FAFO", optimizer="adamw"), setup.panel("b", "FAFO", 10.0, optimizer="adamw")]
 
     def updates(a: float, b: float) -> pd.DataFrame:  # each seed's effective ratio, the same at every step
         return pd.DataFrame([{"panel": p, "seed": s, "step": t, "effective_ratio": r * (1 + 0.01 * s)}

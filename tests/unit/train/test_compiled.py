@@ -2,6 +2,7 @@
 optimiser and feature, 2000 steps on each leave every parameter within 1e-5 of how far it moved, with the same
 stops, steps run, loss curves and read-outs. Plus the setting that picks the engine, and its errors."""
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,8 +15,8 @@ from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, init_params
 from qkov_lib.runs.fixed_attention import OVModel, bag_features, bag_set, effective_inputs
 from qkov_lib.runs.synthetic_runs import synthetic_data
 from qkov_lib.train.backends import train_stack
-from qkov_lib.train.engine import (CountSet, FixedBatches, FreshBatches, Member, StackConfig, UpdateRatios, count_set,
-                                   evaluate_counts, flush_denormals)
+from qkov_lib.train.engine import (CountSet, FixedBatches, FreshBatches, Member, RunSpec, StackConfig, UpdateRatios,
+                                   count_set, evaluate_counts, flush_denormals)
 from qkov_lib.train.optim import RateSchedule
 from qkov_lib.train.training import FixedSetBatches
 
@@ -25,6 +26,11 @@ COUNTS = count_set(DATA, CFG.vocab)
 CPU = torch.device("cpu")
 STEPS = 2000
 TOL = 1e-5  # largest difference of a parameter, as a fraction of how far it moved
+
+
+def member(seed: int, row: int, rates: RateSchedule, max_steps: int, **spec) -> Member:
+    """A model of a stack: its seed, data row, rates, step cap and the rest of its ``RunSpec``."""
+    return Member(seed, row, RunSpec(rates=rates, max_steps=max_steps, **spec))
 
 
 @pytest.fixture(autouse=True)
@@ -74,10 +80,10 @@ def _fixed_set_run(par, members, sc, start, **kwargs):
     return train
 
 
-MIXED = [Member(0, 0, RateSchedule(0.1, qk_mult=3.0), max_steps=STEPS),  # QK multiplier
-         Member(1, 1, RateSchedule(0.1, qk_mult=3.0, qk_schedule="ramp", ramp_steps=1000), ov_decay=1e-3,
+MIXED = [member(0, 0, RateSchedule(0.1, qk_mult=3.0), max_steps=STEPS),  # QK multiplier
+         member(1, 1, RateSchedule(0.1, qk_mult=3.0, qk_schedule="ramp", ramp_steps=1000), ov_decay=1e-3,
                 max_steps=STEPS),  # ramp and OV decay
-         Member(2, 0, RateSchedule(0.05, ov_mult=0.5), max_steps=1300)]  # leaves the stack inside a chunk
+         member(2, 0, RateSchedule(0.05, ov_mult=0.5), max_steps=1300)]  # leaves the stack inside a chunk
 
 
 @pytest.mark.parametrize("par", PARAMETERISATIONS)
@@ -92,7 +98,7 @@ def test_parameterisations_agree_under_sgd(monkeypatch, par):
 @pytest.mark.parametrize("par", ["FAFO", "CACO"])
 def test_the_papers_start_agrees_with_subnormals_flushed(monkeypatch, par):
     """Identity x 1e-6 (the paper's start): products below float32's normal range, flushed by both engines."""
-    members = [Member(s, s, RateSchedule(0.05, qk_mult=10.0), max_steps=STEPS) for s in (0, 1)]
+    members = [member(s, s, RateSchedule(0.05, qk_mult=10.0), max_steps=STEPS) for s in (0, 1)]
     start = _start(par, members, "identity", 1e-6)
     sc = StackConfig.of(par, target_nll=0, eval_every=200)
     with flush_denormals():
@@ -100,8 +106,8 @@ def test_the_papers_start_agrees_with_subnormals_flushed(monkeypatch, par):
     _assert_agree(start, ref, got)
 
 
-ADAM = [Member(0, 0, RateSchedule(1e-3, qk_mult=3.0), ov_decay=1e-2, max_steps=STEPS),
-        Member(1, 1, RateSchedule(1e-3), max_steps=1500)]
+ADAM = [member(0, 0, RateSchedule(1e-3, qk_mult=3.0), ov_decay=1e-2, max_steps=STEPS),
+        member(1, 1, RateSchedule(1e-3), max_steps=1500)]
 
 
 @pytest.mark.parametrize("par", ["FAFO", "CACO"])
@@ -132,9 +138,10 @@ def test_adamw_at_its_default_eps_is_as_exact_as_the_torch_engine(monkeypatch):
 
 def test_both_stop_rules_stop_the_same_models_at_the_same_steps(monkeypatch):
     """The NLL target behind its gate (``full_nll``), the authors' epoch rule, no early stop, and a cap."""
-    members = [Member(0, 0, RateSchedule(0.1, qk_mult=3.0)), Member(1, 1, RateSchedule(0.05, qk_mult=3.0)),
-               Member(2, 0, RateSchedule(0.1, qk_mult=3.0), stop_epoch=1000),
-               Member(3, 1, RateSchedule(0.1), early_stop=False, max_steps=1700)]
+    members = [member(0, 0, RateSchedule(0.1, qk_mult=3.0), 20_000),
+               member(1, 1, RateSchedule(0.05, qk_mult=3.0), 20_000),
+               member(2, 0, RateSchedule(0.1, qk_mult=3.0), 20_000, stop_epoch=1000),
+               member(3, 1, RateSchedule(0.1), early_stop=False, max_steps=1700)]
     start = _start("FAFO", members)
     sc = StackConfig.of("FAFO", target_nll=2.5, eval_every=200)  # the authors' rule needs the mean since the start
     rows = torch.tensor([m.row for m in members])
@@ -153,7 +160,7 @@ def test_both_stop_rules_stop_the_same_models_at_the_same_steps(monkeypatch):
 
 def test_fresh_batches_agree(monkeypatch):
     """``FreshBatches``: each model's own sequences, drawn a block at a time, some models leaving inside a block."""
-    members = [Member(s, 0, RateSchedule(0.1, qk_mult=3.0), max_steps=steps) for s, steps in ((0, 700), (1, 1100))]
+    members = [member(s, 0, RateSchedule(0.1, qk_mult=3.0), max_steps=steps) for s, steps in ((0, 700), (1, 1100))]
     start = _start("CACO", members)
     sc = StackConfig.of("CACO", target_nll=0, eval_every=200)
 
@@ -173,7 +180,7 @@ def test_fixed_attention_agrees_with_the_same_read_outs(monkeypatch, factorised,
     rows, alphas = [0, 1], torch.tensor([0.3, 0.9])
     x, labels = effective_inputs(bag_features(DATA, CFG.vocab), rows, alphas), DATA.labels[rows]
     per_epoch = labels.shape[1] // batch
-    members = [Member(s, r, RateSchedule(0.5), max_steps=m) for s, r, m in ((0, 0, STEPS), (1, 1, 1000))]
+    members = [member(s, r, RateSchedule(0.5), max_steps=m) for s, r, m in ((0, 0, STEPS), (1, 1, 1000))]
     start = {k: v.detach() for k, v in model.init_params(CFG.vocab, [0, 1]).items()}
     sc = StackConfig(qk="fixed", ov_factorised=factorised, ov_bias=bias, batch_size=batch, target_nll=0,
                      eval_every=per_epoch)
@@ -203,7 +210,7 @@ def test_fixed_attention_table_gives_the_bits_of_per_step_batches(monkeypatch):
     rows, seeds = [0, 1, 0], [0, 1, 2]
     x = effective_inputs(bag_features(DATA, CFG.vocab), rows, torch.tensor([0.3, 0.9, 0.6]))
     labels = DATA.labels[rows]
-    members = [Member(s, k, RateSchedule(0.5), max_steps=m) for k, (s, m) in enumerate(zip(seeds, (600, 200, 600)))]
+    members = [member(s, k, RateSchedule(0.5), max_steps=m) for k, (s, m) in enumerate(zip(seeds, (600, 200, 600)))]
     start = {k: v.detach() for k, v in model.init_params(CFG.vocab, seeds).items()}
     sc = StackConfig(qk="fixed", ov_factorised=True, batch_size=80, target_nll=0, eval_every=labels.shape[1] // 80)
 
@@ -242,9 +249,7 @@ def test_the_agreement_bound_catches_an_error_of_one_part_in_ten_thousand(monkey
     start = _start("CACO", MIXED)
     sc = StackConfig.of("CACO", target_nll=0, eval_every=200)
     ref, _ = _on_both(monkeypatch, _fixed_set_run("CACO", MIXED, sc, start))
-    off = [Member(m.seed, m.row, RateSchedule(m.schedule.lr * 1.0001, m.schedule.qk_mult, m.schedule.ov_mult,
-                                              qk_schedule=m.schedule.qk_schedule, ramp_steps=m.schedule.ramp_steps),
-                  ov_decay=m.ov_decay, max_steps=m.max_steps) for m in MIXED]
+    off = [replace(m, spec=replace(m.spec, rates=replace(m.spec.rates, lr=m.spec.rates.lr * 1.0001))) for m in MIXED]
     wrong = _fixed_set_run("CACO", off, sc, start)()
     assert _worst(start, ref, wrong) > 10 * TOL
 
@@ -283,7 +288,7 @@ CACHED_RUN = """
 import hashlib, qkov_lib
 from qkov_lib.train.backends import train_stack
 from qkov_lib.data.synthetic import SyntheticConfig
-from qkov_lib.train.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals
+from qkov_lib.train.engine import FixedBatches, Member, RunSpec, StackConfig, count_set, flush_denormals
 from qkov_lib.models import AttentionConfig, init_params
 from qkov_lib.train.optim import RateSchedule
 from qkov_lib.runs.synthetic_runs import synthetic_data
@@ -292,7 +297,7 @@ cfg = SyntheticConfig()
 counts = count_set(synthetic_data(cfg, [0, 1], 256, 16)[0], cfg.vocab)
 digest = hashlib.sha256()
 for par in ("FAFO", "FACO", "CAFO", "CACO"):
-    members = [Member(s, s, RateSchedule(0.5, qk_mult=3.0), max_steps=200) for s in (0, 1)]
+    members = [Member(s, s, RunSpec(rates=RateSchedule(0.5, qk_mult=3.0), max_steps=200)) for s in (0, 1)]
     start = {k: v.detach() for k, v in init_params(AttentionConfig(par, vocab=cfg.vocab, init="balanced",
                                                                    init_scale=0.3), [0, 1]).items()}
     with one_thread(), flush_denormals():

@@ -12,9 +12,10 @@ from qkov_lib.data.synthetic import SyntheticConfig, make_splits, stack_splits
 from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, forward, init_params
 from qkov_lib.runner.reproduce import resolve
 from qkov_lib.runs.fixed_attention import OVModel
-from qkov_lib.runs.synthetic_runs import Panel, RunSettings, SyntheticSetup, _initial, synthetic_data, train_runs
-from qkov_lib.train.engine import (FixedBatches, FreshBatches, forms_product, Member, StackConfig, UpdateRatios,
-                                   count_set, evaluate_counts, flush_denormals, loss_and_grads, train_stack)
+from qkov_lib.runs.synthetic_runs import SyntheticSetup, _initial, _members, synthetic_data, train_runs
+from qkov_lib.train.engine import (FixedBatches, FreshBatches, forms_product, Member, RunSpec, StackConfig,
+                                   UpdateRatios, count_set, evaluate_counts, flush_denormals, loss_and_grads,
+                                   train_stack)
 from qkov_lib.train.optim import RateSchedule
 from qkov_lib.train.training import FixedSetBatches
 
@@ -71,10 +72,10 @@ def test_fixed_attention_gradients_equal_autograd(factorised, bias, batch):
 
 SETUP = SyntheticSetup(seeds=(0,), n_train=64, n_test=32, init_scale=0.01, batch_size=16, eval_every=4,
                        bins=(0.0, 0.5, 1.0), lr=0.5, ramp_steps=6, max_steps=12)
-R = SETUP.run
-RUNS = [(Panel("a", "FAFO"), R), (Panel("e", "FAFO", 3.0), R), (Panel("f", "FAFO", 4.0, "ramp"), R),
-        (Panel("d", "FAFO", ov_decay=0.01), R), (Panel("i", "FAFO", ov_init_mult=0.5), replace(R, max_steps=8)),
-        (Panel("c", "CACO", 2.0, "ramp"), R), (Panel("adam", "FAFO", 2.0, optimizer="adamw"), replace(R, lr=0.01))]
+RUNS = [SETUP.panel("a", "FAFO"), SETUP.panel("e", "FAFO", 3.0), SETUP.panel("f", "FAFO", 4.0, "ramp"),
+        SETUP.panel("d", "FAFO", ov_decay=0.01), SETUP.panel("i", "FAFO", ov_init_mult=0.5, max_steps=8),
+        SETUP.panel("c", "CACO", 2.0, "ramp"), SETUP.panel("adam", "FAFO", 2.0, optimizer="adamw", lr=0.01)]
+ANY_RATE = RunSpec(rates=RateSchedule(), max_steps=1)  # for the batch sources, which read only seeds and rows
 
 
 def _run(runs, seeds, recorder=None, setup=SETUP):
@@ -116,7 +117,7 @@ def _identity_stack(steps: int, flush: bool):
     cfg = AttentionConfig("FAFO", vocab=CFG.vocab, init="identity", init_scale=1e-6)
     params = {k: v.detach() for k, v in init_params(cfg, [0, 1]).items()}
     data = count_set(SPLIT, CFG.vocab)
-    members = [Member(s, s, RateSchedule(0.5, qk_mult=10.0), max_steps=steps) for s in (0, 1)]
+    members = [Member(s, s, RunSpec(rates=RateSchedule(0.5, qk_mult=10.0), max_steps=steps)) for s in (0, 1)]
     batch = lambda step, active: data.take(torch.tensor(active), torch.arange(16).expand(len(active), -1))  # noqa
     with flush_denormals(flush):
         return train_stack(params, members, StackConfig(target_nll=0), batch, data.query_ids, progress=False)
@@ -146,8 +147,8 @@ def test_flushing_subnormals_changes_no_result():
 
 def test_stop_rule_reads_the_full_training_nll_and_freezes_the_model():
     seeds = [0]
-    stopped = _run([(Panel("a", "FAFO"), R)], seeds, setup=replace(SETUP, target_nll=100.0))[0]
-    capped = _run([(Panel("a", "FAFO"), replace(R, max_steps=4))], seeds)[0]
+    stopped = _run([SETUP.panel("a", "FAFO")], seeds, setup=replace(SETUP, target_nll=100.0))[0]
+    capped = _run([SETUP.panel("a", "FAFO", max_steps=4)], seeds)[0]
     assert stopped.summary["steps"].tolist() == [4] and not stopped.summary["hit_cap"].any()
     assert stopped.summary["MRTA"].iloc[0] == pytest.approx(capped.summary["MRTA"].iloc[0], rel=1e-6)
     assert capped.summary["hit_cap"].all()
@@ -155,7 +156,7 @@ def test_stop_rule_reads_the_full_training_nll_and_freezes_the_model():
 
 def test_fresh_batches_are_per_model_and_independent_of_the_stack():
     """Each model's batches are its own generator's, whichever models are left (some leave inside a block)."""
-    members = [Member(s, 0, RateSchedule()) for s in (5, 6, 7)]
+    members = [Member(s, 0, ANY_RATE) for s in (5, 6, 7)]
     stack = FreshBatches(CFG, members, 8, 3, True, CPU)
     alone = [FreshBatches(CFG, [m], 8, 3, True, CPU) for m in members]
     for step, active in enumerate([[0, 1, 2]] * 4 + [[0, 2]] * 3 + [[2]] * 2):  # leaves at steps 4 (mid-block), 7
@@ -171,7 +172,7 @@ def test_fresh_batches_are_per_model_and_independent_of_the_stack():
 def test_fixed_batches_give_each_model_its_own_order_as_models_leave():
     """Model k reads its data row in its own seed's order (``FixedSetBatches``), whichever models are left."""
     data = count_set(SPLIT, CFG.vocab)
-    members = [Member(s, r, RateSchedule()) for s, r in ((5, 0), (6, 1), (7, 1))]
+    members = [Member(s, r, ANY_RATE) for s, r in ((5, 0), (6, 1), (7, 1))]
     stack = FixedBatches(data, members, 8)
     alone = [FixedSetBatches(data.log_counts, data.labels, [m.seed], 8, rows=[m.row]) for m in members]
     for step, active in enumerate([[0, 1, 2]] * 7 + [[0, 2]] * 3 + [[2]] * 2):  # past an epoch of 6 steps
@@ -188,7 +189,7 @@ def test_official_preset_runs_a_panel_with_fresh_batches():
     cfg = setup.data
     assert cfg.vocab == 50 and setup.fresh_batches and setup.score_scale == pytest.approx(50 ** -0.5)
     data = synthetic_data(cfg, setup.seeds, 64, 64)
-    result = train_runs([(figure2_panels(20, 40, 5, 10)[0], setup.run)], setup, data, CPU, progress=False)[0]
+    result = train_runs([figure2_panels(setup, 20, 40, 5, 10)[0]], setup, data, CPU, progress=False)[0]
     assert result.heatmaps.shape == (2, 5, 5) and np.allclose(result.heatmaps.sum((1, 2)), 100)
     assert list(result.summary["steps"]) == [6, 6] and result.summary["hit_cap"].all()
 
@@ -197,11 +198,11 @@ def test_official_panels_start_from_the_authors_per_panel_initialisation():
     """Panels a (W_K, W_Q) and d (W_QK, W_OV) start from PyTorch's default draw; every other matrix as the
     chapter's identity init gives it, 1e-6 I, a collapsed circuit too (the notebooks' start, ``collapsed_init``)."""
     _, official = resolve("fig2_dtap", "official")
-    panels = figure2_panels(20, 40, 5, 10, 127, official.pytorch_init)
+    panels = figure2_panels(official, 20, 40, 5, 10, 127, official.pytorch_init)
     assert [panel.key for panel in panels if panel.pytorch_init] == ["a", "d", "g", "h"]
     assert "PyTorch init W_K W_Q" in panels[0].label
     for panel in panels[:4]:
-        start = _initial([(panel, None)], replace(official, seeds=(0, 1)), CPU)
+        start = _initial([panel], replace(official, seeds=(0, 1)), CPU)
         default, own = (init_params(AttentionConfig(panel.parameterisation, vocab=50, init=kind, init_scale=scale,
                                                     collapsed_init="factor"), [0, 1])
                         for kind, scale in (("pytorch", 1.0), ("identity", 1e-6)))
@@ -223,7 +224,7 @@ def test_qk_multiplier_scales_the_first_qk_step_only():
     batch = lambda step, active: data.take(torch.zeros(len(active), dtype=torch.long),  # noqa: E731
                                            torch.arange(16).expand(len(active), -1))
     start = {k: v.detach() for k, v in init_params(cfg, [0, 0]).items()}
-    members = [Member(0, 0, RateSchedule(0.5, qk_mult=m), max_steps=1) for m in (1.0, 5.0)]
+    members = [Member(0, 0, RunSpec(rates=RateSchedule(0.5, qk_mult=m), max_steps=1)) for m in (1.0, 5.0)]
     out = train_stack(start, members, StackConfig(target_nll=0), batch, data.query_ids, progress=False)
     d1, d5 = ({k: out.params[i][k] - start[k][i] for k in start} for i in (0, 1))
     torch.testing.assert_close(d5["W_Q"], 5 * d1["W_Q"], rtol=1e-5, atol=1e-7)
@@ -231,13 +232,13 @@ def test_qk_multiplier_scales_the_first_qk_step_only():
 
 
 def test_adamw_first_step_is_the_learning_rate_per_group():
-    result = _run([(Panel("adam", "FAFO", 3.0, optimizer="adamw"), replace(R, lr=1e-3, max_steps=1))], [0])
+    result = _run([SETUP.panel("adam", "FAFO", 3.0, optimizer="adamw", lr=1e-3, max_steps=1)], [0])
     assert result[0].summary["steps"].tolist() == [1]
     cfg = AttentionConfig("FAFO", vocab=CFG.vocab, init_scale=0.3)
     data = count_set(SPLIT, CFG.vocab)
     start = {k: v.detach() for k, v in init_params(cfg, [0]).items()}
     batch = lambda step, active: data.take(torch.zeros(1, dtype=torch.long), torch.arange(16)[None])  # noqa: E731
-    out = train_stack(start, [Member(0, 0, RateSchedule(1e-3, qk_mult=3.0), max_steps=1)],
+    out = train_stack(start, [Member(0, 0, RunSpec(rates=RateSchedule(1e-3, qk_mult=3.0), max_steps=1))],
                       StackConfig(optimizer="adamw", target_nll=0), batch, data.query_ids, progress=False)
     assert (out.params[0]["W_K"] - start["W_K"][0]).abs().max().item() == pytest.approx(3e-3, rel=1e-3)
     assert (out.params[0]["W_V"] - start["W_V"][0]).abs().max().item() == pytest.approx(1e-3, rel=1e-3)
@@ -246,7 +247,7 @@ def test_adamw_first_step_is_the_learning_rate_per_group():
 def test_nan_loss_is_one_clear_error():
     with pytest.raises(FloatingPointError, match=r"loss became (nan|inf) by step \d+ \(checked every 4 steps\) for "
                                                  r"the model with seed 0 \(lr = 1e\+300"):
-        _run([(Panel("d", "CACO"), replace(R, lr=1e300))], [0])
+        _run([SETUP.panel("d", "CACO", lr=1e300)], [0])
 
 
 def test_update_ratios_is_relative_update_of_qk_over_ov():
@@ -290,32 +291,40 @@ def test_authors_stop_rule_follows_their_loop_across_the_reset():
     """A model that stops by the authors' rule stops where a literal replay of their loop on its own mini-batch
     losses stops; the target is chosen so that the stop falls just after the 100-epoch reset."""
     setup = replace(SETUP, eval_every=1, seeds=(0,))
-    free = replace(R, lr=0.5, max_steps=440)
+    free = {"lr": 0.5, "max_steps": 440}
     data = synthetic_data(CFG, [0], 64, 32)
-    full = train_runs([(Panel("a", "FAFO", early_stop=False), free)], setup, data, CPU, progress=False)[0]
+    full = train_runs([setup.panel("a", "FAFO", early_stop=False, **free)], setup, data, CPU, progress=False)[0]
     losses = full.curves["train_nll"].to_numpy()  # every step's mini-batch loss (eval_every = 1)
     assert list(full.summary["steps"]) == [440] and full.summary["hit_cap"].all()  # no early stop: to the cap
     epoch = 4
     target = losses[400:404].mean() * 1.0001  # epoch 101's mean: reached only once the sum is reset
     expected = _authors_loop(losses, epoch, target)
     assert expected == 404
-    stopped = train_runs([(Panel("a", "FAFO", stop_epoch=epoch), free)], replace(setup, target_nll=target), data,
-                         CPU, progress=False)[0]
+    stopped = train_runs([setup.panel("a", "FAFO", stop_epoch=epoch, **free)], replace(setup, target_nll=target),
+                         data, CPU, progress=False)[0]
     assert list(stopped.summary["steps"]) == [expected] and not stopped.summary["hit_cap"].any()
 
 
 def test_panel_caps_and_stop_rules_reach_the_members():
-    panels = figure2_panels(10, 20, 5, 10, panel_steps={"e": 100}, panel_stop={"a": 250, "f": None})
-    by_key = {p.key: p for p in panels}
-    assert by_key["e"].cap(RunSettings(0.01, 10, 700)) == 100 and by_key["e"].cap(RunSettings(0.01, 10, 50)) == 50
+    def under(cap: int) -> dict:
+        panels = figure2_panels(replace(SETUP, max_steps=cap), 10, 20, 5, 10, panel_steps={"e": 100},
+                                panel_stop={"a": 250, "f": None})
+        return {p.key: p for p in panels}
+
+    assert under(50)["e"].max_steps == 50 and under(50)["e"].label.endswith("cap 50")  # never beyond the setup's
+    by_key = under(700)
+    assert by_key["e"].max_steps == 100 and by_key["e"].label.endswith("cap 100")
     assert by_key["a"].stop_epoch == 250 and by_key["a"].early_stop and not by_key["f"].early_stop
-    assert by_key["b"].stop_epoch is None and by_key["b"].early_stop and by_key["b"].cap(R) == R.max_steps
+    assert by_key["b"].stop_epoch is None and by_key["b"].early_stop and by_key["b"].max_steps == 700
+    assert "cap" not in by_key["b"].label
+    members = _members([by_key["a"]], SETUP)
+    assert [m.spec for m in members] == [by_key["a"]] and members[0].spec.stop_epoch == 250
     assert "no early stop" in by_key["f"].label and "authors' stop per 250-step epoch" in by_key["a"].label
     for bad in ({"panel_stop": {"a": 7}}, {"panel_steps": {"z": 5}}, {"panel_steps": {"a": 0}}):
         with pytest.raises(ParameterError, match="must map panel keys a-h"):
             resolve("fig2_dtap", "paper", bad)
     with pytest.raises(ValueError, match="stop_epoch = 3 must be a multiple of eval_every = 2"):
-        train_runs([(Panel("a", "FAFO", stop_epoch=3), R)], replace(SETUP, eval_every=2, seeds=(0,)),
+        train_runs([SETUP.panel("a", "FAFO", stop_epoch=3)], replace(SETUP, eval_every=2, seeds=(0,)),
                    synthetic_data(CFG, [0], 64, 32), CPU, progress=False)
 
 
