@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import torch
 from plotly.subplots import make_subplots
 
 from ..core.device import pick_device
@@ -161,11 +162,12 @@ def sweep_folders(setup: Setup) -> list[Path]:
     return [cell_folder("atlas", shared(setup), run_setting)]
 
 
-def run(setup: Setup) -> SweepRun:
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> SweepRun:
     """The atlas: every grid setting and ablation run not yet finished under this code and these shared settings,
-    on the setup's scheduler (serial, a local cluster, or a Dask scheduler), then every cell's rows."""
+    on the setup's scheduler (serial, a local cluster, or a Dask scheduler), then every cell's rows. ``device`` is
+    unused: every cell trains on a CPU worker of one thread."""
     return run_sweep(run_setting, tasks(setup), shared(setup), sweep_folders(setup)[0], scheduler=setup.scheduler,
-                     workers=setup.workers, desc="atlas")
+                     workers=setup.workers, progress=progress, desc="atlas")
 
 
 def grid(setup: Setup) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
+from ..core.device import pick_device
 from ..core.validation import require_positive_ints, require_positive_numbers
 from ..metrics import mean_ci
 from ..metrics.verdicts import FAILS, HOLDS, REVIEW, UNDECIDED, Claim, Interval, above, claim_table, rule
@@ -76,11 +77,13 @@ def runs(setup: Setup) -> list[Panel]:
     return out
 
 
-def run(setup: Setup, device: torch.device) -> tuple[list[PanelResult], pd.DataFrame]:
-    """Every run and seed trained and evaluated; and the effective-ratio records (``UpdateRatios`` rows)."""
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True
+        ) -> tuple[list[PanelResult], pd.DataFrame]:
+    """Every run and seed trained and evaluated; and the effective-ratio records (``UpdateRatios`` rows);
+    ``device`` None: ``pick_device()``."""
     data = synthetic_data(setup.data, setup.seeds, setup.n_train, setup.n_test)
     recorder = UpdateRatios(setup.record_every)
-    results = train_runs(runs(setup), setup, data, device, recorder=recorder)
+    results = train_runs(runs(setup), setup, data, device or pick_device(), progress, recorder=recorder)
     return results, pd.DataFrame(recorder.rows)
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
+from ..core.device import pick_device
 from ..core.validation import is_positive_int
 from ..data import authors
 from ..metrics import mean_std
@@ -115,10 +116,11 @@ def runs(setup: Setup) -> list[Panel]:
                   setup.pytorch_init, setup.panel_steps, setup.panel_stop)
 
 
-def run(setup: Setup, device: torch.device) -> list[PanelResult]:
-    """Every panel and seed trained on its seed's training set and evaluated on its held-out set."""
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> list[PanelResult]:
+    """Every panel and seed trained on its seed's training set and evaluated on its held-out set (``device`` None:
+    ``pick_device()``)."""
     data = synthetic_data(setup.data, setup.seeds, setup.n_train, setup.n_test)
-    return train_runs(runs(setup), setup, data, device)
+    return train_runs(runs(setup), setup, data, device or pick_device(), progress)
 
 
 SUBSTANTIAL = 25.0  # "substantial mass top-left" is read as at least this percent of test examples

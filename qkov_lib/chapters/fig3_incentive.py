@@ -11,6 +11,7 @@ import torch
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from ..core.device import pick_device
 from ..core.validation import require_seeds
 from ..data import authors
 from ..data.synthetic import SyntheticConfig
@@ -82,9 +83,10 @@ PROFILES = {
 }
 
 
-def run(setup: Setup, device: torch.device, progress: bool = True) -> pd.DataFrame:
-    """Every model's per-epoch curves (``fixed_attention.run_models``) on per-seed training and held-out sets."""
-    seeds, cfg = list(setup.seeds), setup.data
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> pd.DataFrame:
+    """Every model's per-epoch curves (``fixed_attention.run_models``) on per-seed training and held-out sets
+    (``device`` None: ``pick_device()``)."""
+    seeds, cfg, device = list(setup.seeds), setup.data, device or pick_device()
     train_set, test_set = synthetic_data(cfg, seeds, setup.n_train, setup.n_test)
     train_x, test_x = (bag_features(s, cfg.vocab, setup.others).to(device) for s in (train_set, test_set))
     return run_models(setup.models(), list(setup.alphas), seeds, train_x, train_set.labels.to(device), test_x,

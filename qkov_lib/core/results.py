@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from .paths import PACKAGE_DIR, REPO_ROOT, RESULTS_ROOT
+from .paths import REPO_ROOT, RESULTS_ROOT
 
 RESULTS_ENV = "QKOV_RESULTS_DIR"
 ROOT_ENV = "QKOV_RESULTS_ROOT"

@@ -4,7 +4,6 @@ under plain papermill and shows its figures inline, while inside the runner they
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import jupytext
 import nbformat

@@ -16,7 +16,7 @@ import yaml
 from fake_chapters import HEAD
 
 from qkov_lib.core.contents import GATHERERS, run_order
-from qkov_lib.core.results import PACKAGE_DIR, REPO_ROOT
+from qkov_lib.core.paths import PACKAGE_DIR, REPO_ROOT
 from qkov_lib.runner.reproduce import CHAPTERS
 
 LAYERS = {  # ARCHITECTURE.md's table, top down: a folder of the package -> its layer (0 = the core)
@@ -136,8 +136,6 @@ def test_table_of_contents_modules_and_sources_agree():
     assert order[-len(GATHERERS):] == [n for n in in_toc if n in GATHERERS]  # shown where the toc says, run last
 
 
-# Chapters still on their old ``run``; they move to the one signature in a change of their own, which empties this
-PENDING = {"atlas", "corollaries", "fig2_dtap", "fig3_incentive"}
 SIGNATURE = [("setup", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
              ("device", inspect.Parameter.KEYWORD_ONLY, None), ("progress", inspect.Parameter.KEYWORD_ONLY, True)]
 
@@ -148,13 +146,10 @@ def _signature(run) -> list[tuple]:
 
 def test_every_chapter_runs_through_one_signature():
     """Every chapter of the table of contents computes through ``run(setup, *, device=None, progress=True)``, so that
-    the notebooks and the runner call every chapter alike (``PENDING``: not yet, and only until they are)."""
-    assert PENDING <= set(CHAPTERS)
+    the notebooks and the runner call every chapter alike."""
     odd = {name: _signature(m.run) if hasattr(m, "run") else "no run" for name, m in CHAPTERS.items()
-           if name not in PENDING and (not hasattr(m, "run") or _signature(m.run) != SIGNATURE)}
+           if not hasattr(m, "run") or _signature(m.run) != SIGNATURE}
     assert odd == {}
-    done = sorted(name for name in PENDING if _signature(CHAPTERS[name].run) == SIGNATURE)
-    assert done == [], f"{done} now run through the one signature: take them out of PENDING"
 
 
 NEW_MODULE = '''"""A tiny chapter: the sum of two numbers, checked."""
