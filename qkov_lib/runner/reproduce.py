@@ -32,7 +32,7 @@ from ..core import codehash, portable, results
 from ..core.chapter import ParameterError, as_dict, concrete_profile, parameters, resolve as resolve_setup
 from ..core.contents import GATHERERS, chapter_names, run_order, title
 from ..core.device import cpu_workers, engine_backend, pick_device
-from ..core.paths import BOOK_CHAPTERS, NOTEBOOKS_DIR, RESULTS_ROOT
+from ..core.paths import BOOK_CHAPTERS, NOTEBOOKS_DIR, PACKAGE_DIR, RESULTS_ROOT
 from ..core.progress import PROGRESS_ENV, TERMINAL, kind as progress_kind
 from ..core.progress import bar as progress_bar
 from ..core.results import UNAVAILABLE
@@ -263,7 +263,9 @@ def _execute(chapter: str, profile: str, overrides: dict[str, Any], staging: Pat
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     executed = staging / f"{chapter}.ipynb"
     env = {results.RESULTS_ENV: str(staging), results.ROOT_ENV: str(results_root), PROGRESS_ENV: "0",
-           DEADLINE_ENV: "" if deadline is None else repr(deadline)}
+           DEADLINE_ENV: "" if deadline is None else repr(deadline),
+           # the kernel imports this very qkov_lib, not whichever checkout an editable install points to
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), os.environ.get("PYTHONPATH")]))}
     previous = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # progress off: the runner shows cell progress
     try:

@@ -143,3 +143,26 @@ def test_a_sweep_stopped_by_the_budget_is_deferred_not_failed(book):
     assert not (res / "smoke" / "other.json").exists() and not (res / "smoke" / "failed" / "other.ipynb").exists()
     summary = runner.reproduce("smoke", only=["other"], out_dir=nb, results_root=res)
     assert summary.done == {} and "ValueError: no deadline reached the chapter" in summary.failures[0]
+
+
+WHERE = HEAD + """
+```{code-cell} ipython3
+import pandas as pd
+import qkov_lib
+from qkov_lib.core import results
+results.save(results.results_dir(profile), "other", {"main": pd.DataFrame({"file": [qkov_lib.__file__]})},
+             {"profile": profile, "parameters": {"x": 1}})
+```
+"""
+
+
+def test_the_kernel_imports_the_runners_own_package(book, monkeypatch):
+    """A runner started from one checkout runs its chapters on that checkout's qkov_lib, not on whichever one an
+    editable install points to (here: a copy of the package, which the runner names as its own)."""
+    copy = book / "checkout" / "qkov_lib"
+    shutil.copytree(codehash.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(runner, "PACKAGE_DIR", copy)
+    (book / "notebooks" / "other.md").write_text(WHERE)
+    assert runner.run_chapter("other", "smoke", {}, out_dir=book / "nb", results_root=book / "res") == "ran"
+    used = (book / "res" / "smoke" / "other.csv").read_text().splitlines()[1]
+    assert used == str(copy / "__init__.py")
