@@ -322,7 +322,7 @@ def test_an_interrupted_run_leaves_nothing(book, monkeypatch, capsys):
     assert run(book) == "ran"
     before = snapshot(book / "res")
 
-    def interrupted(chapter, profile, overrides, staging, *args):
+    def interrupted(chapter, profile, overrides, staging, *args, **kwargs):
         (staging / f"{chapter}.csv").write_text("half")
         raise KeyboardInterrupt
 
