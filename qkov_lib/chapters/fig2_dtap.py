@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -14,6 +14,7 @@ import torch
 from ..core.device import pick_device
 from ..core.validation import is_positive_int
 from ..data import authors
+from ..data.synthetic import check_seq_len
 from ..metrics import mean_std
 from ..metrics.verdicts import (PERCENT, Claim, Interval, above, at_least, beside_official, claim_table, every, rule,
                                 weakest)
@@ -53,11 +54,9 @@ class Setup(SyntheticSetup):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in MULTIPLIERS:
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-                raise ValueError(f"the QK multiplier {name} must be a finite number > 0 (got {getattr(self, name)!r})")
+        check_multipliers({name: getattr(self, name) for name in MULTIPLIERS})
         if self.seq_len_gh is not None:
-            replace(self.data, seq_len=self.seq_len_gh)
+            check_seq_len("seq_len_gh", self.seq_len_gh)
         _check_panel_map("panel_steps", self.panel_steps, is_positive_int, "{'e': 100000}")
         _check_panel_map("panel_stop", self.panel_stop,
                          lambda v: v is None or (is_positive_int(v) and v % self.eval_every == 0),
@@ -70,6 +69,13 @@ class Setup(SyntheticSetup):
             if not set(panel.pytorch_init) <= names:
                 raise ValueError(f"pytorch_init[{panel.key!r}] names {list(panel.pytorch_init)}, but panel "
                                  f"{panel.key} ({panel.parameterisation}) has only {sorted(names)}")
+
+
+def check_multipliers(values: Mapping[str, float]) -> None:
+    """Figure 2's QK multipliers (``MULTIPLIERS`` -> value): each a finite number > 0."""
+    for name, value in values.items():
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"the QK multiplier {name} must be a finite number > 0 (got {value!r})")
 
 
 def _check_panel_map(name: str, value: Mapping[str, Any], valid: Callable[[Any], bool], example: str) -> None:

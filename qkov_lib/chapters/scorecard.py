@@ -73,7 +73,7 @@ def gather(folder: Path) -> tuple[pd.DataFrame, dict[str, str]]:
 def atlas_share(folder: Path) -> dict[str, str]:
     """Figure 2's claims by id: how they fare across the atlas's settings ({} when the atlas has not run)."""
     try:
-        return atlas.share_by_claim(load(folder, "atlas")[0][atlas.VERDICTS])
+        return atlas.grid.share_by_claim(load(folder, "atlas")[0][atlas.VERDICTS])
     except ResultsError:
         return {}
 

@@ -11,12 +11,18 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from ..core.validation import require_positive_ints
+from ..core.validation import is_positive_int, require_positive_ints
 
 LAYOUTS = ("disjoint", "official")
 WEIGHTS = ("uniform", "linear")
 CLASS_DRAWS = ("balanced", "random")
 FIELDS = ("tokens", "labels", "classes", "distinct")
+
+
+def check_seq_len(name: str, value: int) -> None:
+    """A sequence length: an integer >= 2, at least one context token and the query."""
+    if not (is_positive_int(value) and value >= 2):
+        raise ValueError(f"{name} must be an integer >= 2: at least one context token and the query (got {value!r})")
 
 
 @dataclass(frozen=True)
@@ -43,8 +49,7 @@ class SyntheticConfig:
             raise ValueError(f"class_draw must be one of {', '.join(CLASS_DRAWS)} (got {self.class_draw!r})")
         if self.distinct_weights not in WEIGHTS:
             raise ValueError(f"distinct_weights must be one of {', '.join(WEIGHTS)} (got {self.distinct_weights!r})")
-        if self.seq_len < 2:
-            raise ValueError(f"seq_len must be >= 2: at least one context token and the query (got {self.seq_len})")
+        check_seq_len("seq_len", self.seq_len)
         if self.vocab_size is not None and self.vocab_size < self.min_vocab:
             raise ValueError(f"vocab_size = {self.vocab_size} cannot hold the {self.min_vocab} tokens the "
                              f"{self.layout!r} layout needs; use vocab_size >= {self.min_vocab} or None")

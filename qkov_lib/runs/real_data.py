@@ -24,8 +24,8 @@ from ..data import authors
 from ..data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
 from ..metrics import check_bins, dtap_histogram, mean_ci, paired_effects
 from ..metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention, relevant_mass
-from ..metrics.verdicts import (NOT_EVIDENCE, OFFICIAL_COLUMN, PERCENT, VERDICT_COLUMN, Claim, Interval, above,
-                                at_least, below, beside_official, claim_table, not_evidence, profile_unit, rule)
+from ..metrics.verdicts import (NOT_EVIDENCE, PERCENT, Claim, Interval, above, at_least, below, beside_official,
+                                claim_table, not_evidence, profile_unit, rule)
 from ..models.transformer import ClassifierConfig, classify, init_classifier, trim
 from ..present.tables import LABELS, readable
 from ..train.optim import RateSchedule

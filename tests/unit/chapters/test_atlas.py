@@ -7,39 +7,43 @@ from dataclasses import asdict
 import pandas as pd
 import pytest
 
-from qkov_lib.chapters import atlas, fig2_dtap
+from qkov_lib.chapters import fig2_dtap
+from qkov_lib.chapters.atlas import ablation, pages
+from qkov_lib.chapters.atlas.grid import RUN
+from qkov_lib.chapters.atlas.setup import FACTOR_KEYS, FACTORS, shared
 from qkov_lib.core.chapter import ParameterError
+from qkov_lib.present.tables import listed
 from qkov_lib.runner.reproduce import resolve
 
 CLAIMS = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "prediction_kept")
 
 
 def test_the_factors_cover_exactly_the_official_profiles_keys():
-    keys = [k for f in atlas.FACTORS for k in f.keys]
+    keys = [k for f in FACTORS for k in f.keys]
     assert len(keys) == len(set(keys)), "a key of the official profile is in two factors"
     assert set(keys) == set(fig2_dtap.PROFILES["official"]), \
-        "every key of fig2_dtap's official profile must be in exactly one of atlas.FACTORS"
-    assert len(atlas.FACTORS) == 9 and len(set(atlas.FACTOR_KEYS)) == 9
+        "every key of fig2_dtap's official profile must be in exactly one of atlas.setup.FACTORS"
+    assert len(FACTORS) == 9 and len(set(FACTOR_KEYS)) == 9
 
 
 def test_an_official_key_no_factor_names_is_one_clear_error(monkeypatch):
     monkeypatch.setitem(fig2_dtap.PROFILES, "official", {**fig2_dtap.PROFILES["official"], "gamma": 0.5})
-    with pytest.raises(ValueError, match=r"official profile sets \['gamma'\], which no factor .* atlas.FACTORS"):
-        atlas.factor_changes(["layout"])
+    with pytest.raises(ValueError, match=r"official profile sets \['gamma'\], which no factor .* atlas.setup.FACTORS"):
+        ablation.factor_changes(["layout"])
 
 
 def test_the_runs_are_both_directions_and_both_end_points():
-    runs = atlas.ablation_runs()
-    every = set(atlas.FACTOR_KEYS)
-    assert [r.key for r in runs] == (["paper"] + [f"paper+{f}" for f in atlas.FACTOR_KEYS] + ["authors"]
-                                     + [f"authors-{f}" for f in atlas.FACTOR_KEYS])
+    runs = ablation.runs()
+    every = set(FACTOR_KEYS)
+    assert [r.key for r in runs] == (["paper"] + [f"paper+{f}" for f in FACTOR_KEYS] + ["authors"]
+                                     + [f"authors-{f}" for f in FACTOR_KEYS])
     by_key = {r.key: r for r in runs}
     assert by_key["paper"].on == () and set(by_key["authors"].on) == every
-    for f in atlas.FACTOR_KEYS:
+    for f in FACTOR_KEYS:
         assert by_key[f"paper+{f}"].on == (f,) and by_key[f"paper+{f}"].start == "paper"
         assert set(by_key[f"authors-{f}"].on) == every - {f} and by_key[f"authors-{f}"].start == "authors"
         assert by_key[f"paper+{f}"].factor == by_key[f"authors-{f}"].factor == f
-    some = atlas.ablation_runs(["scaling", "fresh"])
+    some = ablation.runs(["scaling", "fresh"])
     assert [r.key for r in some] == ["paper", "paper+scaling", "paper+fresh", "authors", "authors-scaling",
                                      "authors-fresh"]
     assert set(some[3].on) == every  # the authors' end point keeps every factor, whichever are switched
@@ -47,9 +51,9 @@ def test_the_runs_are_both_directions_and_both_end_points():
 
 def _setup(cell_key: str, speedup: int = 1, cap: int | None = None, profile: str = "paper"):
     setup = resolve("atlas", profile)[1]
-    run = next(r for r in atlas.ablation_runs() if r.key == cell_key)
-    cell = {atlas.RUN: run.key, "on": list(run.on), "speedup": speedup, "cap": cap}
-    return atlas.ablation_setup(cell, atlas.shared(setup))
+    run = next(r for r in ablation.runs() if r.key == cell_key)
+    cell = {RUN: run.key, "on": list(run.on), "speedup": speedup, "cap": cap}
+    return ablation.run_setup(cell, shared(setup))
 
 
 def test_the_end_points_are_the_papers_setup_and_the_authors_profile():
@@ -74,7 +78,8 @@ def test_the_budget_is_rescaled_by_the_speedup_and_capped():
     assert fast.panel_stop == full.panel_stop and fast.eval_every == full.eval_every  # how often it checks: kept
     capped = _setup("paper", speedup=10, cap=5000)
     assert capped.max_steps == 5000 and capped.ramp_steps == 5000 and capped.lr == pytest.approx(0.1)
-    budget = atlas.ablation_budget(resolve("atlas", "default")[1])
+    default = resolve("atlas", "default")[1]
+    budget = ablation.budget(default.ablation_speedup, default.ablation_cap, shared(default))
     assert budget["lr"] == pytest.approx(0.1) and budget["authors"]["caps"]["c"] == 100_000
     assert budget["authors"]["full caps"]["c"] == 1_000_000 and budget["paper"]["caps"]["a"] == 70_000
 
@@ -94,9 +99,9 @@ def test_bad_ablation_parameters_are_one_error_naming_the_fix(overrides, message
 def _hand_made(verdicts: dict[str, dict[str, str]]) -> pd.DataFrame:
     """An ablation verdicts table: run key -> claim id -> verdict, every other (run, claim) 'fails'."""
     rows = []
-    for r in atlas.ablation_runs():
+    for r in ablation.runs():
         for cid in CLAIMS:
-            rows.append({atlas.RUN: r.key, "start": r.start, "factor": r.factor, "claim_id": cid, "claim": cid,
+            rows.append({RUN: r.key, "start": r.start, "factor": r.factor, "claim_id": cid, "claim": cid,
                          "this run": "", "verdict": verdicts.get(r.key, {}).get(cid, "fails"), "capped models": 0,
                          "models": 40})
     return pd.DataFrame(rows)
@@ -113,7 +118,7 @@ def test_the_flip_table_on_a_hand_made_verdicts_table():
            for f in ("classes", "collapsed", "init", "multipliers", "budgets")},
         # authors-scaling: both 'fails', so scaling off flips faster QK and prediction kept from holds to fails
     })
-    f = atlas.flips(table).set_index(["factor", "claim_id"])
+    f = ablation.flips(table).set_index(["factor", "claim_id"])
     assert len(f) == 9 * 4
     assert f.loc[("scaling", "faster_qk_top_right"), "from the paper's"] == "flips"
     assert f.loc[("scaling", "faster_qk_top_right"), "from the authors'"] == "flips"
@@ -124,8 +129,8 @@ def test_the_flip_table_on_a_hand_made_verdicts_table():
         ["no change", "no change"]
     assert (f.loc[("weights", "prediction_kept"), ["paper", "paper + factor", "authors", "authors - factor"]]
             .tolist() == ["fails", "fails", "holds", "holds"])
-    assert "switched on in the paper's settings (default, rate 0.1)" in atlas.flip_table(table, "default, rate 0.1")
-    shown = atlas.flip_table(table)
+    assert "switched on in the paper's settings (default, rate 0.1)" in pages.flip_table(table, "default, rate 0.1")
+    shown = pages.flip_table(table)
     assert shown.loc[("score scaling", "faster QK top-right"), "flips it"] == "from both ends"
     assert shown.loc[("score scaling", "prediction kept"), "flips it"] == "from the authors'"
     assert shown.loc[("fresh batches", "prediction kept"), "switched off in the authors' settings"] == \
@@ -135,7 +140,7 @@ def test_the_flip_table_on_a_hand_made_verdicts_table():
 
 
 def test_the_reading_is_generated_from_the_table():
-    text = atlas.reading(_hand_made({"paper+scaling": {"faster_qk_top_right": "holds"},
+    text = pages.reading(_hand_made({"paper+scaling": {"faster_qk_top_right": "holds"},
                                      "authors": {"faster_qk_top_right": "holds"}}))
     lines = text.splitlines()
     assert len(lines) == 4 and all(line.startswith("- **") for line in lines)
@@ -146,40 +151,40 @@ def test_the_reading_is_generated_from_the_table():
             "random classes, collapsed start, per-panel initialisation, the code's multipliers or per-panel budgets "
             "and stop rule alone flips it from holds to fails.") in qk  # each factor is on at the authors' end
     assert "No single factor flips it." in next(line for line in lines if "FAFO top-left" in line)
-    assert atlas.listed(["a", "b"], "or") == "a or b"
-    together = atlas.reading(_hand_made({"authors": {"fafo_top_left": "holds"}} | {
-        f"authors-{f}": {"fafo_top_left": "holds"} for f in atlas.FACTOR_KEYS}))
+    assert listed(["a", "b"], "or") == "a or b"
+    together = pages.reading(_hand_made({"authors": {"fafo_top_left": "holds"}} | {
+        f"authors-{f}": {"fafo_top_left": "holds"} for f in FACTOR_KEYS}))
     assert "No single factor flips it: it takes several together." in together.splitlines()[1]
 
 
 def test_the_ablation_rows_must_all_be_there():
     table = _hand_made({})
-    rows = pd.DataFrame([{atlas.RUN: "paper", "panel": p, "seed": s, "ACMC": 0.0, "top_left": 0.0, "accuracy": 0.0,
+    rows = pd.DataFrame([{RUN: "paper", "panel": p, "seed": s, "ACMC": 0.0, "top_left": 0.0, "accuracy": 0.0,
                           "hit_cap": False} for p in fig2_dtap.PANEL_KEYS for s in (0, 1)])  # the paper's run alone
     with pytest.raises(ValueError, match="no run 'paper\\+layout'; rerun the chapter"):
-        atlas.ablation_verdicts(rows)
-    assert atlas.decided(table) == {"decided": 80, "undecided": 0, "verdicts": 80}  # 20 runs x 4 claims
+        ablation.claims_per_run(rows)
+    assert ablation.decided(table) == {"decided": 80, "undecided": 0, "verdicts": 80}  # 20 runs x 4 claims
 
 
 def test_labels_read_as_words():
-    assert atlas.init_label("identity", 1e-6) == "identity ×10⁻⁶"
-    assert atlas.init_label("balanced", 0.1) == "balanced ×0.1"
-    assert atlas.init_label("pytorch", 1.0) == "PyTorch default"
-    assert atlas.rate_label(0.1, True) == "rate 0.1, scores ×1/√d" and atlas.rate_label(1.0, False) == \
+    assert pages.init_label("identity", 1e-6) == "identity ×10⁻⁶"
+    assert pages.init_label("balanced", 0.1) == "balanced ×0.1"
+    assert pages.init_label("pytorch", 1.0) == "PyTorch default"
+    assert pages.rate_label(0.1, True) == "rate 0.1, scores ×1/√d" and pages.rate_label(1.0, False) == \
         "rate 1, unscaled"
-    assert atlas.run_label("paper+fresh") == "+ fresh batches" and atlas.run_label("authors-budgets") == \
+    assert pages.run_label("paper+fresh") == "+ fresh batches" and pages.run_label("authors-budgets") == \
         "− per-panel budgets and stop rule"
-    assert atlas.clock(resolve("atlas", "default")[1]) == "rate 0.1, step counts ÷10"
-    assert atlas.clock(resolve("atlas", "official")[1]) == "rate 0.01, full budgets"
-    assert atlas.reading(_hand_made({}), "profile `default` (rate 0.1)").startswith(
+    assert pages.clock(resolve("atlas", "default")[1]) == "rate 0.1, step counts ÷10"
+    assert pages.clock(resolve("atlas", "official")[1]) == "rate 0.01, full budgets"
+    assert pages.reading(_hand_made({}), "profile `default` (rate 0.1)").startswith(
         "Every run below trained at profile `default` (rate 0.1).")
-    assert atlas.panel_label({"panel": "f", "parameterisation": "FAFO", "qk_mult": 20.0, "qk_schedule": "ramp"}) \
+    assert pages.panel_label({"panel": "f", "parameterisation": "FAFO", "qk_mult": 20.0, "qk_schedule": "ramp"}) \
         == "(f) FAFO, QK 1→20"
-    assert atlas.listed(["a", "b", "c"]) == "a, b and c" and atlas.listed(["a"]) == "a"
+    assert listed(["a", "b", "c"]) == "a, b and c" and listed(["a"]) == "a"
 
 
 def test_the_ablation_figure_has_a_row_per_run_and_a_column_per_claim():
-    fig = atlas.ablation_figure(_hand_made({"paper": {"fafo_top_left": "holds"}}))
+    fig = pages.ablation_figure(_hand_made({"paper": {"fafo_top_left": "holds"}}))
     assert len(fig.data) == 2  # the paper's settings, the authors'
     paper, authors = fig.data
     assert len(paper.y) == len(authors.y) == 10 and len(paper.x) == 5  # four claims and the step cap

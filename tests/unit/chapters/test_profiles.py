@@ -150,7 +150,7 @@ def test_device_choice(monkeypatch):
     ({"bins": [0.0, 0.5, 1.5]}, r"bins must lie in \[0, 1\]"),
     ({"bins": [0.0, 0.6, 0.4, 1.0]}, "bins must be strictly increasing"),
     ({"gamma": 1.2}, r"gamma .* must lie in \(0, 1\)"),
-    ({"seq_len": 1}, "seq_len must be >= 2"),
+    ({"seq_len": 1}, "seq_len must be an integer >= 2"),
     ({"vocab_size": 40}, "vocab_size = 40 cannot hold the 58 tokens"),
     ({"init": "orthogonal"}, "unknown init 'orthogonal'"),
     ({"seeds": [1, 1]}, "seeds must be a non-empty list of distinct integers"),

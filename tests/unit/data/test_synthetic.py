@@ -94,7 +94,7 @@ def test_stack_splits():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(gamma=0.0), r"gamma .* must lie in \(0, 1\)"), (dict(gamma=1.0), r"gamma .* must lie in \(0, 1\)"),
-    (dict(seq_len=1), "seq_len must be >= 2"), (dict(n_distinct=0), "n_distinct must be a positive integer"),
+    (dict(seq_len=1), "seq_len must be an integer >= 2"), (dict(n_distinct=0), "n_distinct must be a positive integer"),
     (dict(vocab_size=50), "vocab_size = 50 cannot hold the 58 tokens"), (dict(layout="mixed"), "layout must be"),
     (dict(distinct_weights="zipf"), "distinct_weights must be"),
 ])

@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 
 from qkov_lib.chapters import atlas
+from qkov_lib.chapters.atlas import ablation, grid, pages
+from qkov_lib.chapters.atlas.setup import shared
 from qkov_lib.runner.reproduce import resolve
 from qkov_lib.runs import sweep
 from qkov_lib.runs.sweep import CELL, DEADLINE_ENV, OutOfTime, cell_id, dask_client, run_sweep
@@ -20,7 +22,7 @@ TINY = {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 40, "eval_eve
 
 def setup(**changes):
     s = resolve("atlas", "smoke", TINY | changes)[1]
-    return atlas.grid(s), atlas.shared(s)
+    return grid.settings(s), shared(s)
 
 
 @pytest.fixture(scope="module")
@@ -132,24 +134,24 @@ def test_bad_grid_and_damaged_cell_file(tmp_path):
 
 
 def test_verdicts_are_figure2s_checks_per_setting(serial):
-    table = atlas.verdicts(serial.rows)
+    table = grid.claims_per_setting(serial.rows)
     ids = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "prediction_kept")  # Figure 2's claims
     assert len(table) == 6 * len(ids) and tuple(dict.fromkeys(table["claim_id"])) == ids
-    assert set(atlas.SHORT) == set(ids)  # every claim has its short name for the page
-    share = atlas.where_claims_hold(table)
+    assert set(pages.SHORT) == set(ids)  # every claim has its short name for the page
+    share = grid.where_claims_hold(table)
     assert (share["settings"] == 6).all() and (share[["holds", "fails", "undecided"]].sum(axis=1) == 6).all()
     assert set(table["verdict"]) <= {"holds", "fails", "undecided"}
     assert (table["models"] == 8 * 2).all() and (table["capped models"] <= table["models"]).all()
-    counts = atlas.by_axis(table)
+    counts = pages.by_axis(table)
     assert list(dict.fromkeys(counts.index.get_level_values("axis"))) == ["initialisation", "learning rate",
                                                                          "score scaling"]
-    assert list(counts.columns) == [atlas.SHORT[i] for i in ids]
+    assert list(counts.columns) == [pages.SHORT[i] for i in ids]
     held = table[table["init"] == "identity"].groupby("claim_id", sort=False)["verdict"].apply(
         lambda v: f"{(v == 'holds').sum()} of {len(v)}")
     assert counts.loc[("initialisation", "identity ×10⁻⁶")].tolist() == held.tolist()
-    shown = atlas.share_table(table)
-    assert list(shown.index) == [atlas.SHORT[i] for i in ids] and (shown["of settings"] == 6).all()
-    panels = atlas.panel_table(serial.rows)
+    shown = pages.share_table(table)
+    assert list(shown.index) == [pages.SHORT[i] for i in ids] and (shown["of settings"] == 6).all()
+    panels = pages.panel_table(serial.rows)
     assert len(panels) == 6 * 8 and panels["setting"].iloc[0] == "identity ×10⁻⁶, rate 1, unscaled"
     assert set(panels["capped"]) <= {"0 of 2", "1 of 2", "2 of 2"}
 
@@ -157,19 +159,19 @@ def test_verdicts_are_figure2s_checks_per_setting(serial):
 def test_the_ablation_runs_as_tasks_of_the_same_sweep(tmp_path):
     s = resolve("atlas", "smoke", TINY | {"inits": [["identity", 1e-6]], "scaled_scores": [False],
                                           "ablation_factors": ["scaling", "fresh"], "ablation_cap": 20})[1]
-    tasks, common = atlas.tasks(s), atlas.shared(s)
-    assert len(tasks) == 6 + 1 and [t[atlas.RUN] for t in tasks[:6]] == [
+    tasks, common = atlas.tasks(s), shared(s)
+    assert len(tasks) == 6 + 1 and [t[grid.RUN] for t in tasks[:6]] == [
         "paper", "paper+scaling", "paper+fresh", "authors", "authors-scaling", "authors-fresh"]
     out = run_sweep(atlas.run_setting, tasks, common, tmp_path, "serial", progress=False)
-    grid, ablation = atlas.grid_rows(out.rows), atlas.ablation_rows(out.rows)
-    assert len(grid) == 8 * 2 and atlas.RUN not in grid and grid["scaled_scores"].dtype == bool
-    assert len(ablation) == 6 * 8 * 2 and (ablation["steps"] <= 20).all() and "init" not in ablation
-    pd.testing.assert_frame_equal(grid, atlas.grid_rows(run_sweep(atlas.run_setting, atlas.grid(s), common,
-                                                                  tmp_path, "serial", progress=False).rows))
-    table = atlas.ablation_verdicts(ablation, s.ablation_factors)
-    assert len(table) == 6 * 4 and list(dict.fromkeys(table[atlas.RUN])) == [t[atlas.RUN] for t in tasks[:6]]
-    assert set(atlas.flips(table)["factor"]) == {"scaling", "fresh"}
-    assert len(atlas.verdicts(out.rows)) == 4  # the grid's one setting; the ablation's rows are left out
+    grid_part, ablation_part = grid.rows_of(out.rows), ablation.rows_of(out.rows)
+    assert len(grid_part) == 8 * 2 and grid.RUN not in grid_part and grid_part["scaled_scores"].dtype == bool
+    assert len(ablation_part) == 6 * 8 * 2 and (ablation_part["steps"] <= 20).all() and "init" not in ablation_part
+    pd.testing.assert_frame_equal(grid_part, grid.rows_of(run_sweep(atlas.run_setting, grid.settings(s), common,
+                                                                   tmp_path, "serial", progress=False).rows))
+    table = ablation.claims_per_run(ablation_part, s.ablation_factors)
+    assert len(table) == 6 * 4 and list(dict.fromkeys(table[grid.RUN])) == [t[grid.RUN] for t in tasks[:6]]
+    assert set(ablation.flips(table)["factor"]) == {"scaling", "fresh"}
+    assert len(grid.claims_per_setting(out.rows)) == 4  # the grid's one setting; the ablation's rows are left out
 
 
 def test_workers_with_other_arithmetic_are_refused(monkeypatch):

@@ -242,7 +242,8 @@ def test_the_real_data_page_sets_official_beside_the_authors_with_its_verdict(tm
     import pandas as pd
 
     from qkov_lib.data import authors
-    from qkov_lib.runs.real_data import OFFICIAL_COLUMN, VERDICT_COLUMN, OfficialRun, compared, official_run
+    from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, VERDICT_COLUMN
+    from qkov_lib.runs.real_data import OfficialRun, compared, official_run
     stored = authors.table()
     base, fast = (float(stored.loc[f"hatexplain.accuracy.{c}", "value"]) for c in ("baseline", "faster"))
     rows = []
