@@ -3,11 +3,13 @@ units, numbers to a fixed number of digits, empty cells empty, and intervals wri
 the mean and its 95% interval over seeds (said once, in the table's caption or column)."""
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from IPython.display import HTML
 
 LABELS = {  # a tidy column's key -> what a reader sees
     "panel": "panel", "label": "run", "seed": "seed", "condition": "condition", "layers": "layers",
@@ -73,3 +75,12 @@ def listed(items: Sequence[str], conjunction: str = "and") -> str:
     """'a', 'a and b', 'a, b and c' (or another conjunction); repeats dropped."""
     items = list(dict.fromkeys(items))
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + f" {conjunction} " + items[-1]
+
+
+def folded(table: pd.DataFrame, summary: str, header: bool = True) -> HTML:
+    """A table folded under a one-line summary that opens on a click (``<details>``): for what a reader may want to
+    look up (each seed's numbers, the data's sizes) without it pushing the page's results apart."""
+    body = table.to_html(header=header, border=0, escape=True)
+    return HTML('<details style="margin: 0.5em 0 1em 0; padding: 0.3em 0.6em; border: 1px solid #d0d7de; '
+                'border-radius: 6px; font-size: 0.9em"><summary style="cursor: pointer; color: #57606a">'
+                f'{html.escape(summary)}</summary><div style="overflow-x: auto">{body}</div></details>')

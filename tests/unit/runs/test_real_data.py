@@ -25,9 +25,10 @@ from qkov_lib.models.transformer import ClassifierConfig, classify, init_classif
 from qkov_lib.present.plots import dtap_conditions
 from qkov_lib.runner.reproduce import resolve
 from qkov_lib.runs import squad_runs
-from qkov_lib.runs.real_data import (TABLE_METRICS, Majority, claims, compared, folded, group_display, group_table,
-                                     per_seed_display, run_conditions, short_names, table1, table1_display, table1_page,
-                                     why_not_learned)
+from qkov_lib.runs.real_data import Majority, claims, compared, run_conditions, table1, why_not_learned
+from qkov_lib.present.table1 import (TABLE_METRICS, group_display, group_table, per_seed_display, short_names,
+                                     table1_display, table1_page)
+from qkov_lib.present.tables import folded
 from qkov_lib.train.optim import circuit_groups
 
 

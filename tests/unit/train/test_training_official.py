@@ -275,7 +275,8 @@ def test_the_real_data_pages_intervals_of_a_percentage_stay_within_0_and_100_and
 
     from qkov_lib.data import authors
     from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, PERCENT, VERDICT_COLUMN, Interval, beside_official
-    from qkov_lib.runs.real_data import OfficialRun, compared, interval_text
+    from qkov_lib.present.table1 import interval_text
+    from qkov_lib.runs.real_data import OfficialRun, compared
     accuracy = [99.9, 100.0, 100.0, 98.0, 100.0]  # the t interval reaches 100.66
     assert Interval.of(accuracy).high > 100 and interval_text(accuracy, 1, PERCENT).endswith(", 100.0]")
     assert interval_text(accuracy, 1) == Interval.of(accuracy).text(1)  # without bounds: as before
