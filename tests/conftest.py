@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.data import DATA_ENV
 from qkov_lib.runner.reproduce import reproduce
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.core.paths import REPO_ROOT
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 # console messages that are not the book's, each with the reason it is accepted

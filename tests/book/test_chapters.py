@@ -13,7 +13,7 @@ from conftest import TEST_REPOSITORY
 
 from qkov_lib.core import results
 from qkov_lib.core.chapter import ParameterError
-from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.runner.book import _book_config
 from qkov_lib.runner.book_ext import launch_links
 from qkov_lib.runner.reproduce import CHAPTERS

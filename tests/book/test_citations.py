@@ -8,7 +8,7 @@ from pathlib import Path
 from pybtex.database import parse_file
 
 from qkov_lib import __version__
-from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.core.paths import REPO_ROOT
 
 BIB = REPO_ROOT / "book" / "references.bib"
 SOURCES = sorted((REPO_ROOT / "notebooks").glob("*.md")) + sorted((REPO_ROOT / "book").glob("*.md"))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.core.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 CHAPTER = "fig4_mu_trajectories"

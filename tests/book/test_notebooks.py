@@ -14,7 +14,8 @@ from myst_nb.ext import glue as myst_glue
 
 from qkov_lib.core.chapter import ParameterError
 from qkov_lib.core.codehash import source_digest
-from qkov_lib.core.results import REPO_ROOT, RESULTS_ENV, ROOT_ENV
+from qkov_lib.core.paths import REPO_ROOT
+from qkov_lib.core.results import RESULTS_ENV, ROOT_ENV
 from qkov_lib.present import plots
 from qkov_lib.runner.notebooks import write_notebook
 from qkov_lib.runner.reproduce import reproduce

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from qkov_lib.core.chapter import ParameterError
-from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.runner.book import BRANCH_ENV, link_branch
 from qkov_lib.runner.book_ext import launch_links
 

@@ -22,7 +22,7 @@ import yaml
 
 from qkov_lib.core.chapter import ParameterError, concrete_profile
 from qkov_lib.core.contents import chapter_names
-from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.runner import notebooks, publish
 from qkov_lib.runner.book_ext import launch_links
 

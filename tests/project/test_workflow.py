@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from qkov_lib.core.chapter import CHOICES
-from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.core.paths import REPO_ROOT
 
 WORKFLOWS = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))
 ACTIONS = sorted((REPO_ROOT / ".github" / "actions").glob("*/action.yml"))  # the workflow's own composite actions

@@ -14,9 +14,10 @@ import pytest
 from fake_chapters import TINY, tiny_book
 
 from qkov_lib.core import codehash, results
+from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.runner import reproduce as runner
 
-NOTEBOOKS = {p.stem: p for p in sorted((results.REPO_ROOT / "notebooks").glob("*.md"))}
+NOTEBOOKS = {p.stem: p for p in sorted((REPO_ROOT / "notebooks").glob("*.md"))}
 ALL = sorted(NOTEBOOKS)
 
 # The chapters an edit of each module makes stale: those whose imports reach it. The scorecard reads the atlas's

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from qkov_lib.core import portable
-from qkov_lib.core.results import REPO_ROOT
+from qkov_lib.core.paths import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(not portable.applicable(), reason="the portable mode concerns x86-64 CPUs")
 

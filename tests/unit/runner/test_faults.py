@@ -32,7 +32,8 @@ from qkov_lib.__main__ import main
 from qkov_lib.chapters import scorecard
 from qkov_lib.core.chapter import ParameterError, concrete_profile, notebook_overrides
 from qkov_lib.core.chapter import shown_path
-from qkov_lib.core.results import REPO_ROOT, RESULTS_ENV, ROOT_ENV, ResultsError, check, save
+from qkov_lib.core.paths import REPO_ROOT
+from qkov_lib.core.results import RESULTS_ENV, ROOT_ENV, ResultsError, check, save
 from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, hatexplain, registry, sva
 from qkov_lib.runner import reproduce as runner
 

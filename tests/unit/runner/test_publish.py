@@ -16,6 +16,7 @@ from fake_chapters import TINY, fake_module
 
 from qkov_lib.__main__ import main
 from qkov_lib.core import results
+from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.runner import bundle, publish
 from qkov_lib.runner import reproduce as runner
 from qkov_lib.runner.book_ext import mark_older
@@ -179,7 +180,7 @@ def test_make_book_passes_the_budget_to_the_runner(tmp_path):
     (venv / "bin").mkdir(parents=True)
     (venv / ".installed").touch()
     out = subprocess.run(["make", "-n", "-o", str(venv / ".installed"), "book", "PROFILE=default", "BUDGET=300",
-                          f"VENV={venv}"], cwd=results.REPO_ROOT, capture_output=True, text=True, check=True).stdout
+                          f"VENV={venv}"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
     command = " ".join(out.replace("\\\n", " ").split())  # one line, continuations joined
     assert "-m qkov_lib reproduce --profile default --budget-minutes 300;" in command
     assert publish.make_args("paper", 660, "https://github.com/o/r", True) == [
