@@ -49,12 +49,13 @@ def fake_module(name: str, datasets: tuple[str, ...] = (), **params: int) -> typ
     return module
 
 
-def tiny_book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A notebooks folder in ``tmp_path`` holding the tiny chapter (``TINY``, as ``tiny.md``), which the runner reads
-    for this test, its module taking one parameter, x = 1; returns the folder."""
+def tiny_book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: tuple[str, ...] = ("tiny",)) -> Path:
+    """A notebooks folder in ``tmp_path`` holding the tiny chapter (``TINY``) under each of ``names`` (``tiny.md``,
+    ...), which the runner reads for this test, each module taking one parameter, x = 1; returns the folder."""
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
-    (notebooks / "tiny.md").write_text(TINY)
+    for name in names:
+        (notebooks / f"{name}.md").write_text(TINY.replace('"tiny"', f'"{name}"'))
+        monkeypatch.setitem(runner.CHAPTERS, name, fake_module(name, x=1))
     monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
-    monkeypatch.setitem(runner.CHAPTERS, "tiny", fake_module("tiny", x=1))
     return notebooks

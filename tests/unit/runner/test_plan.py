@@ -9,7 +9,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from fake_chapters import HEAD, TINY, fake_module
+from fake_chapters import HEAD, TINY, tiny_book
 
 from qkov_lib.__main__ import main
 from qkov_lib.core import codehash, results
@@ -19,13 +19,7 @@ from qkov_lib.runner import reproduce as runner
 @pytest.fixture
 def book(tmp_path, monkeypatch) -> Path:
     """Two tiny chapters, 'tiny' and 'other', registered; the tiny one run once into res/."""
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    (notebooks / "tiny.md").write_text(TINY)
-    (notebooks / "other.md").write_text(TINY.replace('"tiny"', '"other"'))
-    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
-    monkeypatch.setitem(runner.CHAPTERS, "tiny", fake_module("tiny", x=1))
-    monkeypatch.setitem(runner.CHAPTERS, "other", fake_module("other", x=1))
+    tiny_book(tmp_path, monkeypatch, ("tiny", "other"))
     assert runner.run_chapter("tiny", "smoke", {}, out_dir=tmp_path / "nb", results_root=tmp_path / "res") == "ran"
     return tmp_path
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from fake_chapters import TINY, fake_module
+from fake_chapters import tiny_book
 
 from qkov_lib.__main__ import main
 from qkov_lib.core import results
@@ -54,12 +54,8 @@ class FakeBook:
 
 @pytest.fixture
 def book(tmp_path, monkeypatch) -> FakeBook:
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    (notebooks / "tiny.md").write_text(TINY)
-    (notebooks / "other.md").write_text(TINY.replace('"tiny"', '"other"'))
-    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
-    monkeypatch.setattr(runner, "CHAPTERS", {"tiny": fake_module("tiny", x=1), "other": fake_module("other", x=1)})
+    tiny_book(tmp_path, monkeypatch, ("tiny", "other"))
+    monkeypatch.setattr(runner, "CHAPTERS", {n: runner.CHAPTERS[n] for n in ("tiny", "other")})  # the whole book
     monkeypatch.setattr(runner, "chapter_names", lambda: ["tiny", "other"])  # the whole book
     monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     return FakeBook(tmp_path)
