@@ -88,11 +88,20 @@ def _describe(hint: Any) -> str:
     if origin in (typing.Union, types.UnionType):
         return " or ".join("None" if a is type(None) else _describe(a) for a in args)
     if origin is tuple:
-        return f"a list of {_describe(args[0]).removeprefix('a ')}s" if args[-1] is Ellipsis else \
+        return f"a list of {_plural(_describe(args[0]))}" if args[-1] is Ellipsis else \
             f"a list of {len(args)} values"
     if origin is dict:
-        return f"a mapping to {_describe(args[1]).removeprefix('a ')}s"
+        return f"a mapping to {_plural(_describe(args[1]))}"
     return {bool: "a bool", int: "an int", float: "a float", str: "a str"}.get(hint, str(hint))
+
+
+def _plural(description: str) -> str:
+    """'an int' -> 'ints', 'a list of 2 values' -> 'lists of 2 values'; any other description -> 'values, each …'."""
+    for article in ("a ", "an "):
+        if description.startswith(article) and " or " not in description:
+            first, _, rest = description.removeprefix(article).partition(" ")
+            return f"{first}s {rest}".rstrip()
+    return f"values, each {description}"
 
 
 def _coerce(value: Any, hint: Any) -> Any:

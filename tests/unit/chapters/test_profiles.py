@@ -91,6 +91,21 @@ def test_placeholder_parameters_take_none_or_their_own_type():
         resolve("fig2_dtap", "default", {"seq_len_gh": "long"})
 
 
+@pytest.mark.parametrize("chapter, overrides, message", [
+    ("fig2_dtap", {"seeds": "x"}, r"'seeds' of fig2_dtap must be a list of ints like"),
+    ("fig2_dtap", {"panel_steps": 3}, r"'panel_steps' of fig2_dtap must be a mapping to ints like"),
+    ("fig2_dtap", {"panel_stop": 3}, r"must be a mapping to values, each an int or None like"),
+    ("atlas", {"inits": 3}, r"'inits' of atlas must be a list of lists of 2 values like"),
+    ("atlas", {"mult_sets": [[10.0, 20.0, 5.0]]}, r"'mult_sets' of atlas must be a list of lists of 4 values like"),
+    ("atlas", {"mult_sets": [[10.0, 20.0, 5.0, -1.0]]}, r"mult_sets: the QK multiplier ramp_h must be a finite"),
+    ("atlas", {"inits": [["bogus", 1.0]]}, r"inits, each \[kind, scale\]: unknown init 'bogus'; allowed"),
+])
+def test_a_wrong_type_is_described_in_plain_words(chapter, overrides, message):
+    """The type a parameter must have, in words a reader can follow: plurals of nested lists and mappings."""
+    with pytest.raises(ParameterError, match=message):
+        resolve(chapter, "smoke", overrides)
+
+
 def test_unknown_profile_and_chapter():
     with pytest.raises(ParameterError, match="unknown profile 'fast'; allowed: smoke, default, paper, official, auto"):
         resolve(FIG4, "fast")
