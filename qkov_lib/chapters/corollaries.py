@@ -46,9 +46,7 @@ class Setup(SyntheticSetup):
             raise ValueError(f"need ov_mult in (0, 1], qk_mult >= 1, ov_decay >= 0, ov_init_mult > 0 (got "
                              f"{self.ov_mult}, {self.qk_mult}, {self.ov_decay}, {self.ov_init_mult})")
         require_positive_numbers("adam_lrs", self.adam_lrs)
-        if not self.adam_max_steps >= 1:
-            raise ValueError(f"adam_max_steps must be a positive integer (got {self.adam_max_steps!r})")
-        require_positive_ints(self, ("record_every",))
+        require_positive_ints(self, ("adam_max_steps", "record_every"))
 
 
 PROFILES = {
