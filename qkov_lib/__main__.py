@@ -15,7 +15,10 @@ from .data.registry import CANONICAL, DataError, canonical_file
 from .runner import bundle, publish
 from .runner.book import build_book
 from .runner.notebooks import write_notebook
-from .runner.reproduce import BOOK_CHAPTERS, CHAPTERS, RESULTS_ROOT, Summary, format_plan, plan, reproduce
+from .core.paths import BOOK_CHAPTERS, RESULTS_ROOT
+from .runner.catalog import CHAPTERS
+from .runner.plan import format_plan, plan
+from .runner.reproduce import Summary, reproduce
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from qkov_lib.runner import reproduce as runner
+from qkov_lib.runner import catalog
 
 HEAD = """---
 kernelspec: {display_name: Python 3, language: python, name: python3}
@@ -56,6 +57,6 @@ def tiny_book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: tuple[str,
     notebooks.mkdir()
     for name in names:
         (notebooks / f"{name}.md").write_text(TINY.replace('"tiny"', f'"{name}"'))
-        monkeypatch.setitem(runner.CHAPTERS, name, fake_module(name, x=1))
-    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
+        monkeypatch.setitem(catalog.CHAPTERS, name, fake_module(name, x=1))
+    monkeypatch.setattr(catalog, "NOTEBOOKS_DIR", notebooks)
     return notebooks

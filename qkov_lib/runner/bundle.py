@@ -36,8 +36,10 @@ from typing import Any
 
 from ..core import results
 from ..core.chapter import PROFILES
-from . import reproduce
-from .reproduce import CHAPTERS, RESULTS_ROOT, chapter_lock, resolve
+from ..core.paths import RESULTS_ROOT
+from . import catalog
+from .catalog import resolve
+from .units import chapter_lock
 
 FORMAT = "qkov-results-bundle"
 VERSION = 1
@@ -66,7 +68,7 @@ def _sweep_hook(name: str, module: ModuleType) -> Callable[[str], list[Path]]:
 
 # the chapters that run a sweep: each declares ``sweep_folders(setup)`` in its module, as it declares ``DATASETS``
 SWEEP_FOLDERS: dict[str, Callable[[str], list[Path]]] = {
-    name: _sweep_hook(name, module) for name, module in CHAPTERS.items() if hasattr(module, "sweep_folders")}
+    name: _sweep_hook(name, module) for name, module in catalog.CHAPTERS.items() if hasattr(module, "sweep_folders")}
 
 
 @dataclass
@@ -168,7 +170,7 @@ def _place(name: str, profile: str, sweeps: set[str]) -> str | None:
     if name != PurePosixPath(name).as_posix() or "\\" in name:
         return None
     unit = UNIT_FILE.fullmatch(parts[-1]) if parts else None
-    if len(parts) == 2 and parts[0] == profile and unit and unit["chapter"] in reproduce.CHAPTERS:
+    if len(parts) == 2 and parts[0] == profile and unit and unit["chapter"] in catalog.CHAPTERS:
         return unit["chapter"]
     if len(parts) == SWEEP_DEPTH and parts[0] == SWEEPS and parts[1] in sweeps and SWEEP_PART.fullmatch(parts[2]) \
             and parts[3].endswith(".csv") and SWEEP_PART.fullmatch(parts[3].removesuffix(".csv")):

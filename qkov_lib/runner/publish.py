@@ -34,7 +34,7 @@ from ..core.contents import chapter_names
 from ..core.paths import HTML, REPO_ROOT, RESULTS_ROOT
 from ..data.registry import CANONICAL, DataError, canonical_file
 from . import bundle, notebooks
-from .reproduce import format_plan, plan
+from .plan import format_plan, plan
 
 COLAB_DIR = "colab"  # <site>/<profile>/colab/<chapter>.ipynb: the chapters for Colab
 STAMP = "publish.json"  # <site>/<profile>/publish.json: what the index page says about that build

@@ -16,6 +16,7 @@ from fake_chapters import TINY, tiny_book
 from qkov_lib.core import codehash, results
 from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.runner import reproduce as runner
+from qkov_lib.runner import catalog, fingerprint as fingerprints, units
 
 NOTEBOOKS = {p.stem: p for p in sorted((REPO_ROOT / "notebooks").glob("*.md"))}
 ALL = sorted(NOTEBOOKS)
@@ -163,16 +164,16 @@ def test_the_runner_names_the_changed_modules(package, tmp_path, monkeypatch):
     the module after a code edit."""
     tiny_book(tmp_path, monkeypatch)
     folder = tmp_path / "res" / "smoke"
-    fp = runner.fingerprint("tiny", "smoke", {"x": 1}, folder.parent)
+    fp = fingerprints.fingerprint("tiny", "smoke", {"x": 1}, folder.parent)
     (folder / "tiny.ipynb").parent.mkdir(parents=True)
     (folder / "tiny.ipynb").write_text("{}")
     results.save(folder, "tiny", {"main": pd.DataFrame({"x": [1]})}, {})
-    runner._seal(folder, "tiny", fp, 1.0)
-    assert runner.stale_reason(folder, "tiny", fp)[0] is None
+    units.seal(folder, "tiny", fp, 1.0)
+    assert fingerprints.stale_reason(folder, "tiny", fp)[0] is None
     edit_docstrings(package / "core" / "results.py")
-    assert runner.stale_reason(folder, "tiny", runner.fingerprint("tiny", "smoke", {"x": 1}, folder.parent))[0] is None
+    assert fingerprints.stale_reason(folder, "tiny", fingerprints.fingerprint("tiny", "smoke", {"x": 1}, folder.parent))[0] is None
     (package / "core" / "results.py").write_text((package / "core" / "results.py").read_text() + "\nEDIT = 1\n")
-    reason = runner.stale_reason(folder, "tiny", runner.fingerprint("tiny", "smoke", {"x": 1}, folder.parent))[0]
+    reason = fingerprints.stale_reason(folder, "tiny", fingerprints.fingerprint("tiny", "smoke", {"x": 1}, folder.parent))[0]
     assert reason == "code (qkov_lib.core.results) changed"
 
 
@@ -191,17 +192,17 @@ def test_sweep_cells_follow_their_task_code(package):
 def test_notebook_metadata_leaves_a_chapter_current_and_a_cell_edit_does_not(tmp_path, monkeypatch):
     """Opening a chapter in JupyterLab rewrites its kernelspec; that changes no fingerprint, an edited cell does."""
     notebooks = tiny_book(tmp_path, monkeypatch)
-    before = runner.fingerprint("tiny", "smoke", {"x": 1}, tmp_path)
+    before = fingerprints.fingerprint("tiny", "smoke", {"x": 1}, tmp_path)
     (notebooks / "tiny.md").write_text(TINY.replace("display_name: Python 3,", "display_name: Python 3 (ipykernel),"))
     assert "ipykernel" in (notebooks / "tiny.md").read_text()
-    assert runner.fingerprint("tiny", "smoke", {"x": 1}, tmp_path) == before
+    assert fingerprints.fingerprint("tiny", "smoke", {"x": 1}, tmp_path) == before
     (notebooks / "tiny.md").write_text(TINY.replace('overrides.get("x", 1)', 'overrides.get("x", 2)'))
-    assert runner.fingerprint("tiny", "smoke", {"x": 1}, tmp_path)["source"] != before["source"]
+    assert fingerprints.fingerprint("tiny", "smoke", {"x": 1}, tmp_path)["source"] != before["source"]
 
 
 def test_a_page_that_sets_official_beside_its_run_follows_the_official_unit(tmp_path):
     def parts(chapter: str, profile: str) -> dict[str, str]:
-        return runner.fingerprint(chapter, profile, {}, results_root=tmp_path)
+        return fingerprints.fingerprint(chapter, profile, {}, results_root=tmp_path)
 
     (tmp_path / "official").mkdir()
     before, summary_before = parts("fig3_incentive", "smoke"), parts("summary", "smoke")
@@ -217,6 +218,6 @@ def test_a_page_that_sets_official_beside_its_run_follows_the_official_unit(tmp_
 def test_every_page_that_reads_the_official_results_declares_it():
     reads = {name for name, path in NOTEBOOKS.items()  # in the page, or in its module's run
              if re.search(r'official_run\(|profile_tables\(.*"official"|official_html\(',
-                          path.read_text() + inspect.getsource(runner.CHAPTERS[name]))}
-    declares = {name for name, module in runner.CHAPTERS.items() if "official" in getattr(module, "BESIDE", ())}
+                          path.read_text() + inspect.getsource(catalog.CHAPTERS[name]))}
+    declares = {name for name, module in catalog.CHAPTERS.items() if "official" in getattr(module, "BESIDE", ())}
     assert reads == declares and "summary" in reads and "fig2_dtap" in reads

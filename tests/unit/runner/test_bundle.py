@@ -22,6 +22,7 @@ from qkov_lib.__main__ import main
 from qkov_lib.core import results
 from qkov_lib.runner import bundle
 from qkov_lib.runner import reproduce as runner
+from qkov_lib.runner import catalog, fingerprint as fingerprints, plan as plan_mod, units
 
 CELLS = Path("sweeps") / "tiny" / "0123456789abcdef"
 
@@ -44,7 +45,7 @@ def res(tmp_path, monkeypatch) -> Path:
     """A results root with two smoke units, a damaged third, another profile's unit, and a sweep's cells."""
     root = tmp_path / "res"
     for i, chapter in enumerate(["alpha", "beta", "gamma"]):
-        monkeypatch.setitem(runner.CHAPTERS, chapter, fake_module(chapter, x=1))
+        monkeypatch.setitem(catalog.CHAPTERS, chapter, fake_module(chapter, x=1))
         seal_unit(root / "smoke", chapter, i)
     (root / "smoke" / "gamma.csv").write_text("x\n99\n")  # damaged: left out of the bundle
     (root / "smoke" / "failed").mkdir()
@@ -61,12 +62,12 @@ def res(tmp_path, monkeypatch) -> Path:
 
 def hashes(root: Path) -> dict[str, str]:
     return {p.relative_to(root).as_posix(): results.sha256_file(p) for p in sorted(root.rglob("*"))
-            if p.is_file() and runner.LOCKS not in p.parts}
+            if p.is_file() and units.LOCKS not in p.parts}
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and runner.LOCKS not in p.parts}
+            if p.is_file() and units.LOCKS not in p.parts}
 
 
 def test_round_trip_restores_every_file_bit_for_bit(res, tmp_path, capsys):
@@ -228,11 +229,11 @@ def test_restored_units_are_reused_by_the_runner(tmp_path, monkeypatch):
     monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     folder = tmp_path / "res" / "smoke"
     seal_unit(folder, "tiny", 1)
-    fp = runner.fingerprint("tiny", "smoke", {"x": 1}, folder.parent)
-    runner._seal(folder, "tiny", fp, 60.0)
+    fp = fingerprints.fingerprint("tiny", "smoke", {"x": 1}, folder.parent)
+    units.seal(folder, "tiny", fp, 60.0)
     bundle.pack("smoke", tmp_path / "b.tar.gz", tmp_path / "res")
     bundle.unpack(tmp_path / "b.tar.gz", tmp_path / "fresh")
-    plan = runner.chapter_state("tiny", "smoke", {}, tmp_path / "fresh")
+    plan = plan_mod.chapter_state("tiny", "smoke", {}, tmp_path / "fresh")
     assert plan.reason is None and plan.estimate_s == 60.0
 
 
@@ -241,7 +242,7 @@ def test_restored_units_are_reused_by_the_runner(tmp_path, monkeypatch):
 def sha_tree(root: Path) -> dict[str, str]:
     """The sha256 of every file under ``root`` (the results folder and the folders beside it), but the locks."""
     return {p.relative_to(root).as_posix(): results.sha256_file(p) for p in sorted(root.rglob("*"))
-            if p.is_file() and runner.LOCKS not in p.parts}
+            if p.is_file() and units.LOCKS not in p.parts}
 
 
 def rewritten(path: Path, change) -> None:
@@ -354,7 +355,7 @@ def test_sizes_are_checked_before_a_member_is_inflated(res, tmp_path, capsys, mo
 
 def test_members_are_streamed_not_held_in_memory(tmp_path, monkeypatch):
     """A unit with a 24 MB table unpacks with well under 24 MB of Python memory at its peak."""
-    monkeypatch.setitem(runner.CHAPTERS, "alpha", fake_module("alpha", x=1))
+    monkeypatch.setitem(catalog.CHAPTERS, "alpha", fake_module("alpha", x=1))
     monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     folder = tmp_path / "res" / "smoke"
     seal_unit(folder, "alpha", 1)

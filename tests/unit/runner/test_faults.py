@@ -35,12 +35,14 @@ from qkov_lib.core.chapter import shown_path
 from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.core.results import RESULTS_ENV, ROOT_ENV, ResultsError, check, save
 from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, hatexplain, registry, sva
+from qkov_lib.core.chapter import as_dict
 from qkov_lib.runner import reproduce as runner
+from qkov_lib.runner import catalog, execute, fingerprint as fingerprints, units
 
 def snapshot(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` (but the lock files, which only ever hold the last holder's pid)."""
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and runner.LOCKS not in p.parts}
+            if p.is_file() and units.LOCKS not in p.parts}
 
 
 @pytest.fixture
@@ -52,9 +54,9 @@ def book(tmp_path, monkeypatch):
     (notebooks / "tiny.md").write_text(TINY)
     (notebooks / "broken.md").write_text(BROKEN)
     shutil.copy(REPO_ROOT / "notebooks" / "sva.md", notebooks / "sva.md")
-    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
-    monkeypatch.setitem(runner.CHAPTERS, "tiny", fake_module("tiny", datasets=("sva",), x=1))
-    monkeypatch.setitem(runner.CHAPTERS, "broken", fake_module("broken", x=1))
+    monkeypatch.setattr(catalog, "NOTEBOOKS_DIR", notebooks)
+    monkeypatch.setitem(catalog.CHAPTERS, "tiny", fake_module("tiny", datasets=("sva",), x=1))
+    monkeypatch.setitem(catalog.CHAPTERS, "broken", fake_module("broken", x=1))
     data = tmp_path / "data"
     write_sva_offline(data)
     monkeypatch.setenv(DATA_ENV, str(data))
@@ -140,7 +142,7 @@ def test_a_scheduler_that_a_serial_profile_ignores_is_said(book, monkeypatch, ca
                                               frozen=True, kw_only=True)
     sweepy.PROFILES = {"smoke": {"scheduler": "serial"}}
     (book / "notebooks" / "sweepy.md").write_text(TINY)
-    monkeypatch.setitem(runner.CHAPTERS, "sweepy", sweepy)
+    monkeypatch.setitem(catalog.CHAPTERS, "sweepy", sweepy)
     monkeypatch.setenv("QKOV_DASK_SCHEDULER", "tcp://127.0.0.1:8786")
     before = sha_tree(book)
     assert cli(book, "--only", "sweepy", "--dry-run") == 0
@@ -196,14 +198,14 @@ def test_the_engine_and_the_device_are_part_of_a_results_identity(monkeypatch):
     does not; switching the device changes both."""
     def parts(chapter, engine, device="cpu"):
         monkeypatch.setenv("QKOV_ENGINE", engine)
-        monkeypatch.setattr(runner, "pick_device", lambda: torch.device(device))
-        return runner.fingerprint(chapter, "smoke", runner.as_dict(runner.resolve(chapter, "smoke")[1]))
+        monkeypatch.setattr(fingerprints, "pick_device", lambda: torch.device(device))
+        return fingerprints.fingerprint(chapter, "smoke", as_dict(catalog.resolve(chapter, "smoke")[1]))
     fig2, fig4 = (parts("fig2_dtap", "compiled"), parts("fig2_dtap", "torch")), \
         (parts("fig4_mu_trajectories", "compiled"), parts("fig4_mu_trajectories", "torch"))
     assert [k for k in fig2[0] if fig2[0][k] != fig2[1][k]] == ["engine"]
     assert fig4[0] == fig4[1]
     assert parts("fig4_mu_trajectories", "torch", "cuda")["engine"] != fig4[1]["engine"]
-    assert runner.computed_by(runner.chapter_code("fig2_dtap")) == {"device": "cuda", "synthetic_engine": "torch"}
+    assert fingerprints.computed_by(fingerprints.chapter_code("fig2_dtap")) == {"device": "cuda", "synthetic_engine": "torch"}
 
 
 def test_auto_follows_the_device_setting(monkeypatch):
@@ -305,15 +307,15 @@ def test_failed_notebook_is_kept_under_the_results(book):
 def test_a_failure_while_publishing_is_one_error_and_the_next_run_repairs(book, monkeypatch):
     assert run(book) == "ran"
     before = snapshot(book / "res" / "smoke")
-    copy_in = runner._copy_in
+    copy_in = units.copy_in
 
     def disk_full(source, target):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(runner, "_copy_in", disk_full)
+    monkeypatch.setattr(units, "copy_in", disk_full)
     with pytest.raises(runner.ChapterFailed, match="could not be written.*No space left"):
         run(book, force=True, x=3)
-    monkeypatch.setattr(runner, "_copy_in", copy_in)
+    monkeypatch.setattr(units, "copy_in", copy_in)
     assert check(book / "res" / "smoke", "tiny")["parameters"] == {"x": 3}  # the unit landed whole
     assert snapshot(book / "res" / "smoke") != before
     assert run(book, x=3) == "restored"  # the book's copy, stale after the failure, is brought in line
@@ -327,7 +329,7 @@ def test_an_interrupted_run_leaves_nothing(book, monkeypatch, capsys):
         (staging / f"{chapter}.csv").write_text("half")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "_execute", interrupted)
+    monkeypatch.setattr(execute, "run_notebook", interrupted)
     assert cli(book, "--only", "tiny", "--force") == 130
     err = capsys.readouterr().err
     assert "interrupted" in err and "Traceback" not in err
@@ -337,7 +339,7 @@ def test_an_interrupted_run_leaves_nothing(book, monkeypatch, capsys):
 def sha_tree(root: Path) -> dict[str, str]:
     """The sha256 of every file under ``root`` but the lock files."""
     return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file() and runner.LOCKS not in p.parts}
+            if p.is_file() and units.LOCKS not in p.parts}
 
 
 @pytest.mark.slow
@@ -393,15 +395,15 @@ def test_a_killed_run_is_cleaned_up_by_the_next(book, capsys):
 def test_a_second_run_of_a_chapter_refuses_while_the_first_holds_it(book):
     assert run(book) == "ran"
     before = snapshot(book / "res")
-    with runner.chapter_lock(book / "res", "tiny"):
-        with pytest.raises(runner.ChapterBusy, match=r"'tiny' is already running .*pid \d+.*wait for it"):
+    with units.chapter_lock(book / "res", "tiny"):
+        with pytest.raises(units.ChapterBusy, match=r"'tiny' is already running .*pid \d+.*wait for it"):
             run(book, force=True)
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
         proc = subprocess.run([sys.executable, "-m", "qkov_lib", "reproduce", "--profile", "smoke", "--only",
                                "fig4_mu_trajectories", "--force", "--results", str(book / "res"), "--out",
                                str(book / "nb")], capture_output=True, text=True, env=env, timeout=300)
         assert proc.returncode == 0, proc.stderr  # another chapter is free to run
-        with runner.chapter_lock(book / "res", "fig4_mu_trajectories"):
+        with units.chapter_lock(book / "res", "fig4_mu_trajectories"):
             proc = subprocess.run(proc.args, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 1 and "'fig4_mu_trajectories' is already running" in proc.stderr
     assert check(book / "res" / "smoke", "tiny") and snapshot(book / "res")["smoke/tiny.json"] == before[

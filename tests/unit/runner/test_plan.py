@@ -14,6 +14,7 @@ from fake_chapters import HEAD, TINY, tiny_book
 from qkov_lib.__main__ import main
 from qkov_lib.core import codehash, results
 from qkov_lib.runner import reproduce as runner
+from qkov_lib.runner import execute, units
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def dry_run(book: Path, capsys, *args: str) -> dict[str, tuple[str, str]]:
 
 def snapshot(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and runner.LOCKS not in p.parts}
+            if p.is_file() and units.LOCKS not in p.parts}
 
 
 def test_dry_run_says_current_or_stale_and_why(book, capsys, monkeypatch):
@@ -155,7 +156,7 @@ def test_the_kernel_imports_the_runners_own_package(book, monkeypatch):
     editable install points to (here: a copy of the package, which the runner names as its own)."""
     copy = book / "checkout" / "qkov_lib"
     shutil.copytree(codehash.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(runner, "PACKAGE_DIR", copy)
+    monkeypatch.setattr(execute, "PACKAGE_DIR", copy)
     (book / "notebooks" / "other.md").write_text(WHERE)
     assert runner.run_chapter("other", "smoke", {}, out_dir=book / "nb", results_root=book / "res") == "ran"
     used = (book / "res" / "smoke" / "other.csv").read_text().splitlines()[1]

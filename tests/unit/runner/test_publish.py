@@ -19,6 +19,7 @@ from qkov_lib.core import results
 from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.runner import bundle, publish
 from qkov_lib.runner import reproduce as runner
+from qkov_lib.runner import catalog, execute
 from qkov_lib.runner.book_ext import mark_older
 
 
@@ -55,8 +56,8 @@ class FakeBook:
 @pytest.fixture
 def book(tmp_path, monkeypatch) -> FakeBook:
     tiny_book(tmp_path, monkeypatch, ("tiny", "other"))
-    monkeypatch.setattr(runner, "CHAPTERS", {n: runner.CHAPTERS[n] for n in ("tiny", "other")})  # the whole book
-    monkeypatch.setattr(runner, "chapter_names", lambda: ["tiny", "other"])  # the whole book
+    monkeypatch.setattr(catalog, "CHAPTERS", {n: catalog.CHAPTERS[n] for n in ("tiny", "other")})  # the whole book
+    monkeypatch.setattr(catalog, "chapter_names", lambda: ["tiny", "other"])  # the whole book
     monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     return FakeBook(tmp_path)
 
@@ -110,7 +111,7 @@ def test_a_build_past_its_budget_publishes_what_finished_and_the_cached_rest(boo
     results.write_meta(book.res / "default", "tiny", meta)
     bundle.pack("default", archive, book.res)
     for chapter in ("tiny", "other"):
-        source = runner.NOTEBOOKS_DIR / f"{chapter}.md"
+        source = catalog.NOTEBOOKS_DIR / f"{chapter}.md"
         source.write_text(source.read_text() + "\nA new sentence.\n")
     book.new_runner()
     log.clear()
@@ -185,7 +186,7 @@ def test_make_book_passes_the_budget_to_the_runner(tmp_path):
 
 def test_a_page_computed_at_an_older_commit_says_where_the_book_is():
     """The banner (reproduce.banner) as Sphinx renders it: the book's commit is added when it differs."""
-    banner = runner.banner({"profile": "default", "git_commit": "0123456789abcdef" * 2 + "01234567"})
+    banner = execute.banner({"profile": "default", "git_commit": "0123456789abcdef" * 2 + "01234567"})
     assert "commit `0123456789ab`" in banner
     body = ('<p><em>This page was run with profile <code class="docutils literal notranslate"><span class="pre">'
             'default</span></code> · commit <code class="docutils literal notranslate"><span class="pre">0123456789ab'

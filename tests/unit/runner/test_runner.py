@@ -6,6 +6,7 @@ from fake_chapters import BROKEN, fake_module
 
 from qkov_lib.core.results import load
 from qkov_lib.runner import reproduce as runner
+from qkov_lib.runner import catalog
 
 FIG4 = "fig4_mu_trajectories"
 
@@ -40,8 +41,8 @@ def test_failing_chapter_names_itself_and_leaves_nothing(tmp_path, monkeypatch, 
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     (notebooks / "broken.md").write_text(BROKEN)
-    monkeypatch.setattr(runner, "NOTEBOOKS_DIR", notebooks)
-    monkeypatch.setitem(runner.CHAPTERS, "broken", fake_module("broken", x=1))
+    monkeypatch.setattr(catalog, "NOTEBOOKS_DIR", notebooks)
+    monkeypatch.setitem(catalog.CHAPTERS, "broken", fake_module("broken", x=1))
     res, out = tmp_path / "res", tmp_path / "nb"
     (res / "smoke").mkdir(parents=True)
     (res / "smoke" / "broken.json").write_text('{"tables": [], "fingerprint": "old"}')
@@ -67,7 +68,7 @@ def test_scorecard_collects_claims_and_reruns_when_they_change(smoke_book, tmp_p
     table, missing = scorecard.gather(folder)
     from qkov_lib.core.contents import GATHERERS, title
     claimless = {"atlas", "errata"}  # the atlas's verdicts fill a column; the errata check no claim of the paper
-    assert set(table["chapter"]) == {title(n) for n in runner.CHAPTERS if n not in GATHERERS and n not in claimless}
+    assert set(table["chapter"]) == {title(n) for n in catalog.CHAPTERS if n not in GATHERERS and n not in claimless}
     assert missing == {} and set(table["verdict"]) <= {"holds", "fails", "undecided", "not evidence"}
     assert (load(folder, "scorecard")[0]["main"]["claim"] == table["claim"]).all()
     res, out = tmp_path / "res", tmp_path / "nb"

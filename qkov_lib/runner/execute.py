@@ -1,0 +1,125 @@
+"""Running a chapter's notebook with papermill into a staging folder, and what the runner then writes into the
+executed notebook: its tidied metadata, the banner under its title, the note of a run that found no data."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jupytext
+import nbformat
+import papermill
+from papermill.exceptions import PapermillExecutionError
+
+from ..core import results
+from ..core.paths import PACKAGE_DIR
+from ..core.progress import PROGRESS_ENV, TERMINAL, kind as progress_kind
+from ..core.results import UNAVAILABLE
+from ..data.registry import DataUnavailable
+from ..runs.sweep import DEADLINE_ENV, OutOfTime
+from . import catalog
+
+
+class ChapterFailed(RuntimeError):
+    """A chapter raised while running; the message names the chapter and the failing cell."""
+
+
+class ChapterOutOfTime(ChapterFailed):
+    """The time budget ran out in the middle of the chapter's sweep (``sweep.OutOfTime``): its finished cells are
+    kept, and the chapter is left for the next run like one not started."""
+
+
+def run_notebook(chapter: str, profile: str, overrides: dict[str, Any], staging: Path, results_root: Path,
+             progress: bool = True, deadline: float | None = None) -> str | None:
+    """Run the chapter with papermill into ``staging`` (notebook and results), its sweeps stopping at ``deadline``
+    (seconds since the epoch). Returns None, or the message of the DataUnavailable error that stopped it; raises
+    ChapterOutOfTime when the deadline stopped a sweep, ChapterFailed for any other error."""
+    nb = jupytext.read(catalog.source(chapter))
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    executed = staging / f"{chapter}.ipynb"
+    env = {results.RESULTS_ENV: str(staging), results.ROOT_ENV: str(results_root), PROGRESS_ENV: "0",
+           DEADLINE_ENV: "" if deadline is None else repr(deadline),
+           # the kernel imports this very qkov_lib, not whichever checkout an editable install points to
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), os.environ.get("PYTHONPATH")]))}
+    previous = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # progress off: the runner shows cell progress
+    try:
+        papermill.execute_notebook(nb, str(executed), parameters={"profile": profile, "overrides": overrides},
+                                   kernel_name="python3", cwd=str(catalog.source(chapter).parent),
+                                   progress_bar=progress and progress_kind() == TERMINAL,  # a log: no cell bar
+                                   extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no transport notice
+    except PapermillExecutionError as err:
+        if err.ename == DataUnavailable.__name__:
+            return str(err.evalue)
+        if err.ename == OutOfTime.__name__:
+            raise ChapterOutOfTime(str(err.evalue)) from None
+        raise ChapterFailed(f"chapter {chapter!r} failed in cell {err.cell_index} (execution count "
+                            f"{err.exec_count}): {err.ename}: {err.evalue}") from None
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    if not (staging / f"{chapter}.json").exists():
+        raise ChapterFailed(f"chapter {chapter!r} ran but saved no results (it must call Chapter.save)")
+    return None
+
+
+def tidy(executed: Path) -> None:
+    """Remove papermill's input/output paths from the notebook metadata (the book offers the .ipynb for download),
+    number the cells instead of papermill's random ids (a rerun writes the same cells), and hide the parameters
+    cells from the book (the folded settings box under the title lists every effective parameter). What else the
+    page shows of a cell, each chapter's notebook says in its cells' tags."""
+    nb = nbformat.read(executed, as_version=4)
+    for key in ("input_path", "output_path"):
+        nb.metadata.get("papermill", {}).pop(key, None)
+    for i, cell in enumerate(nb.cells):
+        cell.id = f"cell-{i}"
+        tags = cell.metadata.get("tags", [])
+        if {"parameters", "injected-parameters"} & set(tags) and "remove-cell" not in tags:
+            cell.metadata["tags"] = tags + ["remove-cell"]  # the book shows the effective parameters once
+    nbformat.write(nb, executed)
+
+
+def banner(meta: dict[str, Any]) -> str:
+    """One line on how a page was made, from its results' metadata: profile, device, commit, date, wall time."""
+    parts = [f"profile `{meta['profile']}`"]
+    if "device" in meta:
+        parts.append(f"{meta['device']} ({meta.get('device_name', '?')})")
+    if commit := meta.get("git_commit"):
+        parts.append(f"commit `{commit[:12]}{'+dirty' if commit.endswith('+dirty') else ''}`")
+    if "date" in meta:
+        parts.append(meta["date"])
+    if "wall_time_s" in meta:
+        parts.append(f"{meta['wall_time_s'] / 60:.1f} min" if meta["wall_time_s"] >= 60 else
+                     f"{meta['wall_time_s']:.0f} s")
+    return "*This page was run with " + " · ".join(parts) + ".*"
+
+
+def add_banner(staging: Path, chapter: str) -> None:
+    """Put the banner under the page's title (the first line of its first cell)."""
+    path = staging / f"{chapter}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "markdown")
+    heading, _, rest = first.source.partition("\n")
+    first.source = f"{heading}\n\n{banner(results.read_meta(staging, chapter))}\n{rest}"
+    nbformat.write(nb, path)
+
+
+def without_data(staging: Path, chapter: str, profile: str, params: dict[str, Any], message: str) -> None:
+    """Make the stopped run a unit of its own: the page ends at the cell that found no data, with a note on how to
+    get it; the unit holds no claims and says why (its status), which the scorecard and the summary report."""
+    path = staging / f"{chapter}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    cells = [c for c in nb.cells if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
+    stop = next(i for i, c in enumerate(cells) if any(o.get("ename") == DataUnavailable.__name__
+                                                      for o in c.get("outputs", [])))
+    note = ("**This chapter stopped here: its data is not available where this page was built.** The message above "
+            f"says how to get it; then `python -m qkov_lib reproduce --only {chapter}` runs the rest.")
+    cells[stop].outputs = [o for o in cells[stop].outputs if o.get("name") != "stderr"]  # library warnings, paths
+    nb.cells = cells[:stop + 1] + [nbformat.v4.new_markdown_cell(note)]
+    nbformat.write(nb, path)
+    results.save(staging, chapter, {},
+                 {"chapter": chapter, "profile": profile, "parameters": params, "status": UNAVAILABLE,
+                  "message": message, "git_commit": results.git_commit()})

@@ -1,0 +1,103 @@
+"""A chapter's fingerprint: what its published unit depends on, part by part, and why a unit can or cannot be
+reused (``stale_reason``)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ..core import codehash, portable, results
+from ..core.contents import GATHERERS
+from ..core.device import engine_backend, pick_device
+from ..core.paths import RESULTS_ROOT
+from ..data.registry import data_state
+from . import catalog
+
+
+def sha(data: bytes) -> str:
+    """The sha256 of ``data``, in hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def chapter_code(chapter: str) -> codehash.CodeState:
+    """The library code the chapter can execute (its imports' closure in qkov_lib) and the numerical libraries'
+    versions (``codehash``)."""
+    return codehash.chapter_code(catalog.source(chapter))
+
+
+def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root: Path = RESULTS_ROOT
+                ) -> dict[str, str]:
+    """What a chapter's output depends on, part by part: its source (its cells, not the notebook's metadata, which
+    JupyterLab rewrites on opening), its resolved parameters, its code (the library
+    modules it can execute, docstrings aside, and the numerical libraries' versions), the files and settings of the
+    datasets it reads, the portable arithmetic mode's settings, the device and engine that compute (``computed_by``),
+    and, for a page that gathers results, the other chapters' units (their metadata, which holds every file's
+    sha256); a chapter whose page sets another profile's results beside its own (``BESIDE``, e.g. the authors'
+    setup under ``official``) depends on that profile's unit of it too (every chapter's, for a gathering page)."""
+    module = catalog.chapter_module(chapter)
+    datasets = getattr(module, "DATASETS", ())
+    code = chapter_code(chapter)
+    parts = {"source": codehash.source_digest(catalog.source(chapter)),
+             "parameters": sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
+             "code": code.digest,
+             "arithmetic": sha(json.dumps(portable.settings(), sort_keys=True).encode()),
+             "engine": sha(json.dumps(computed_by(code), sort_keys=True).encode())}
+    if datasets:
+        state = {name: data_state(name) for name in datasets}
+        parts["data"] = sha(json.dumps(state, sort_keys=True).encode())
+    if chapter in GATHERERS:
+        parts["inputs"] = units_digest(results_root / profile, None)
+    for other in getattr(module, "BESIDE", ()):
+        if other != profile:
+            parts[f"beside {other}"] = units_digest(results_root / other, None if chapter in GATHERERS else chapter)
+    return parts
+
+
+def units_digest(folder: Path, chapter: str | None) -> str:
+    """The digest of a profile folder's units (their metadata, which holds every file's sha256): ``chapter``'s
+    alone, or every chapter's but the gathering pages' (None)."""
+    units = sorted(p for p in folder.glob("*.json") if p.stem not in GATHERERS and chapter in (None, p.stem))
+    return sha(b"".join(p.name.encode() + p.read_bytes() for p in units))
+
+
+def computed_by(code: codehash.CodeState) -> dict[str, str]:
+    """What computes a chapter's numbers, beyond its code and the arithmetic mode: the device, and the engine that
+    trains synthetic stacks where the chapter's code can reach it (the engines agree closely, not to the bit)."""
+    device = pick_device()
+    out = {"device": device.type}
+    if "qkov_lib.train.backends" in code.modules:
+        out["synthetic_engine"] = engine_backend(device)
+    return out
+
+
+def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> tuple[str | None, dict[str, Any]]:
+    """Why the published unit cannot be reused (missing, damaged, or an input changed), None when it can; and
+    its metadata ({} when unreadable)."""
+    try:
+        meta = results.check(final, chapter)
+    except results.ResultsError as err:
+        return str(err), {}
+    old = meta.get("fingerprint")
+    if not isinstance(old, dict):
+        return "the results were not written by this runner (a chapter run by hand, or an older version)", meta
+    changed = sorted(k for k in fp.keys() | old.keys() if fp.get(k) != old.get(k))
+    if changed:
+        return f"{', '.join(_named(k, chapter, meta) for k in changed)} changed", meta
+    if f"{chapter}.ipynb" not in meta.get("files", {}):
+        return "the results hold no executed notebook", meta
+    return None, meta
+
+
+def _named(part: str, chapter: str, meta: dict[str, Any]) -> str:
+    """A changed fingerprint part; for the code, with the modules (and library versions) that changed when the
+    unit recorded its code."""
+    if part == "engine" and isinstance(meta.get("computed_by"), dict):
+        now = computed_by(chapter_code(chapter))
+        what = [f"{k} {meta['computed_by'].get(k, 'none')} -> {now.get(k, 'none')}" for k in sorted(now)
+                if meta["computed_by"].get(k) != now.get(k)]
+        return f"engine ({', '.join(what)})" if what else part
+    if part != "code" or not isinstance(meta.get("code"), dict):
+        return part
+    what = codehash.what_changed(meta["code"], chapter_code(chapter))
+    return f"code ({', '.join(what)})" if what else part

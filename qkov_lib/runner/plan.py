@@ -1,0 +1,115 @@
+"""What a run would do before it does it: each chapter current or stale (and why), its last wall time, the time
+budget (a stale chapter that would not fit is deferred), and the page a deferred chapter shows."""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from ..core import results
+from ..core.chapter import as_dict
+from ..core.contents import GATHERERS, title
+from ..core.paths import RESULTS_ROOT
+from . import catalog
+from .catalog import resolve
+from .checks import prepare, results_folders
+from .fingerprint import fingerprint, stale_reason
+
+
+@dataclass
+class Plan:
+    """One chapter as ``reproduce`` finds it before running: current (``reason`` None) or stale and why, and how long
+    its last run took (None: never run, or unreadable)."""
+
+    chapter: str
+    profile: str
+    reason: str | None
+    estimate_s: float | None
+    deferred: bool = False  # stale, but it would not fit in the time budget
+    note: str = ""
+
+
+def last_wall_time(final: Path, chapter: str) -> float | None:
+    """The runner's wall time of the chapter's last unit in ``final``, None when there is none."""
+    try:
+        wall = results.read_meta(final, chapter).get("runner_wall_time_s")
+    except results.ResultsError:
+        return None
+    return float(wall) if isinstance(wall, (int, float)) else None
+
+
+def chapter_state(chapter: str, profile: str, overrides: dict[str, Any], results_root: Path, force: bool = False
+                  ) -> Plan:
+    """Whether the chapter's published unit is current, and why not (read-only: takes no lock, writes nothing)."""
+    profile, setup = resolve(chapter, profile, overrides)
+    final = results_root / profile
+    fp = fingerprint(chapter, profile, as_dict(setup), results_root)
+    reason = "--force" if force else stale_reason(final, chapter, fp)[0]
+    return Plan(chapter, profile, reason, last_wall_time(final, chapter))
+
+
+def plan(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Sequence[str] | None = None,
+         force: bool = False, results_root: Path = RESULTS_ROOT, budget_minutes: float | None = None) -> list[Plan]:
+    """What ``reproduce`` would do, chapter by chapter, without running or writing anything (``--dry-run``). With a
+    budget, the stale chapters whose last wall time would no longer fit are marked deferred."""
+    chapters, profile, per_chapter = prepare(profile, pairs, only, budget_minutes)
+    results_folders(results_root, profile, create=False)
+    plans, spent = [], 0.0
+    for c in chapters:
+        p = chapter_state(c, profile, per_chapter[c], results_root, force)
+        if p.reason is not None and budget_minutes is not None:
+            p.deferred = over_budget(spent, p.estimate_s, budget_minutes)
+            spent += 0.0 if p.deferred else p.estimate_s or 0.0
+        if p.reason is None and c in GATHERERS and any(q.reason and not q.deferred for q in plans):
+            p.note = "reruns if the chapters above change their claims"
+        plans.append(p)
+    return plans
+
+
+def format_plan(plans: Sequence[Plan]) -> str:
+    """The dry run's table: chapter, current or stale (or deferred), its last wall time, and the reason."""
+    rows = [("chapter", "state", "last run", "reason")]
+    for p in plans:
+        state = "current" if p.reason is None else "deferred" if p.deferred else "stale"
+        last = "?" if p.estimate_s is None else f"{p.estimate_s / 60:.1f} min"
+        rows.append((p.chapter, state, last, p.reason or p.note))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join(f"{r[0]:{widths[0]}}  {r[1]:{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in rows)
+
+
+def over_budget(spent_s: float, estimate_s: float | None, budget_minutes: float) -> bool:
+    """Whether a chapter expected to take ``estimate_s`` (unknown: 0) would end past the budget."""
+    return spent_s + (estimate_s or 0.0) > budget_minutes * 60
+
+
+def defer(chapter: str, profile: str, reason: str, final: Path, out_dir: Path, started: bool = False) -> None:
+    """Leave a stale chapter for the next run (the time budget is spent): the book shows its last unit, with a line
+    saying it was not rerun and why; or, when there is none intact, a page saying the chapter is not computed yet.
+    The published unit is left as it is."""
+    note = (f"*Not rerun in this build, for want of time ({reason}): this page is from the run named above. "
+            f"The next build reruns it.*")
+    try:
+        results.check(final, chapter)
+        nb = nbformat.read(final / f"{chapter}.ipynb", as_version=4)
+    except (results.ResultsError, OSError, ValueError):
+        when = f"in the middle of it: {reason}" if started else "before this chapter"
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+            f"# {title(chapter, catalog.source(chapter).parent)}\n\n*Not computed yet (profile `{profile}`): this build's time "
+            f"budget ran out {when}. The next build runs it.*")])
+    else:
+        first = next(c for c in nb.cells if c.cell_type == "markdown")
+        heading, _, rest = first.source.partition("\n")
+        first.source = f"{heading}\n\n{note}\n{rest}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{chapter}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        nbformat.write(nb, tmp)
+        os.replace(tmp, out_dir / f"{chapter}.ipynb")
+    finally:
+        Path(tmp).unlink(missing_ok=True)
