@@ -23,7 +23,7 @@ import torch
 
 from qkov_lib.models import transformer
 from qkov_lib.models.transformer import classify, init_classifier, trim
-from qkov_lib.runner.reproduce import resolve
+from qkov_lib.runner.catalog import resolve
 from qkov_lib.train.training import train
 
 CHAPTERS = {"hatexplain": (24_994, 3), "sva": (8_983, 2), "hatexplain_layers": (24_994, 3)}  # vocabulary, classes

@@ -55,7 +55,7 @@ from qkov_lib.core.device import ENGINE_ENV, engine_backend  # noqa: E402
 from qkov_lib.data.synthetic import SyntheticConfig  # noqa: E402
 from qkov_lib.models import AttentionConfig, init_params  # noqa: E402
 from qkov_lib.models.transformer import classify, init_classifier, trim  # noqa: E402
-from qkov_lib.runner.reproduce import resolve  # noqa: E402
+from qkov_lib.runner.catalog import resolve  # noqa: E402
 from qkov_lib.runs.synthetic_runs import SyntheticSetup, synthetic_data  # noqa: E402
 from qkov_lib.train.backends import train_stack  # noqa: E402
 from qkov_lib.train.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals  # noqa: E402

@@ -32,8 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--only", action="append", help="comma-separated chapter names (default: all)")
     rep.add_argument("--force", action="store_true", help="rerun chapters even when unchanged")
     rep.add_argument("--strict", action="store_true", help="treat a chapter whose data is not available as a failure")
-    rep.add_argument("--out", type=Path, default=BOOK_CHAPTERS, help="where executed notebooks go")
-    rep.add_argument("--results", type=Path, default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
+    rep.add_argument("--out", default=BOOK_CHAPTERS, help="where executed notebooks go")
+    rep.add_argument("--results", default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
+    rep.add_argument("--no-fetch", action="store_true", help="do not start from the published results "
+                                                             "($QKOV_RESULTS_URL, else the origin's Pages site)")
     rep.add_argument("--dry-run", action="store_true", help="say which chapters are current or stale, and why; run "
                                                             "nothing")
     rep.add_argument("--budget-minutes", type=float, metavar="M", help="start no stale chapter whose last wall time "
@@ -54,8 +56,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def values_taken_as_values(argv: list[str]) -> list[str]:
+    """The command line with the VALUE of each ``-p NAME VALUE`` guarded, so that a value that starts with a dash (a
+    negative number in any notation, like -1e-3) is read as the value, not as an option: a leading space, which
+    ``parse_value`` drops."""
+    out, i = list(argv), 0
+    while i < len(out) - 2:
+        if out[i] in ("-p", "--param"):
+            out[i + 2] = " " + out[i + 2] if out[i + 2].startswith("-") else out[i + 2]
+            i += 3
+        else:
+            i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(values_taken_as_values(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "results":
             return bundle.command(args)
@@ -71,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                                        args.budget_minutes)))
                 return 0
             summary = reproduce(args.profile, pairs, _only(args.only), args.force, args.out, args.results,
-                                args.budget_minutes)
+                                args.budget_minutes, fetch=not args.no_fetch)
             return _report(summary, args.strict)
         elif args.command == "notebook":
             print(f"wrote {write_notebook(args.name, args.output)}; run it with `papermill <it> <out>.ipynb -p "
@@ -102,9 +118,12 @@ def _report(summary: Summary, strict: bool) -> int:
     if summary.no_data:
         print(f"{len(summary.no_data)} chapter(s) without their data, each page says how to get it: "
               f"{', '.join(summary.no_data)}", file=sys.stderr)
+    if summary.kept:
+        print(f"{len(summary.kept)} chapter(s) without their data kept their last results, each page says so: "
+              f"{', '.join(summary.kept)}", file=sys.stderr)
     if summary.failures:
         print(f"{len(summary.failures)} chapter(s) failed:\n" + "\n".join(summary.failures), file=sys.stderr)
-    return int(bool(summary.failures) or (strict and bool(summary.no_data)))
+    return int(bool(summary.failures) or (strict and bool(summary.no_data or summary.kept)))
 
 
 def _only(values: list[str] | None) -> list[str] | None:

@@ -5,6 +5,7 @@ chapters run through papermill, the strict build, the browsers), ``project/`` th
 (layers, workflow, Binder, Colab). A test under ``book/``, one that reads the smoke book or the built book, or one
 that runs processes of its own (marked ``slow`` where it is defined) is slow, left out by ``make test-fast``
 (``pytest -m "not slow"``)."""
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ from qkov_lib.runner.reproduce import reproduce
 TESTS = Path(__file__).parent  # tests/: its helper modules (fake_data, fake_chapters) import from here
 sys.path.insert(0, str(TESTS))
 from fake_data import write_all_offline  # noqa: E402
+
+os.environ["QKOV_RESULTS_URL"] = ""  # the tests never start from a published site but the ones they serve themselves
 
 
 TEST_REPOSITORY = "https://github.com/example-owner/qkov-companion"

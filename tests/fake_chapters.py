@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from qkov_lib.runner import reproduce as runner
 from qkov_lib.runner import catalog
 
 HEAD = """---
@@ -31,6 +30,16 @@ x = overrides.get("x", 1)
 claims = claim_table([Claim("positive", "x is positive", str(x), check(x > 0), "holds if x > 0")])
 results.save(results.results_dir(profile), "tiny", {"main": pd.DataFrame({"x": [x]}), "claims": claims},
              {"profile": profile, "parameters": {"x": x}})
+```
+"""
+NEEDS_DATA = HEAD + """
+```{code-cell} ipython3
+import pandas as pd
+from qkov_lib.core import results
+from qkov_lib.data import sva
+splits, info = sva.load(download=False)  # DataUnavailable when the data is not here
+results.save(results.results_dir(profile), "needs_data", {"main": pd.DataFrame({"splits": [len(splits)]})},
+             {"profile": profile, "parameters": {"x": overrides.get("x", 1)}})
 ```
 """
 BROKEN = HEAD + """

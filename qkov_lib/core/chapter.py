@@ -33,7 +33,7 @@ import pandas as pd
 from IPython.display import HTML, display
 
 from .. import __version__
-from . import paths, portable, results
+from . import budget, paths, portable, results
 from .device import describe, pick_device
 
 PROFILES = ("smoke", "default", "paper", "official")
@@ -172,7 +172,9 @@ def _told_profile(setup: Any, profile: str) -> Any:
 
 
 def parse_value(text: str) -> Any:
-    """A command-line value: a Python literal (1, 0.5, [1, 2], 'x') where it parses, else the plain string."""
+    """A command-line value: a Python literal (1, 0.5, [1, 2], 'x') where it parses, else the plain string (both
+    without the spaces around it)."""
+    text = text.strip()
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -236,6 +238,7 @@ def begin(module: types.ModuleType, profile: str = "default", overrides: Mapping
     concrete, setup = resolve(module, profile, notebook_overrides(overrides))
     try:
         portable.level()
+        budget.deadline()  # a chapter run by plain papermill with a bad setting fails here, not in its sweep
     except ValueError as err:
         raise ParameterError(str(err)) from None
     pd.set_option("display.max_colwidth", None)  # claim tables carry sentences; never cut them

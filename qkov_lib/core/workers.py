@@ -3,8 +3,11 @@ not depend on the machine's core count or on how many workers there are."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
+import os
 import signal
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
@@ -12,10 +15,68 @@ import psutil
 import torch
 
 
+RUN_ENV = "QKOV_RUN"  # "<pid>:<start time>" of the runner whose chapter a process serves (kernels, their workers)
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
+
+
 def _worker_init() -> None:
-    """One torch thread; Ctrl-C is the parent's to handle (it shuts the pool down), so workers ignore it."""
+    """One torch thread; Ctrl-C is the parent's to handle (it shuts the pool down), so workers ignore it; and the
+    worker dies with its parent, however the parent ends (``die_with_parent``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     torch.set_num_threads(1)
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to kill this process when its parent ends, even by SIGKILL (Linux's PR_SET_PDEATHSIG), so that
+    a killed kernel leaves no worker behind; elsewhere nothing (the next run's ``end_leftovers`` finds them)."""
+    if not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl: the next run's check is what is left
+        return
+    if os.getppid() != parent:  # the parent ended before the request took effect
+        os._exit(1)
+
+
+def run_marker() -> str:
+    """This process's mark for the processes it starts (``RUN_ENV``): its pid and start time, which no later process
+    shares."""
+    return f"{os.getpid()}:{psutil.Process().create_time():.3f}"
+
+
+def _alive(marker: str) -> bool:
+    pid, _, started = marker.partition(":")
+    try:
+        return f"{psutil.Process(int(pid)).create_time():.3f}" == started
+    except (ValueError, psutil.Error):
+        return False
+
+
+def leftovers() -> list[psutil.Process]:
+    """Processes left by a runner that was killed: marked with ``RUN_ENV`` by a runner no longer alive."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            marker = proc.environ().get(RUN_ENV)
+            if marker and proc.pid != os.getpid() and not _alive(marker):
+                found.append(proc)
+    return found
+
+
+def end_leftovers() -> list[str]:
+    """End the processes a killed run left behind (``leftovers``); each named (pid, command, memory)."""
+    named = []
+    procs = leftovers()
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            named.append(f"pid {proc.pid} ({' '.join(proc.cmdline()[:3]) or proc.name()}, "
+                         f"{proc.memory_info().rss / 1e6:.0f} MB)")
+            proc.kill()
+    psutil.wait_procs(procs, timeout=5)
+    return named
 
 
 @contextlib.contextmanager

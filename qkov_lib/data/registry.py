@@ -7,13 +7,15 @@ downloads in the cache's manifest, so a later change to a downloaded file is cau
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.results import REPO_ROOT, write_atomic
 from ..core.results import sha256_file as sha256
-from . import CACHE_ENV, DATA_ENV, DataError, cache_dir, data_dir
+from . import DATA_ENV, DataError, cache_dir, data_dir
 
 MANIFEST = "SHA256SUMS"
 
@@ -167,34 +169,57 @@ def canonical_file(dataset: str, name: str, download: bool = False) -> Path | No
         return checked(target, *expected_hash(root, f"{dataset}/{name}", remote.sha256))
     if not download:
         return None
+    if (offline := data_dir()) is not None:  # the reader named the data: nothing is downloaded beside it
+        raise not_found(dataset, f"{DATA_ENV}={str(offline)!r} holds none of its files, and no download is tried "
+                                 f"while {DATA_ENV} is set")
     import pooch  # lazy: it imports tqdm.auto, which warns inside a notebook kernel; only a download needs it
+    made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     try:
         path = pooch.retrieve(remote.url, known_hash=f"sha256:{remote.sha256}" if remote.sha256 else None,
                               fname=name, path=target.parent, progressbar=False,
                               downloader=pooch.HTTPDownloader(timeout=60))
     except ValueError as err:  # pooch's hash mismatch; it leaves no partial file
+        _remove_empty(made)
         raise DataError(f"the download of {remote.url} is corrupt ({err}); try again later") from None
     except Exception as err:  # no network, a refused or failed request
+        _remove_empty(made)
         raise not_found(dataset, f"the download from {remote.url} failed: {type(err).__name__}") from None
     add_to_manifest(root, f"{dataset}/{name}", sha256(Path(path)))
     return Path(path)
 
 
-def data_state(dataset: str) -> dict[str, object]:
-    """What a chapter reading ``dataset`` depends on besides its code: the data settings and the sha256 of every
-    file the loader may read (offline copies, else the cache). Goes into the runner's fingerprint. A folder inside
-    the repository (the default cache) is named relative to it, so a checkout moved or cloned elsewhere, or a
-    results bundle unpacked there, keeps its real-data chapters current."""
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders a failed download made (innermost first), where they are still empty."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _digest(path: Path) -> str:
+    """A data file's sha256, computed once per version of the file (its size and modification time) in a process."""
+    stat = path.stat()
+    return _digest_of(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _digest_of(path: str, size: int, mtime_ns: int) -> str:
+    return sha256(Path(path))
+
+
+def data_identity(dataset: str) -> dict[str, object]:
+    """Which data a chapter reading ``dataset`` computes on here, by content: the release its loader reads (the
+    offline copies under $QKOV_DATA_DIR first, else the canonical release in the cache, as the loaders choose) and
+    the sha256 of each of that release's files present, named within the release, never by where it lies on this
+    disk; ``{"release": None, "files": {}}`` when neither is here. Goes into the runner's fingerprint, so a moved
+    data folder or cache changes nothing, and other bytes rerun the chapter."""
     root, cache = data_dir(), cache_dir()
-    files: dict[str, str] = {}
-    for base, names in ((root, [k for k in OFFLINE if k.startswith(f"{dataset}/")]),
-                        (cache, [f"{dataset}/{n}" for n in CANONICAL[dataset]])):
-        if base is None:
-            continue
-        for name in names:
-            if (base / name).is_file():
-                files[f"{_shown(base)}/{name}"] = sha256(base / name)
-    return {DATA_ENV: _shown(root) if root else None, CACHE_ENV: _shown(cache), "files": files}
+    offline = {name: root / name for name in OFFLINE if name.startswith(f"{dataset}/")} if root else {}
+    for release, paths in (("offline", offline),
+                           ("canonical", {name: cache / dataset / name for name in CANONICAL[dataset]})):
+        present = {name: _digest(path) for name, path in sorted(paths.items()) if path.is_file()}
+        if present:
+            return {"release": release, "files": present}
+    return {"release": None, "files": {}}
 
 
 def _shown(path: Path) -> str:

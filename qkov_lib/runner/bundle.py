@@ -27,18 +27,19 @@ import tarfile
 import tempfile
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 
 from ..core import results
-from ..core.chapter import PROFILES
+from ..core.chapter import PROFILES, ParameterError
 from ..core.paths import RESULTS_ROOT
-from . import catalog
+from . import catalog, units
 from .catalog import resolve
+from .checks import folder_path
 from .units import chapter_lock
 
 FORMAT = "qkov-results-bundle"
@@ -98,11 +99,12 @@ def unit_files(folder: Path) -> tuple[dict[str, list[Path]], dict[str, str]]:
     return units, left_out
 
 
-def sweep_files(profile: str, results_root: Path) -> list[Path]:
-    """The finished cells of every sweep the profile's chapters use under this code, also of a chapter without an
-    intact unit (a sweep the time budget stopped: the next build continues from its cells)."""
-    return [cell for folders in SWEEP_FOLDERS.values() for rel in folders(profile)
-            for cell in sorted((results_root / rel).glob("*.csv"))]
+def sweep_files(profile: str, results_root: Path, chapters: Sequence[str] | None = None) -> list[Path]:
+    """The finished cells of every sweep the profile's chapters (``chapters``, default all) use under this code,
+    also of a chapter without an intact unit (a sweep the time budget stopped: the next build continues from its
+    cells)."""
+    return [cell for chapter, folders in SWEEP_FOLDERS.items() if chapters is None or chapter in chapters
+            for rel in folders(profile) for cell in sorted((results_root / rel).glob("*.csv"))]
 
 
 def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
@@ -117,7 +119,9 @@ def _sweep_names(profile: str) -> set[str]:
 
 
 def _write_bundle(tmp: str, manifest: dict[str, Any], paths: dict[str, Path]) -> None:
-    with tarfile.open(tmp, "w:gz") as tar:
+    """The tar.gz: the manifest, then every file it lists; no time stamps (the same units give the same bytes)."""
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w") as tar:
         text = json.dumps(manifest, indent=1).encode()
         tar.addfile(_tarinfo(MANIFEST, len(text)), io.BytesIO(text))
         for entry in manifest["files"]:
@@ -125,9 +129,10 @@ def _write_bundle(tmp: str, manifest: dict[str, Any], paths: dict[str, Path]) ->
                 tar.addfile(_tarinfo(entry["path"], entry["size"]), fh)
 
 
-def pack(profile: str, target: Path, results_root: Path = RESULTS_ROOT) -> Packed:
+def pack(profile: str, target: Path, results_root: Path = RESULTS_ROOT, chapters: Sequence[str] | None = None
+         ) -> Packed:
     """Write the profile's intact units and its sweeps' cells to ``target`` (tar.gz, streamed through a temporary
-    file beside it: the target is whole or as it was)."""
+    file beside it: the target is whole or as it was); ``chapters`` packs those chapters' alone."""
     folder = results_root / profile
     if not folder.is_dir():
         raise BundleError(f"there are no results of profile {profile!r} in {results_root}; run `python -m qkov_lib "
@@ -135,11 +140,14 @@ def pack(profile: str, target: Path, results_root: Path = RESULTS_ROOT) -> Packe
     if target.is_dir():
         raise BundleError(f"{target} is a folder; give the bundle's file name, like {target / f'{profile}.tar.gz'}")
     units, left_out = unit_files(folder)
+    if chapters is not None:
+        units = {c: files for c, files in units.items() if c in chapters}
+        left_out = {c: why for c, why in left_out.items() if c in chapters}
     if not units:
         raise BundleError(f"{folder} holds no intact unit to pack ({len(left_out)} left out: "
                           f"{'; '.join(left_out.values()) or 'none found'}); rerun the chapters first")
     paths = {p.relative_to(results_root).as_posix(): p
-             for p in [p for files in units.values() for p in files] + sweep_files(profile, results_root)}
+             for p in [p for files in units.values() for p in files] + sweep_files(profile, results_root, chapters)}
     manifest = {"format": FORMAT, "version": VERSION, "profile": profile, "commit": results.git_commit(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "files": [{"path": name, "sha256": results.sha256_file(p), "size": p.stat().st_size}
@@ -374,18 +382,10 @@ def _checked(source: Path, into: Path, profile: str | None = None) -> dict[str, 
     return manifest
 
 
-def _move_unit(staged: Path, final: Path, chapter: str, results_root: Path) -> None:
-    """Replace the chapter's unit in ``final`` by the staged one, metadata last (as the runner publishes), under
-    the chapter's lock."""
-    with chapter_lock(results_root, chapter):
-        final.mkdir(parents=True, exist_ok=True)
-        (final / f"{chapter}.json").unlink(missing_ok=True)
-        for old in final.glob(f"{chapter}.*"):
-            old.unlink()
-        for path in sorted(staged.glob(f"{chapter}.*")):
-            if path.name != f"{chapter}.json":
-                os.replace(path, final / path.name)
-        os.replace(staged / f"{chapter}.json", final / f"{chapter}.json")
+STAGED = ".unpack-"  # <results root>/.unpack-<random>/: an unpack in progress (the bundle, checked, and its lock)
+HELD = ".held"  # <staging>/.held: locked by the unpacking process for as long as it lives
+UNLOCKED_GRACE_S = 60  # a staging folder without its lock file this old was left by a kill, not being set up
+READY = ".ready.json"  # <staging>/.ready.json: every check passed; from here on the move is finished, not undone
 
 
 @dataclass
@@ -395,21 +395,105 @@ class Unpacked:
     manifest: dict[str, Any]
     units: list[str]
     sweep_cells: int
+    recovered: list[str] = field(default_factory=list)  # what became of unpacks a kill interrupted (``recover``)
 
 
-def unpack(source: Path, results_root: Path = RESULTS_ROOT, profile: str | None = None) -> Unpacked:
+def _hold(staging: Path) -> int | None:
+    """Lock ``staging`` for this process (its ``HELD`` file), so that no other run takes it for abandoned; its
+    descriptor, or None when another process holds it."""
+    fd = units.open_private(staging / HELD, "an unpack's lock file")
+    if units.try_lock(fd):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _abandoned(results_root: Path) -> list[Path]:
+    """The staging folders of unpacks whose process is gone (their lock is free)."""
+    found = []
+    for staging in sorted(results_root.glob(f"{STAGED}*")):
+        units.refuse_link(staging, "an unpack's staging folder")
+        try:
+            fd = os.open(staging / HELD, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:  # killed before it took its lock (nothing was moved), or taking it now
+            if time.time() - staging.stat().st_mtime > UNLOCKED_GRACE_S:
+                found.append(staging)
+            continue
+        try:
+            if units.try_lock(fd):
+                found.append(staging)
+        finally:
+            os.close(fd)
+    return found
+
+
+def recover(results_root: Path) -> list[str]:
+    """Finish or undo the unpacks a kill interrupted, one line each: one killed after all its checks had passed
+    (``READY``) is finished from its staging copy; one killed before is removed, nothing having moved."""
+    lines = []
+    for staging in _abandoned(results_root) if results_root.is_dir() else []:
+        if (fd := _hold(staging)) is None:
+            continue  # taken up by another process since
+        try:
+            if (staging / READY).is_file():
+                done = json.loads((staging / READY).read_text())
+                moved, cells = _move_all(staging, done["profile"], results_root)
+                lines.append(f"finished an unpack of {done['source']} that was interrupted (packed at "
+                             f"{str(done.get('commit') or 'an unknown commit')[:12]}): moved in the {len(moved)} "
+                             f"unit(s) and {cells} sweep cell(s) it had left ({', '.join(moved) or 'none'})")
+            else:
+                lines.append(f"removed the staging folder of an unpack interrupted before its checks ended "
+                             f"({staging.name}); nothing had changed")
+        finally:
+            os.close(fd)
+        shutil.rmtree(staging, ignore_errors=True)
+    return lines
+
+
+def _move_all(staging: Path, profile: str, results_root: Path) -> tuple[list[str], int]:
+    """Move every unit still staged (each under its chapter's lock, all taken before anything moves: a chapter
+    running now is one BundleError and nothing moves), then the sweep cells; the units moved and the cells."""
+    staged, final = staging / profile, results_root / profile
+    chapters = sorted(p.stem for p in staged.glob("*.json")) if staged.is_dir() else []
+    with ExitStack() as locks:
+        for chapter in chapters:
+            try:
+                locks.enter_context(chapter_lock(results_root, chapter))
+            except units.ChapterFailed as err:  # busy, or a link where its lock file should be
+                raise BundleError(f"{err}; nothing was restored: unpack again when it is free") from None
+        for chapter in chapters:
+            units.move_unit(staged, final, chapter)
+    cells = sorted((staging / SWEEPS).rglob("*.csv")) if (staging / SWEEPS).is_dir() else []
+    for cell in cells:
+        target = results_root / cell.relative_to(staging)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(cell, target)
+    return chapters, len(cells)
+
+
+Accept = Callable[[str, dict[str, Any]], "str | None"]  # (chapter, its staged metadata) -> why it is refused, or None
+
+
+def unpack(source: Path, results_root: Path = RESULTS_ROOT, profile: str | None = None,
+           accept: Accept | None = None) -> Unpacked:
     """Restore a bundle into ``results_root``: stream it into a staging folder beside the target and check every
-    file and unit there; only then move the units in (each replacing the unit of the same chapter) and the sweep
-    cells. ``profile``, when given, must be the bundle's. On any error in the checks nothing in ``results_root``
-    has changed."""
+    file and unit there; only then, holding the lock of every chapter it holds, move the units in (each replacing
+    the unit of the same chapter) and the sweep cells. ``profile``, when given, must be the bundle's. On any error
+    in the checks nothing in ``results_root`` has changed; a kill after them is finished by the next unpack or
+    reproduce (``recover``). ``accept``, when given, is asked of every staged unit before anything moves: a reason
+    from it refuses the bundle."""
     if results_root.exists() and not results_root.is_dir():
         raise BundleError(f"--results {results_root} is a file; name a folder (it is created when missing)")
     try:
         results_root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=results_root, prefix=".unpack-"))
+        recovered = recover(results_root)
+        tmp = Path(tempfile.mkdtemp(dir=results_root, prefix=STAGED))
+        held = _hold(tmp)  # a folder of its own: no other process holds it
     except OSError as err:
         raise BundleError(f"cannot write into {results_root} ({err.strerror}); name a writable folder with "
                           f"--results") from None
+    except units.ChapterFailed as err:
+        raise BundleError(str(err)) from None
     try:
         try:
             manifest = _checked(source, tmp, profile)
@@ -421,17 +505,17 @@ def unpack(source: Path, results_root: Path = RESULTS_ROOT, profile: str | None 
         if final.exists() and not final.is_dir():
             raise BundleError(f"{final} is a file, not the folder of profile {name}'s results; move it away, then "
                               f"unpack again")
-        units = sorted(p.stem for p in (tmp / name).glob("*.json")) if (tmp / name).is_dir() else []
-        cells = sorted((tmp / SWEEPS).rglob("*.csv")) if (tmp / SWEEPS).is_dir() else []
-        for chapter in units:
-            _move_unit(tmp / name, final, chapter, results_root)
-        for cell in cells:
-            target = results_root / cell.relative_to(tmp)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(cell, target)
+        for chapter in sorted(p.stem for p in (tmp / name).glob("*.json")) if accept else []:
+            if why := accept(chapter, results.read_meta(tmp / name, chapter)):
+                raise BundleError(f"{source}'s unit {chapter} is refused ({why}); nothing was restored")
+        results.write_atomic(tmp / READY, json.dumps({"source": str(source), "profile": name,
+                                                      "commit": manifest.get("commit")}))
+        moved, cells = _move_all(tmp, name, results_root)
     finally:
+        if held is not None:
+            os.close(held)
         shutil.rmtree(tmp, ignore_errors=True)
-    return Unpacked(manifest, units, len(cells))
+    return Unpacked(manifest, moved, cells, recovered)
 
 
 def add_commands(sub: Any) -> None:
@@ -445,24 +529,26 @@ def add_commands(sub: Any) -> None:
     up.add_argument("file", type=Path)
     up.add_argument("--profile", choices=PROFILES, help="refuse a bundle of another profile")
     for p in (pk, up):
-        p.add_argument("--results", type=Path, default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
+        p.add_argument("--results", default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
 
 
 def command(args: Any) -> int:
     """Run ``results pack`` or ``results unpack``; 1 with one message when the bundle is refused."""
     try:
         if args.action == "pack":
-            packed = pack(args.profile, args.file, args.results)
+            packed = pack(args.profile, args.file, folder_path(args.results, "--results"))
             for chapter, why in packed.left_out.items():
                 print(f"left out {chapter}: {why}", file=sys.stderr)
             print(f"packed {len(packed.units)} units of profile {args.profile} and {packed.sweep_cells} sweep cells "
                   f"into {args.file} ({args.file.stat().st_size / 1e6:.1f} MB)")
         else:
-            done = unpack(args.file, args.results, args.profile)
+            done = unpack(args.file, folder_path(args.results, "--results"), args.profile)
+            for line in done.recovered:
+                print(line)
             commit = (done.manifest.get("commit") or "an unknown commit")[:12]
             print(f"restored {len(done.units)} units of profile {done.manifest['profile']} (packed at {commit}) and "
                   f"{done.sweep_cells} sweep cells into {args.results}")
-    except BundleError as err:
+    except (BundleError, ParameterError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     return 0

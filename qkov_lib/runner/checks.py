@@ -11,7 +11,8 @@ from typing import Any
 from ..core import portable
 from ..core.chapter import ParameterError, concrete_profile
 from ..core.device import cpu_workers, engine_backend, pick_device
-from ..data import cache_dir, data_dir
+from ..core.budget import DEADLINE_ENV
+from ..data import CACHE_ENV, DATA_ENV, cache_dir, data_dir
 from ..runs.sweep import SCHEDULER_ENV
 from .catalog import resolve, select, split_overrides
 
@@ -28,9 +29,31 @@ def writable_folder(path: Path, flag: str) -> None:
         raise ParameterError(f"{flag} {path} is not writable; name a writable folder")
 
 
+def folder_path(value: str | Path, flag: str) -> Path:
+    """A folder the caller named (a flag's value, or a setting's), made absolute against the caller's folder before
+    any kernel starts (a kernel runs in notebooks/); ParameterError naming ``flag`` for an empty name or one that
+    is not UTF-8."""
+    text = os.fspath(value)
+    if not text.strip():
+        raise ParameterError(f"{flag} names no folder (the name is empty); name a folder, or leave {flag} out for "
+                             f"the default")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ParameterError(f"{flag} {text!r} is not a valid UTF-8 name; name a folder whose name is UTF-8") from None
+    return Path(os.path.abspath(os.path.expanduser(text)))
+
+
 def check_environment() -> None:
     """The environment settings every chapter reads (device, engine, workers, data and cache folders, the portable
-    mode), checked once up front."""
+    mode), checked once up front; the data and cache folders made absolute, so that a kernel, which runs in
+    notebooks/, finds them where the caller meant. $QKOV_DEADLINE is the runner's own (from --budget-minutes)."""
+    for var in (DATA_ENV, CACHE_ENV):
+        if os.environ.get(var):
+            os.environ[var] = str(folder_path(os.environ[var], var))
+    if os.environ.get(DEADLINE_ENV) is not None:
+        raise ParameterError(f"{DEADLINE_ENV}={os.environ[DEADLINE_ENV]!r} is set, but the runner sets it for each "
+                             f"chapter from --budget-minutes: unset it, and pass --budget-minutes M for a time budget")
     try:
         device = pick_device()
         engine_backend(device)

@@ -15,8 +15,10 @@ from ..core import results
 from ..core.paths import PACKAGE_DIR
 from ..core.progress import PROGRESS_ENV, TERMINAL, kind as progress_kind
 from ..core.results import UNAVAILABLE
+from ..core.workers import RUN_ENV, run_marker
 from ..data.registry import DataUnavailable
-from ..runs.sweep import DEADLINE_ENV, OutOfTime
+from ..core.budget import DEADLINE_ENV
+from ..runs.sweep import OutOfTime
 from . import catalog
 
 
@@ -39,6 +41,7 @@ def run_notebook(chapter: str, profile: str, overrides: dict[str, Any], staging:
     executed = staging / f"{chapter}.ipynb"
     env = {results.RESULTS_ENV: str(staging), results.ROOT_ENV: str(results_root), PROGRESS_ENV: "0",
            DEADLINE_ENV: "" if deadline is None else repr(deadline),
+           RUN_ENV: run_marker(),  # the kernel and its workers carry it: the next run finds them if this one is killed
            # the kernel imports this very qkov_lib, not whichever checkout an editable install points to
            "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), os.environ.get("PYTHONPATH")]))}
     previous = {k: os.environ.get(k) for k in env}
@@ -97,13 +100,18 @@ def banner(meta: dict[str, Any]) -> str:
     return "*This page was run with " + " · ".join(parts) + ".*"
 
 
-def add_banner(staging: Path, chapter: str) -> None:
-    """Put the banner under the page's title (the first line of its first cell)."""
-    path = staging / f"{chapter}.ipynb"
-    nb = nbformat.read(path, as_version=4)
+def under_title(nb: nbformat.NotebookNode, text: str) -> None:
+    """Put ``text`` under the page's title (the first line of its first Markdown cell)."""
     first = next(c for c in nb.cells if c.cell_type == "markdown")
     heading, _, rest = first.source.partition("\n")
-    first.source = f"{heading}\n\n{banner(results.read_meta(staging, chapter))}\n{rest}"
+    first.source = f"{heading}\n\n{text}\n{rest}"
+
+
+def add_banner(staging: Path, chapter: str) -> None:
+    """Put the banner under the page's title."""
+    path = staging / f"{chapter}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    under_title(nb, banner(results.read_meta(staging, chapter)))
     nbformat.write(nb, path)
 
 

@@ -11,7 +11,7 @@ from ..core import codehash, portable, results
 from ..core.contents import GATHERERS
 from ..core.device import engine_backend, pick_device
 from ..core.paths import RESULTS_ROOT
-from ..data.registry import data_state
+from ..data.registry import data_identity
 from . import catalog
 
 
@@ -44,14 +44,37 @@ def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root
              "arithmetic": sha(json.dumps(portable.settings(), sort_keys=True).encode()),
              "engine": sha(json.dumps(computed_by(code), sort_keys=True).encode())}
     if datasets:
-        state = {name: data_state(name) for name in datasets}
-        parts["data"] = sha(json.dumps(state, sort_keys=True).encode())
+        parts["data"] = sha(json.dumps(data_identities(chapter), sort_keys=True).encode())
     if chapter in GATHERERS:
         parts["inputs"] = units_digest(results_root / profile, None)
     for other in getattr(module, "BESIDE", ()):
         if other != profile:
             parts[f"beside {other}"] = units_digest(results_root / other, None if chapter in GATHERERS else chapter)
     return parts
+
+
+def data_identities(chapter: str) -> dict[str, dict[str, Any]]:
+    """The identity of each dataset the chapter reads (``registry.data_identity``: its release and its files'
+    sha256), as a unit records it."""
+    return {name: data_identity(name) for name in getattr(catalog.chapter_module(chapter), "DATASETS", ())}
+
+
+def without_data(identities: dict[str, dict[str, Any]]) -> list[str]:
+    """The datasets of which nothing is on this disk."""
+    return [name for name, identity in identities.items() if identity["release"] is None]
+
+
+def same_data(recorded: Any, now: dict[str, dict[str, Any]]) -> bool:
+    """Whether a unit's data (``recorded``, its metadata's ``data_identity``) is the data here: the same release and files,
+    or, for a dataset of which nothing is on this disk, the canonical release (whose files the registry names): a
+    unit computed on the canonical data stays current where the data is absent; one computed on other copies does
+    not."""
+    if not isinstance(recorded, dict) or set(recorded) != set(now):
+        return False
+    return all(recorded[name] == identity
+               or (identity["release"] is None and isinstance(recorded[name], dict)
+                   and recorded[name].get("release") == "canonical")
+               for name, identity in now.items())
 
 
 def units_digest(folder: Path, chapter: str | None) -> str:
@@ -78,15 +101,23 @@ def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> tuple[str | N
         meta = results.check(final, chapter)
     except results.ResultsError as err:
         return str(err), {}
+    return unit_reason(meta, chapter, fp), meta
+
+
+def unit_reason(meta: dict[str, Any], chapter: str, fp: dict[str, str]) -> str | None:
+    """Why an intact unit (its metadata) cannot be reused under the fingerprint ``fp``, None when it can: a part of
+    the fingerprint changed (the data part is compared by ``same_data``), or it holds no executed notebook."""
     old = meta.get("fingerprint")
     if not isinstance(old, dict):
-        return "the results were not written by this runner (a chapter run by hand, or an older version)", meta
+        return "the results were not written by this runner (a chapter run by hand, or an older version)"
     changed = sorted(k for k in fp.keys() | old.keys() if fp.get(k) != old.get(k))
+    if "data" in changed and "data" in fp and same_data(meta.get("data_identity"), data_identities(chapter)):
+        changed.remove("data")
     if changed:
-        return f"{', '.join(_named(k, chapter, meta) for k in changed)} changed", meta
+        return f"{', '.join(_named(k, chapter, meta) for k in changed)} changed"
     if f"{chapter}.ipynb" not in meta.get("files", {}):
-        return "the results hold no executed notebook", meta
-    return None, meta
+        return "the results hold no executed notebook"
+    return None
 
 
 def _named(part: str, chapter: str, meta: dict[str, Any]) -> str:

@@ -51,7 +51,11 @@ def _write(name: str, nb: Any, target: Path | str | None) -> Path:
         raise ParameterError(f"the notebook's file name must end in .ipynb (got {str(target)!r})")
     if not target.parent.is_dir():
         raise ParameterError(f"no folder {str(target.parent)!r} to write the notebook into")
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".ipynb", dir=target.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".ipynb", dir=target.parent)
+    except OSError as err:
+        raise ParameterError(f"cannot write the notebook into {str(target.parent)!r} ({err.strerror}); name a "
+                             f"writable folder with -o") from None
     os.close(fd)
     try:
         jupytext.write(nb, tmp, fmt="ipynb")

@@ -17,7 +17,8 @@ from ..core.contents import GATHERERS, title
 from ..core.paths import RESULTS_ROOT
 from . import catalog
 from .catalog import resolve
-from .checks import prepare, results_folders
+from .checks import folder_path, prepare, results_folders
+from .execute import under_title
 from .fingerprint import fingerprint, stale_reason
 
 
@@ -58,6 +59,7 @@ def plan(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Seq
     """What ``reproduce`` would do, chapter by chapter, without running or writing anything (``--dry-run``). With a
     budget, the stale chapters whose last wall time would no longer fit are marked deferred."""
     chapters, profile, per_chapter = prepare(profile, pairs, only, budget_minutes)
+    results_root = folder_path(results_root, "--results")
     results_folders(results_root, profile, create=False)
     plans, spent = [], 0.0
     for c in chapters:
@@ -93,18 +95,28 @@ def defer(chapter: str, profile: str, reason: str, final: Path, out_dir: Path, s
     The published unit is left as it is."""
     note = (f"*Not rerun in this build, for want of time ({reason}): this page is from the run named above. "
             f"The next build reruns it.*")
+    if not show_last(final, chapter, note, out_dir):
+        when = f"in the middle of it: {reason}" if started else "before this chapter"
+        write_page(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
+            f"# {title(chapter, catalog.source(chapter).parent)}\n\n*Not computed yet (profile `{profile}`): this "
+            f"build's time budget ran out {when}. The next build runs it.*")]), chapter, out_dir)
+
+
+def show_last(final: Path, chapter: str, note: str, out_dir: Path) -> bool:
+    """Make the book's page of ``chapter`` its last intact unit's notebook with ``note`` under the title; False (and
+    nothing written) when there is no intact unit."""
     try:
         results.check(final, chapter)
         nb = nbformat.read(final / f"{chapter}.ipynb", as_version=4)
     except (results.ResultsError, OSError, ValueError):
-        when = f"in the middle of it: {reason}" if started else "before this chapter"
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
-            f"# {title(chapter, catalog.source(chapter).parent)}\n\n*Not computed yet (profile `{profile}`): this build's time "
-            f"budget ran out {when}. The next build runs it.*")])
-    else:
-        first = next(c for c in nb.cells if c.cell_type == "markdown")
-        heading, _, rest = first.source.partition("\n")
-        first.source = f"{heading}\n\n{note}\n{rest}"
+        return False
+    under_title(nb, note)
+    write_page(nb, chapter, out_dir)
+    return True
+
+
+def write_page(nb: nbformat.NotebookNode, chapter: str, out_dir: Path) -> None:
+    """Write a chapter's page into the book through a temporary file: the page is whole or as it was."""
     out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{chapter}.", suffix=".tmp")
     os.close(fd)

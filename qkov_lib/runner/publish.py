@@ -3,11 +3,14 @@
 1. restore the profile's last results from a bundle (the workflow's cache or the previous run's artifact); a missing
    or unusable bundle means starting fresh, said in the log;
 2. optionally fetch the datasets (best effort; a chapter whose data is missing says so on its page);
-3. ``make book PROFILE=<profile>``, so only stale chapters rerun, within a time budget (``BUDGET`` minutes: a stale
-   chapter that would not fit is not started and its page shows its last results, saying so);
+3. ``make book PROFILE=<profile>``, so only stale chapters rerun (after taking in what the live site publishes and
+   this checkout can use, ``published.fetch``), within a time budget (``BUDGET`` minutes: a stale chapter that would
+   not fit is not started and its page shows its last results, saying so);
 4. pack the results into the bundle again (also after a failed chapter: what finished is kept);
 5. put the built HTML under ``<site>/<profile>/`` beside the other profiles' last builds, with an index page
-   linking them (one Pages site: ``/default/``, ``/official/``, ``/paper/``); given the repository's address, each chapter's Colab
+   linking them (one Pages site: ``/default/``, ``/official/``, ``/paper/``), and its sealed units beside it,
+   ``<site>/<profile>/results/`` (``published.write``: one bundle per chapter and an index, what a fresh clone's
+   ``make book`` starts from); given the repository's address, each chapter's Colab
    notebook (``notebooks.colab_notebook``: it installs the companion at this build's commit) goes to
    ``<site>/<profile>/colab/<chapter>.ipynb``. Colab opens only files in a GitHub repository (or a gist), not a
    Pages site, so the workflow puts that folder on the branch ``colab`` too, where each chapter page's "open in
@@ -33,7 +36,7 @@ from ..core.chapter import PROFILES, ParameterError
 from ..core.contents import chapter_names
 from ..core.paths import HTML, REPO_ROOT, RESULTS_ROOT
 from ..data.registry import CANONICAL, DataError, canonical_file
-from . import bundle, notebooks
+from . import bundle, notebooks, published
 from .plan import format_plan, plan
 
 COLAB_DIR = "colab"  # <site>/<profile>/colab/<chapter>.ipynb: the chapters for Colab
@@ -179,7 +182,14 @@ def publish(profile: str, bundle_path: Path, site: Path, budget_minutes: float |
     commit = results.git_commit()
     stamp = {"profile": profile, "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
              "not_current": [p.chapter for p in stale]}
-    say(f"site: {place_site(html_dir, site, profile, stamp, colab_writer(repo_url, commit, say))}")
+    colab = colab_writer(repo_url, commit, say)
+
+    def extra(folder: Path) -> None:
+        index = published.write(folder / published.FOLDER, profile, results_root)
+        say(f"{len(index['chapters'])} units in {published.FOLDER}/ beside the book (`make book` starts from them)")
+        if colab is not None:
+            colab(folder)
+    say(f"site: {place_site(html_dir, site, profile, stamp, extra)}")
     return status
 
 

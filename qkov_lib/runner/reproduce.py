@@ -22,15 +22,16 @@ from ..core.chapter import as_dict
 from ..core.paths import BOOK_CHAPTERS, RESULTS_ROOT
 from ..core.progress import bar as progress_bar
 from ..core.results import UNAVAILABLE
-from . import execute, units
-from .catalog import CHAPTERS, resolve
-from .checks import prepare, results_folders, writable_folder
+from ..core.workers import end_leftovers
+from ..data import DATA_ENV, data_dir
+from ..data.registry import not_found
+from . import execute, published, units
+from .bundle import BundleError, recover
+from .catalog import resolve
+from .checks import folder_path, prepare, results_folders, writable_folder
 from .execute import ChapterFailed
-from .fingerprint import fingerprint, stale_reason
-from .plan import chapter_state, defer, over_budget
-
-__all__ = ["CHAPTERS", "ChapterFailed", "Summary", "reproduce", "resolve", "run_chapter"]
-
+from .fingerprint import data_identities, fingerprint, stale_reason, without_data
+from .plan import chapter_state, defer, over_budget, show_last
 
 @dataclass
 class Summary:
@@ -38,15 +39,17 @@ class Summary:
 
     done: dict[str, list[str]] = field(default_factory=dict)  # 'ran' | 'skipped' | 'restored' | 'deferred' -> chapters
     no_data: list[str] = field(default_factory=list)  # chapters whose dataset is not available here
+    kept: list[str] = field(default_factory=list)  # no data here, so the last unit with results stays
     failures: list[str] = field(default_factory=list)
 
 
 def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: Path = BOOK_CHAPTERS,
                 results_root: Path = RESULTS_ROOT, force: bool = False, deadline: float | None = None) -> str:
     """Run one chapter unless its published unit is intact and current. Returns 'ran', 'skipped', 'restored' (the
-    unit was current; the book's copy of its notebook was missing or different and was copied back in), or
-    'no data' (the chapter's dataset is not available; its unit says so). A failure or an interruption leaves the
-    published unit as it was; so does a sweep stopped at ``deadline`` (ChapterOutOfTime)."""
+    unit was current; the book's copy of its notebook was missing or different and was copied back in), 'no data'
+    (the chapter's dataset is not available; its unit says so) or 'kept' (this run had no data, and the last unit
+    with results stays: a unit without data never replaces one with results; the page says so). A failure or an
+    interruption leaves the published unit as it was; so does a sweep stopped at ``deadline`` (ChapterOutOfTime)."""
     profile, setup = resolve(chapter, profile, overrides)
     params = as_dict(setup)
     final = results_root / profile
@@ -63,9 +66,12 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
                 units.copy_in(final / copy.name, copy)
                 status = "restored"
             return "no data" if meta.get("status") == UNAVAILABLE else status
+        good = units.with_results(final, chapter)
+        if good and (absent := _absent_here(chapter, setup)):
+            return _keep(chapter, good, absent, final, out_dir)
         tqdm.write(f"running {chapter} ({profile}): {reason}")
         staging = results_root / f"{units.STAGING}{chapter}"
-        staging.mkdir()
+        units.make_staging(staging)
         try:
             start = time.perf_counter()
             try:
@@ -74,6 +80,8 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
                 raise
             except ChapterFailed as err:
                 raise ChapterFailed(f"{err}\n  {units.keep_failed(staging, chapter, final, out_dir)}") from None
+            if missing and good:
+                return _keep(chapter, good, missing, final, out_dir)
             execute.tidy(staging / f"{chapter}.ipynb")
             if missing:
                 execute.without_data(staging, chapter, profile, params, missing)
@@ -89,15 +97,55 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
     return "no data" if missing else "ran"
 
 
+def _absent_here(chapter: str, setup: Any) -> str | None:
+    """The message a run of the chapter would stop with for want of data, known before it starts: a dataset of
+    which nothing is on this disk, where no download will be tried ($QKOV_DATA_DIR set, or ``download`` off)."""
+    absent = without_data(data_identities(chapter))
+    if absent and (data_dir() is not None or not getattr(setup, "download", False)):
+        why = f"{DATA_ENV} is set and holds none of its files" if data_dir() else "no download is tried: download=False"
+        return str(not_found(absent[0], why))
+    return None
+
+
+def _keep(chapter: str, good: dict[str, Any], message: str, final: Path, out_dir: Path) -> str:
+    """Keep the chapter's last unit with results, whose data is not here, and say so: one line, and a note on its
+    page. Returns 'kept'."""
+    commit = str(good["git_commit"])[:12] if good.get("git_commit") else "an unknown commit"
+    tqdm.write(f"kept the results of {commit} for {chapter}; this run had no data: {message}")
+    when = f"commit `{commit}`" if good.get("git_commit") else commit
+    show_last(final, chapter, f"*This build had no data for this chapter, so the page shows its last results, "
+                              f"computed at {when} ({_on(good)}). To rerun it: {message}*", out_dir)
+    return "kept"
+
+
+def _on(meta: dict[str, Any]) -> str:
+    """The data a unit was computed on, in words."""
+    releases = {i.get("release") for i in meta.get("data_identity", {}).values() if isinstance(i, dict)}
+    return {frozenset({"canonical"}): "on the canonical release", frozenset({"offline"}): "on the offline copies"
+            }.get(frozenset(releases), "on the data it records")
+
+
 def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Sequence[str] | None = None,
-              force: bool = False, out_dir: Path = BOOK_CHAPTERS, results_root: Path = RESULTS_ROOT,
-              budget_minutes: float | None = None) -> Summary:
-    """Run the selected chapters; every parameter and setting is checked before any chapter starts. A chapter
-    whose dataset is not available ends with a page saying how to get it and is listed in ``no_data``. With a
-    budget, a stale chapter whose last wall time would end the run past it is not started ('deferred')."""
+              force: bool = False, out_dir: Path | str = BOOK_CHAPTERS, results_root: Path | str = RESULTS_ROOT,
+              budget_minutes: float | None = None, fetch: bool = True) -> Summary:
+    """Run the selected chapters; every parameter and setting is checked before any chapter starts. With ``fetch``
+    (and without ``force``), the published results are read first and every unit of theirs that is current here is
+    taken in (``published.fetch``). A chapter whose dataset is not available ends with a page saying how to get it
+    and is listed in ``no_data`` (in ``kept`` where its last results stay). With a budget, a stale chapter whose last
+    wall time would end the run past it is not started ('deferred')."""
     chapters, profile, per_chapter = prepare(profile, pairs, only, budget_minutes)
+    out_dir, results_root = folder_path(out_dir, "--out"), folder_path(results_root, "--results")
     writable_folder(out_dir, "--out")
     results_folders(results_root, profile, create=True)
+    try:
+        for line in recover(results_root):
+            tqdm.write(line)
+    except BundleError as err:
+        tqdm.write(f"an interrupted unpack is still to be finished: {err}")
+    if ended := end_leftovers():
+        tqdm.write(f"ended {len(ended)} process(es) left behind by a run that was killed: {'; '.join(ended)}")
+    if fetch and not force:
+        published.fetch(profile, chapters, per_chapter, results_root, say=tqdm.write)
     summary = Summary()
     began = time.perf_counter()
     for c in (bar := progress_bar(chapters, f"chapters ({profile})", unit="chapter")):
@@ -123,8 +171,8 @@ def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only
             summary.failures.append(str(err))
             tqdm.write(f"FAILED {err}")
             continue
-        if status == "no data":
-            summary.no_data.append(c)
+        if status in ("no data", "kept"):
+            (summary.no_data if status == "no data" else summary.kept).append(c)
         else:
             summary.done.setdefault(status, []).append(c)
         tqdm.write(f"{status:>8}  {c}  ({time.perf_counter() - start:.1f} s)")

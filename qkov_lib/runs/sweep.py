@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from ..core import portable
+from ..core.budget import deadline
 from ..core.codehash import task_fingerprint
 from ..core.progress import bar
 from ..core.results import results_root, write_atomic
@@ -33,7 +34,6 @@ SCHEDULER_ENV = "QKOV_DASK_SCHEDULER"  # address of a running Dask scheduler, e.
 SERIAL = "serial"
 CELL = "cell"  # the column naming each row's cell
 
-DEADLINE_ENV = "QKOV_DEADLINE"  # set by the runner under a time budget: when (seconds since the epoch) it ends
 
 Cell = Mapping[str, Any]
 CellFn = Callable[[Cell, Mapping[str, Any]], pd.DataFrame]
@@ -54,15 +54,6 @@ def cell_folder(name: str, common: Mapping[str, Any], fn: CellFn) -> Path:
 
 class OutOfTime(RuntimeError):
     """The runner's time budget ran out in the middle of a sweep; its finished cells are kept."""
-
-
-def deadline() -> float | None:
-    """When the runner's time budget ends (seconds since the epoch), or None: no budget."""
-    text = os.environ.get(DEADLINE_ENV, "")
-    try:
-        return float(text) if text else None
-    except ValueError:
-        raise ValueError(f"{DEADLINE_ENV}={text!r} is not a time in seconds since the epoch; unset it") from None
 
 
 def _out_of_time(folder: Path, done: int, total: int) -> OutOfTime:

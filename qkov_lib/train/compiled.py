@@ -17,7 +17,9 @@ CPU thread's flush-to-zero flags, which the kernels obey as they run on that thr
 """
 from __future__ import annotations
 
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -567,13 +569,40 @@ class _CompileNotice(event.Listener):
 
 
 def _train(quiet: bool, *args) -> None:
-    """``_train_chunk(*args)``, compiled on first use (or loaded from numba's cache); one clear error if that fails."""
+    """``_train_chunk(*args)``, compiled on first use (or loaded from numba's cache); one clear error if that fails.
+    A damaged disk cache (its files unreadable) is removed, said once, and the kernels are compiled afresh."""
     try:
         with event.install_listener("numba:compile", _CompileNotice(quiet)):
-            _train_chunk(*args)
+            try:
+                _train_chunk(*args)
+            except Exception as err:  # what a damaged cache file raises varies: numba's caching in its traceback says
+                if not _clear_damaged_cache(err):
+                    raise
+                _train_chunk(*args)
     except numba.core.errors.NumbaError as err:
         raise RuntimeError(f"numba could not compile the engine's kernels ({type(err).__name__}); set "
                            f"QKOV_ENGINE=torch to train with the torch engine") from err
+
+
+def _cache_files() -> list[Path]:
+    """This module's kernels in numba's disk cache (``<cache>/compiled.<kernel>-<line>.py*.nbi`` and ``.nbc``)."""
+    folder = Path(_train_chunk._cache._cache_path)  # the folder numba's cache locator chose (NUMBA_CACHE_DIR, ...)
+    return sorted(p for p in folder.glob(f"{Path(__file__).stem}.*") if p.suffix in (".nbi", ".nbc"))
+
+
+def _clear_damaged_cache(err: BaseException) -> bool:
+    """When ``err`` came from reading numba's disk cache of these kernels (its traceback passes through numba's
+    caching), remove this module's cache files and say so; whether it did."""
+    frames = [f.filename for f in traceback.extract_tb(err.__traceback__)]
+    if not any(Path(name).name == "caching.py" and "numba" in Path(name).parts for name in frames):
+        return False
+    files = _cache_files()
+    for path in files:
+        path.unlink(missing_ok=True)
+    notice("cache", f"numba's disk cache of the engine's kernels was damaged ({type(err).__name__}: {err}); "
+                    f"removed its {len(files)} files in {files[0].parent if files else 'the cache folder'} and "
+                    f"compiling the kernels afresh")
+    return True
 
 
 class CompiledKernel:

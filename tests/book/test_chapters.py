@@ -16,7 +16,7 @@ from qkov_lib.core.chapter import ParameterError
 from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.runner.book import _book_config
 from qkov_lib.runner.book_ext import launch_links
-from qkov_lib.runner.reproduce import CHAPTERS
+from qkov_lib.runner.catalog import CHAPTERS
 
 
 @pytest.mark.parametrize("chapter", list(CHAPTERS))

@@ -17,7 +17,7 @@ from fake_chapters import HEAD
 
 from qkov_lib.core.contents import GATHERERS, run_order
 from qkov_lib.core.paths import PACKAGE_DIR, REPO_ROOT
-from qkov_lib.runner.reproduce import CHAPTERS
+from qkov_lib.runner.catalog import CHAPTERS
 
 LAYERS = {  # ARCHITECTURE.md's table, top down: a folder of the package -> its layer (0 = the core)
     "__main__": 6, "runner": 5, "chapters": 4, "runs": 3, "train": 2,

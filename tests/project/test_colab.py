@@ -165,7 +165,10 @@ def test_the_workflow_puts_the_published_notebooks_on_the_colab_branch():
     assert f"git init -q -b {notebooks.COLAB_BRANCH}" in push
     assert re.search(rf"git push -q -f \S+ {notebooks.COLAB_BRANCH}$", push.strip())
     assert all(job.get("permissions", {}).get("contents") != "write" for name, job in jobs.items()
-               if name != "deploy"), "only the short deploy job may push"
+               if name not in ("deploy", "release-results")), \
+        "only the short deploy job may push (and, on a tag, the job that attaches the results to its release)"
+    assert not [s for s in jobs["release-results"]["steps"] if "make book" in s.get("run", "")
+                or "reproduce" in s.get("run", "")], "the release job runs no chapter"
 
 
 # ---- the first cell, run --------------------------------------------------------------------------------------------

@@ -114,6 +114,7 @@ def jobs_that_run(event: str, ref: str, profile: str = "paper", failing: frozens
         needs = [needs] if isinstance(needs, str) else needs
         expr = EXPRESSION.sub(r"\1", str(job.get("if", "true")))
         values = {"github.event_name": event, "github.ref": ref, "inputs.profile": profile, "always()": True,
+                  "github.ref_type": "tag" if ref.startswith("refs/tags/") else "branch",
                   "cancelled()": False, **{f"needs.{n}.result": results[n] for n in needs}}
         succeeded = all(results[n] == "success" for n in needs)
         values["success()"], values["failure()"] = succeeded, any(results[n] == "failure" for n in needs)
@@ -132,6 +133,7 @@ def test_which_jobs_run_on_each_event():
     assert jobs_that_run("push", "refs/heads/main", failing=frozenset({"official-book"})) == main  # default deploys
     assert jobs_that_run("push", "refs/heads/main", failing=frozenset({"default-book", "official-book"})) == main[:3]
     assert jobs_that_run("push", "refs/heads/main", failing=frozenset({"test"})) == ["test"]
+    assert jobs_that_run("push", "refs/tags/v1.0") == ["test", "release-results"]  # the release keeps the results
     assert jobs_that_run("workflow_dispatch", "refs/heads/main") == ["gpu-book", "deploy-gpu"]
     assert jobs_that_run("workflow_dispatch", "refs/heads/feature") == ["gpu-book"]  # Pages come from main only
 

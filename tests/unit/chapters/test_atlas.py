@@ -13,7 +13,7 @@ from qkov_lib.chapters.atlas.grid import RUN
 from qkov_lib.chapters.atlas.setup import FACTOR_KEYS, FACTORS, shared
 from qkov_lib.core.chapter import ParameterError
 from qkov_lib.present.tables import listed
-from qkov_lib.runner.reproduce import resolve
+from qkov_lib.runner.catalog import resolve
 
 CLAIMS = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "prediction_kept")
 

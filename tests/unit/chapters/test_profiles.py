@@ -8,7 +8,7 @@ import torch
 from qkov_lib.__main__ import main
 from qkov_lib.core import device
 from qkov_lib.core.chapter import PROFILES, ParameterError, as_dict, concrete_profile, parse_value
-from qkov_lib.runner.reproduce import CHAPTERS, resolve, split_overrides
+from qkov_lib.runner.catalog import CHAPTERS, resolve, split_overrides
 
 FIG4 = "fig4_mu_trajectories"
 

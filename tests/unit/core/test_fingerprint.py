@@ -15,7 +15,6 @@ from fake_chapters import TINY, tiny_book
 
 from qkov_lib.core import codehash, results
 from qkov_lib.core.paths import REPO_ROOT
-from qkov_lib.runner import reproduce as runner
 from qkov_lib.runner import catalog, fingerprint as fingerprints, units
 
 NOTEBOOKS = {p.stem: p for p in sorted((REPO_ROOT / "notebooks").glob("*.md"))}

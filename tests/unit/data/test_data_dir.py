@@ -1,11 +1,11 @@
-"""The data-directory setting."""
+"""The data-directory setting, and what a dataset's identity is."""
+import shutil
+
 import pytest
+from fake_data import write_sva_canonical, write_sva_offline
 
-from pathlib import Path
-
-from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, cache_dir, data_dir
-from qkov_lib.data.registry import data_state
+from qkov_lib.data.registry import DataUnavailable, canonical_file, data_identity
 
 
 def test_unset_means_no_offline_copies(monkeypatch):
@@ -29,12 +29,36 @@ def test_cache_dir_setting(monkeypatch, tmp_path):
     assert cache_dir() == tmp_path
 
 
-def test_the_data_state_does_not_name_where_the_checkout_is(monkeypatch, tmp_path):
-    """The fingerprint's data part names the default cache relative to the repository, so a moved checkout or an
-    unpacked bundle keeps its real-data chapters current; an offline folder elsewhere is named as it is."""
-    monkeypatch.delenv("QKOV_CACHE_DIR", raising=False)
-    monkeypatch.setenv(DATA_ENV, str(tmp_path))
-    (tmp_path / "sva").mkdir()
-    state = data_state("sva")
-    assert state[CACHE_ENV] == str(Path("data") / "cache") and state[DATA_ENV] == str(tmp_path.resolve())
-    assert not any(key.startswith(str(REPO_ROOT)) for key in state["files"])
+def test_the_data_identity_is_its_content_not_where_it_lies(monkeypatch, tmp_path):
+    """A dataset's identity (the fingerprint's data part) is its release and its files' sha256, named within the
+    release: a copy moved to another folder is the same data; other bytes are not; nothing here is no release."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv(DATA_ENV, raising=False)
+    assert data_identity("sva") == {"release": None, "files": {}}
+    first, second = tmp_path / "a", tmp_path / "b"
+    write_sva_offline(first)
+    shutil.copytree(first, second)
+    identities = []
+    for root in (first, second):
+        monkeypatch.setenv(DATA_ENV, str(root))
+        identities.append(data_identity("sva"))
+    assert identities[0] == identities[1] and identities[0]["release"] == "offline"
+    assert not any(str(tmp_path) in key for key in identities[0]["files"])
+    path = second / "sva" / "rnn_agr_simple" / "numpred.val"
+    path.write_text(path.read_text().replace("VBZ", "VBP", 1))
+    assert data_identity("sva") != identities[0]
+    monkeypatch.delenv(DATA_ENV)
+    write_sva_canonical(tmp_path / "cache")
+    assert data_identity("sva")["release"] == "canonical"
+
+
+def test_no_download_is_tried_while_the_data_folder_is_set(monkeypatch, tmp_path):
+    """With $QKOV_DATA_DIR set but holding none of a dataset's files, its canonical release is not downloaded beside
+    the checkout: one error naming the setting, and no folder is made in the cache."""
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    with pytest.raises(DataUnavailable, match=r"hatexplain data not available \(QKOV_DATA_DIR=.* holds none of its "
+                                              r"files, and no download is tried while QKOV_DATA_DIR is set\)"):
+        canonical_file("hatexplain", "dataset.json", download=True)
+    assert not (tmp_path / "cache").exists()

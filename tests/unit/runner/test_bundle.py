@@ -21,7 +21,6 @@ from fake_chapters import fake_module, tiny_book
 from qkov_lib.__main__ import main
 from qkov_lib.core import results
 from qkov_lib.runner import bundle
-from qkov_lib.runner import reproduce as runner
 from qkov_lib.runner import catalog, fingerprint as fingerprints, plan as plan_mod, units
 
 CELLS = Path("sweeps") / "tiny" / "0123456789abcdef"

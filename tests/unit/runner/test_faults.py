@@ -103,6 +103,21 @@ CLI_CASES = [
     ("a data folder that is absent", ["--only", "tiny"], {DATA_ENV: "/nonexistent/qkov"}, "is not a folder"),
     ("--out naming a file", ["--only", "tiny", "--out", "FILE"], {}, "--out .* is a file; name a folder"),
     ("--results naming a file", ["--only", "tiny", "--results", "FILE"], {}, "--results .* is a file"),
+    ("a negative value in scientific notation", ["--only", "tiny", "-p", "x", "-1e-3"], {},
+     r"parameter 'x' of tiny must be an int like 1 \(got -0.001\)"),
+    ("an empty --results", ["--only", "tiny", "--results", ""], {},
+     r"--results names no folder \(the name is empty\); name a folder, or leave --results out"),
+    ("an empty --out", ["--only", "tiny", "--out", " "], {}, r"--out names no folder \(the name is empty\)"),
+    ("--results not UTF-8", ["--only", "tiny", "--results", os.fsdecode(b"res-\xff")], {},
+     r"--results 'res-\\udcff' is not a valid UTF-8 name; name a folder whose name is UTF-8"),
+    ("a data folder not UTF-8", ["--only", "tiny"], {DATA_ENV: os.fsdecode(b"data-\xff")},
+     r"QKOV_DATA_DIR 'data-\\udcff' is not a valid UTF-8 name"),
+    ("a deadline set by hand", ["--only", "tiny"], {"QKOV_DEADLINE": "garbage"},
+     r"QKOV_DEADLINE='garbage' is set, but the runner sets it for each chapter from --budget-minutes: unset it"),
+    ("a negative seed", ["--only", "fig2_dtap", "-p", "seeds", "[-1]"], {},
+     r"seeds must be integers from 0 to 4294967295 \(got -1\); give non-negative seeds"),
+    ("ten thousand seeds", ["--only", "fig2_dtap", "-p", "seeds", str(list(range(10_000)))], {},
+     r"seeds holds 10000 seeds, more than the 1000 a run takes .* split the study into runs of at most 1000"),
 ]
 
 
@@ -256,7 +271,9 @@ def test_scorecard_marks_damaged_results(smoke_book, tmp_path):
     assert "results are unusable" in missing["fig4_mu_trajectories"]
 
 
-def test_changed_data_and_data_settings_rerun(book, monkeypatch, capsys):
+def test_changed_data_reruns_and_moved_data_does_not(book, monkeypatch, capsys):
+    """The data part of a fingerprint is the data's content: a changed byte reruns the chapter; the same copy in
+    another folder does not."""
     assert run(book) == "ran" and run(book) == "skipped"
     path = book / "data" / "sva" / "rnn_agr_simple" / "numpred.val"
     path.write_text(path.read_text().replace("VBZ", "VBP", 1))
@@ -266,7 +283,7 @@ def test_changed_data_and_data_settings_rerun(book, monkeypatch, capsys):
     other = book / "data2"
     shutil.copytree(book / "data", other)
     monkeypatch.setenv(DATA_ENV, str(other))
-    assert run(book) == "ran" and run(book) == "skipped"
+    assert run(book) == "skipped"
 
 
 def test_a_chapter_run_by_hand_writes_apart_from_the_runners_units(book, monkeypatch, capsys):
@@ -343,11 +360,13 @@ def sha_tree(root: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["SIGINT to the runner alone", "SIGINT to its process group (Ctrl-C)", "SIGTERM"])
+@pytest.mark.parametrize("how", ["SIGINT to the runner alone", "SIGINT to its process group (Ctrl-C)", "SIGTERM",
+                                 "SIGKILL"])
 def test_a_signal_stops_a_running_chapter_at_once(tmp_path, how):
     """A real chapter (Figure 2 at `default`, minutes long) stopped while its kernel and worker processes compute:
     the runner ends within seconds with status 130 and one line, no traceback, no process of the run left, and the
-    results folder and the folder beside it as they were."""
+    results folder and the folder beside it as they were. SIGKILL cannot be caught: the kernel, its workers and
+    their resource tracker end on their own within seconds (the kernel polls its parent; each worker dies with it)."""
     res, beside = tmp_path / "res", tmp_path / "beside"
     (res / "default").mkdir(parents=True)
     (res / "default" / "keep.txt").write_text("published\n")
@@ -365,6 +384,14 @@ def test_a_signal_stops_a_running_chapter_at_once(tmp_path, how):
         time.sleep(0.5)  # the kernel, then its worker processes
     assert len(kids) >= 3 and proc.poll() is None, "the chapter did not start its workers in time"
     time.sleep(2)
+    if how == "SIGKILL":
+        proc.kill()
+        proc.wait()
+        gone, alive = psutil.wait_procs(kids, timeout=60)
+        assert not [k for k in alive if k.status() != psutil.STATUS_ZOMBIE], \
+            f"left running a minute after the kill: {[(k.pid, k.name()) for k in alive]}"
+        assert {k: v for k, v in sha_tree(tmp_path).items() if not k.startswith("res/.staging-")} == before
+        return
     signum = signal.SIGTERM if how == "SIGTERM" else signal.SIGINT
     (os.killpg if "group" in how else os.kill)(proc.pid, signum)
     try:

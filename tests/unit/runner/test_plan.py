@@ -117,7 +117,8 @@ def test_code_the_fingerprint_cannot_follow_is_one_error(book, capsys, monkeypat
 STOPPED = HEAD + """
 ```{code-cell} ipython3
 import os
-from qkov_lib.runs.sweep import DEADLINE_ENV, OutOfTime
+from qkov_lib.core.budget import DEADLINE_ENV
+from qkov_lib.runs.sweep import OutOfTime
 if os.environ.get(DEADLINE_ENV):  # the runner passed its deadline: the sweep "ran out" half-way
     raise OutOfTime("the time budget ran out in the middle of the sweep: 3 of 7 cells are finished and kept")
 raise ValueError("no deadline reached the chapter")

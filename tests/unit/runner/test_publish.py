@@ -17,7 +17,7 @@ from fake_chapters import tiny_book
 from qkov_lib.__main__ import main
 from qkov_lib.core import results
 from qkov_lib.core.paths import REPO_ROOT
-from qkov_lib.runner import bundle, publish
+from qkov_lib.runner import bundle, publish, published
 from qkov_lib.runner import reproduce as runner
 from qkov_lib.runner import catalog, execute
 from qkov_lib.runner.book_ext import mark_older
@@ -83,6 +83,15 @@ def test_first_build_starts_fresh_and_a_new_runner_reruns_nothing(book, tmp_path
     assert bundle_files(archive) == first
     assert not any("stale after this build" in line for line in log)
     assert "<h1>the book</h1>" == (site / "default" / "index.html").read_text()
+    index = json.loads((site / "default" / published.FOLDER / published.INDEX).read_text())  # what clones start from
+    assert sorted(index["chapters"]) == ["other", "tiny"]
+    assert "publish: 2 units in results/ beside the book" in " ".join(log)
+    for chapter, entry in index["chapters"].items():
+        archive = site / "default" / published.FOLDER / entry["file"]
+        assert results.sha256_file(archive) == entry["sha256"] and entry["fingerprint"] == results.read_meta(
+            book.res / "default", chapter)["fingerprint"]
+        assert sorted(bundle_files(archive)) == sorted(f"default/{chapter}.{e}" for e in ("csv", "claims.csv",
+                                                                                          "ipynb", "json"))
 
 
 def test_a_damaged_bundle_means_starting_fresh(book, tmp_path):

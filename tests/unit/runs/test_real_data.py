@@ -23,7 +23,7 @@ from qkov_lib.metrics.rationale import erase, faithfulness, mass_metrics, readou
 from qkov_lib.metrics.verdicts import PERCENT, Interval
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
 from qkov_lib.present.plots import dtap_conditions
-from qkov_lib.runner.reproduce import resolve
+from qkov_lib.runner.catalog import resolve
 from qkov_lib.runs import squad_runs
 from qkov_lib.runs.real_data import Majority, claims, compared, run_conditions, table1, why_not_learned
 from qkov_lib.present.table1 import (TABLE_METRICS, group_display, group_table, per_seed_display, short_names,

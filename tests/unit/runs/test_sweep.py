@@ -12,9 +12,10 @@ import pytest
 from qkov_lib.chapters import atlas
 from qkov_lib.chapters.atlas import ablation, grid, pages
 from qkov_lib.chapters.atlas.setup import shared
-from qkov_lib.runner.reproduce import resolve
+from qkov_lib.runner.catalog import resolve
 from qkov_lib.runs import sweep
-from qkov_lib.runs.sweep import CELL, DEADLINE_ENV, OutOfTime, cell_id, dask_client, run_sweep
+from qkov_lib.core.budget import DEADLINE_ENV
+from qkov_lib.runs.sweep import CELL, OutOfTime, cell_id, dask_client, run_sweep
 
 TINY = {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 40, "eval_every": 10, "ramp_steps": 20,
         "inits": [["identity", 1e-6], ["balanced", 0.1], ["pytorch", 1.0]], "lrs": [1.0], "scaled_scores": [False, True]}

@@ -7,7 +7,7 @@ import torch
 from qkov_lib.chapters import corollaries, factorised_dynamics
 from qkov_lib.core.chapter import ParameterError
 from qkov_lib.metrics import mean_ci, paired_effects
-from qkov_lib.runner.reproduce import resolve
+from qkov_lib.runner.catalog import resolve
 from qkov_lib.runs.synthetic_runs import SyntheticSetup
 from qkov_lib.theory import OrthogonalSetting, rhs
 from qkov_lib.theory.factorised import collapse, imbalance

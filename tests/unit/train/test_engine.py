@@ -10,7 +10,7 @@ from qkov_lib.chapters.fig2_dtap import panels as figure2_panels
 from qkov_lib.core.chapter import ParameterError
 from qkov_lib.data.synthetic import SyntheticConfig, make_splits, stack_splits
 from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, forward, init_params
-from qkov_lib.runner.reproduce import resolve
+from qkov_lib.runner.catalog import resolve
 from qkov_lib.runs.fixed_attention import OVModel
 from qkov_lib.runs.synthetic_runs import SyntheticSetup, _initial, _members, synthetic_data, train_runs
 from qkov_lib.train.engine import (FixedBatches, FreshBatches, forms_product, Member, RunSpec, StackConfig,

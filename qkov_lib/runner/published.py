@@ -1,0 +1,304 @@
+"""The published results: each profile's sealed units beside its book on the site, ``<site>/<profile>/results/``
+(one results bundle per chapter, ``<chapter>.tar.gz``, and ``index.json`` naming each one's fingerprint, data,
+commit, wall time, size and sha256). The publishing job writes them (``write``); ``reproduce`` reads them before it
+runs anything (``fetch``) and takes in each unit whose fingerprint is this checkout's, so that a fresh clone
+computes only what its checkout changed.
+
+Where from: ``$QKOV_RESULTS_URL`` (the site's address, the folder holding ``<profile>/``; empty turns fetching off),
+else the GitHub Pages address of the repository the checkout was cloned from. A download is checked against the
+index's size and sha256 as it streams, then unpacked through the bundle's staged checks (every file against its
+unit's seal), and each unit's fingerprint is checked again before it moves in; a unit that is current here is never
+replaced. Anything wrong (offline, a timeout, an HTTP error, a redirect to another host, a damaged or foreign file)
+is one line, nothing local changes, and the run computes what it must."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core import results
+from ..core.chapter import as_dict
+from ..core.contents import GATHERERS
+from ..core.paths import REPO_ROOT
+from . import bundle, catalog
+from .catalog import resolve
+from .fingerprint import fingerprint, stale_reason, unit_reason
+
+RESULTS_URL_ENV = "QKOV_RESULTS_URL"
+FOLDER = "results"  # <site>/<profile>/results/
+INDEX = "index.json"
+FORMAT = "qkov-results-index"
+VERSION = 1
+MAX_INDEX = 4 << 20  # an index is kilobytes
+TIMEOUT_S = 20.0  # per network operation
+MIN_RATE = 20_000  # bytes/s: a download slower than this over its whole length is given up
+ARCHIVE = "{chapter}.tar.gz"
+SHA256 = re.compile(r"[0-9a-f]{64}")
+GITHUB = re.compile(r"(?:https://github\.com/|git@github\.com:|ssh://git@github\.com/)(?P<owner>[A-Za-z0-9-]+)/"
+                    r"(?P<repo>[A-Za-z0-9._-]+?)(?:\.git)?/?")
+
+
+class FetchError(RuntimeError):
+    """The published results cannot be used: the message is the one line the run prints."""
+
+
+class Unreachable(FetchError):
+    """The site does not answer (offline, refused, a timeout): nothing more is asked of it in this run."""
+
+
+# ---- writing (the publishing job) -------------------------------------------------------------------------------
+
+def write(folder: Path, profile: str, results_root: Path) -> dict[str, Any]:
+    """Pack each intact unit of ``profile`` that holds results as a bundle of its own into ``folder`` and write the
+    index naming them; returns the index. A unit written for want of data is not published."""
+    folder.mkdir(parents=True, exist_ok=True)
+    units, _ = bundle.unit_files(results_root / profile)
+    entries = {}
+    for chapter in units:
+        meta = results.read_meta(results_root / profile, chapter)
+        if meta.get("status") == results.UNAVAILABLE:
+            continue
+        target = folder / ARCHIVE.format(chapter=chapter)
+        bundle.pack(profile, target, results_root, chapters=[chapter])
+        entries[chapter] = {"file": target.name, "size": target.stat().st_size, "sha256": results.sha256_file(target),
+                            "fingerprint": meta.get("fingerprint"), "data_identity": meta.get("data_identity"),
+                            "files": sorted(meta.get("files", {})), "commit": meta.get("git_commit"),
+                            "wall_time_s": meta.get("runner_wall_time_s")}
+    index = {"format": FORMAT, "version": VERSION, "profile": profile, "commit": results.git_commit(),
+             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "chapters": entries}
+    results.write_atomic(folder / INDEX, json.dumps(index, indent=1, sort_keys=True) + "\n")
+    return index
+
+
+# ---- where from -------------------------------------------------------------------------------------------------
+
+def pages_url(remote: str | None) -> str | None:
+    """The GitHub Pages address of a GitHub repository's remote URL (https or ssh), None for any other remote."""
+    match = GITHUB.fullmatch(remote or "")
+    if not match:
+        return None
+    owner, repo = match["owner"].lower(), match["repo"]
+    return f"https://{owner}.github.io" if repo.lower() == f"{owner}.github.io" else f"https://{owner}.github.io/{repo}"
+
+
+def origin_url() -> str | None:
+    """The checkout's ``origin`` remote, None outside git or without one."""
+    try:
+        return subprocess.run(["git", "config", "--get", "remote.origin.url"], cwd=REPO_ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip() or None
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def site_url() -> tuple[str | None, str]:
+    """(the published site's address, or None; where it comes from, in words)."""
+    value = os.environ.get(RESULTS_URL_ENV)
+    if value is not None:
+        return value.strip().rstrip("/") or None, f"{RESULTS_URL_ENV} is empty"
+    remote = origin_url()
+    url = pages_url(remote)
+    return url, (f"the Pages site of {remote}" if url else f"{RESULTS_URL_ENV} is unset and the checkout's origin "
+                                                            f"({remote or 'none'}) is not a GitHub repository")
+
+
+# ---- downloads --------------------------------------------------------------------------------------------------
+
+class _SameHost(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect only to the same scheme and host: a published site never sends its files elsewhere."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 (urllib's signature)
+        old, new = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
+        if (old.scheme, old.netloc) != (new.scheme, new.netloc):
+            raise FetchError(f"{req.full_url} redirects to another host ({new.scheme}://{new.netloc}); refusing it")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _open(url: str, timeout: float):  # noqa: ANN202 (an http.client response)
+    scheme = urllib.parse.urlsplit(url).scheme
+    if scheme not in ("http", "https", "file"):
+        raise FetchError(f"{RESULTS_URL_ENV}={url!r} is not an http(s) or file address")
+    opener = urllib.request.build_opener(_SameHost())
+    try:
+        return opener.open(url, timeout=timeout)
+    except urllib.error.HTTPError as err:
+        raise FetchError(f"{url}: HTTP {err.code} {err.reason}") from None
+    except urllib.error.URLError as err:
+        reason = err.reason
+        if isinstance(reason, FetchError):
+            raise reason from None
+        raise Unreachable(f"{url} is unreachable ({reason})") from None
+    except (TimeoutError, OSError) as err:
+        raise Unreachable(f"{url} did not answer within {timeout:g} s ({type(err).__name__})") from None
+
+
+def _stream(url: str, out: Callable[[bytes], None], limit: int, timeout: float) -> int:
+    """Read ``url`` into ``out`` in blocks, at most ``limit`` bytes, giving up when a read waits past ``timeout`` or
+    the whole takes longer than ``limit`` bytes at ``MIN_RATE``; the number of bytes read."""
+    end, size = time.monotonic() + timeout + limit / MIN_RATE, 0
+    with _open(url, timeout) as response:
+        try:
+            while block := response.read(1 << 16):
+                size += len(block)
+                if size > limit:
+                    raise FetchError(f"{url} is larger than the {limit} bytes it should be; refusing it")
+                if time.monotonic() > end:
+                    raise FetchError(f"{url} came too slowly (over {end - time.monotonic() + timeout:.0f} s); "
+                                     f"giving up")
+                out(block)
+        except (TimeoutError, OSError) as err:
+            raise Unreachable(f"{url} stopped answering ({type(err).__name__}: {err})") from None
+    return size
+
+
+def read_index(url: str, profile: str, timeout: float = TIMEOUT_S) -> dict[str, Any]:
+    """The published index of ``profile`` under the site ``url``, checked: ours, this version, this profile, and
+    every entry a chapter of this book with its archive's name, size and sha256; FetchError otherwise."""
+    where = f"{url}/{profile}/{FOLDER}/{INDEX}"
+    chunks: list[bytes] = []
+    _stream(where, chunks.append, MAX_INDEX, timeout)
+    try:
+        index = json.loads(b"".join(chunks))
+    except ValueError:
+        raise FetchError(f"{where} is not JSON; not a published index") from None
+    if not isinstance(index, dict) or index.get("format") != FORMAT or index.get("version") != VERSION:
+        raise FetchError(f"{where} is not a published index of format {FORMAT!r} version {VERSION}")
+    if index.get("profile") != profile or not isinstance(index.get("chapters"), dict):
+        raise FetchError(f"{where} is not the index of profile {profile!r}")
+    for chapter, entry in index["chapters"].items():
+        _check_entry(where, chapter, entry)
+    return index
+
+
+def _check_entry(where: str, chapter: str, entry: Any) -> None:
+    """One chapter's entry: a chapter of this book, its archive named ``<chapter>.tar.gz`` beside the index, a size
+    within the bundle's cap, a sha256 and a fingerprint."""
+    if chapter not in catalog.CHAPTERS:
+        raise FetchError(f"{where} names chapter {chapter!r}, which this book has not; refusing the index")
+    if not isinstance(entry, dict) or entry.get("file") != ARCHIVE.format(chapter=chapter):
+        raise FetchError(f"{where} names a file outside the published layout for {chapter} "
+                         f"({entry.get('file') if isinstance(entry, dict) else entry!r}); refusing the index")
+    size = entry.get("size")
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= bundle.MAX_TOTAL:
+        raise FetchError(f"{where} gives {chapter} a size of {size!r} bytes; refusing the index")
+    if not (isinstance(entry.get("sha256"), str) and SHA256.fullmatch(entry["sha256"])
+            and isinstance(entry.get("fingerprint"), dict)):
+        raise FetchError(f"{where} gives {chapter} no sha256 or fingerprint; refusing the index")
+
+
+def download(url: str, target: Path, entry: dict[str, Any], timeout: float = TIMEOUT_S) -> None:
+    """Stream one archive to ``target``, checking its size and sha256 against the index's entry as it comes."""
+    digest = hashlib.sha256()
+    with open(target, "wb") as fh:
+        def out(block: bytes) -> None:
+            digest.update(block)
+            fh.write(block)
+        size = _stream(url, out, entry["size"], timeout)
+    if size != entry["size"]:
+        raise FetchError(f"{url} ended after {size} of its {entry['size']} bytes (truncated); not used")
+    if digest.hexdigest() != entry["sha256"]:
+        raise FetchError(f"{url} differs from its published sha256 (damaged or altered); not used")
+
+
+# ---- taking them in ----------------------------------------------------------------------------------------------
+
+@dataclass
+class Fetched:
+    """What ``fetch`` did: the chapters taken from the published results, those current here already, the lines
+    it printed, and the published wall time of each chapter still to run (seconds; None: unknown)."""
+
+    taken: list[str] = field(default_factory=list)
+    current: list[str] = field(default_factory=list)
+    to_run: dict[str, float | None] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+    commit: str | None = None
+
+
+def fetch(profile: str, chapters: Sequence[str], overrides: dict[str, dict[str, Any]], results_root: Path,
+          url: str | None = None, timeout: float = TIMEOUT_S, say: Callable[[str], None] = print) -> Fetched:
+    """Take in, before anything runs, every published unit of ``chapters`` (and of the profiles their pages set
+    beside them) whose fingerprint is this checkout's and which is not current here; one line on the outcome."""
+    done = Fetched()
+    if url is None:
+        url, where = site_url()
+        if url is None:
+            if not where.endswith("is empty"):
+                say(f"no published results to start from: {where}; every stale chapter runs here")
+            return done
+    try:
+        for other in sorted({b for c in chapters for b in getattr(catalog.chapter_module(c), "BESIDE", ())
+                             if b != profile}):
+            beside = [c for c in chapters if other in getattr(catalog.chapter_module(c), "BESIDE", ())]
+            _take(other, beside, {c: {} for c in beside}, results_root, url, timeout, Fetched(), say)
+        _take(profile, chapters, overrides, results_root, url, timeout, done, say)
+    except FetchError as err:
+        say(f"published results not used: {err}; every stale chapter runs here")
+        return done
+    say(_outcome(done, len(chapters), url))
+    return done
+
+
+def _take(profile: str, chapters: Sequence[str], overrides: dict[str, dict[str, Any]], results_root: Path,
+          url: str, timeout: float, done: Fetched, say: Callable[[str], None]) -> None:
+    """Fetch ``profile``'s units of ``chapters``: the others first, then the pages that gather them (their inputs
+    are the others' units, as fetched)."""
+    index = read_index(url, profile, timeout)
+    done.commit = index.get("commit")
+    ordered = [c for c in chapters if c not in GATHERERS] + [c for c in chapters if c in GATHERERS]
+    with tempfile.TemporaryDirectory(prefix="qkov-fetch-") as tmp:
+        for chapter in ordered:
+            concrete, setup = resolve(chapter, profile, overrides[chapter])
+            fp = fingerprint(chapter, concrete, as_dict(setup), results_root)
+            if stale_reason(results_root / concrete, chapter, fp)[0] is None:
+                done.current.append(chapter)
+                continue
+            entry = index["chapters"].get(chapter)
+            if entry is None or unit_reason(entry, chapter, fp) is not None:
+                done.to_run[chapter] = (entry or {}).get("wall_time_s")
+                continue
+            try:
+                _take_one(f"{url}/{profile}/{FOLDER}/{entry['file']}", Path(tmp), chapter, concrete, entry, fp,
+                          results_root, timeout)
+            except Unreachable:
+                raise
+            except (FetchError, bundle.BundleError) as err:
+                say(f"published {chapter} not used: {err}")
+                done.to_run[chapter] = entry.get("wall_time_s")
+                continue
+            done.taken.append(chapter)
+
+
+def _take_one(url: str, tmp: Path, chapter: str, profile: str, entry: dict[str, Any], fp: dict[str, str],
+              results_root: Path, timeout: float) -> None:
+    """Download one chapter's archive and move its unit in through the bundle's checks, refusing it unless its
+    own metadata carries this checkout's fingerprint."""
+    archive = tmp / entry["file"]
+    download(url, archive, entry, timeout)
+    bundle.unpack(archive, results_root, profile, accept=lambda name, meta: (
+        f"it holds {name}, not {chapter}" if name != chapter else unit_reason(meta, name, fp)))
+
+
+def _outcome(done: Fetched, total: int, url: str) -> str:
+    """The line said before any work: how many chapters come from the published results, how many run here."""
+    commit = f" (commit {str(done.commit)[:7]})" if done.commit else ""
+    if not done.taken and not done.to_run:
+        return f"every chapter is current here already; nothing taken from the published results at {url}"
+    known = [t for t in done.to_run.values() if t is not None]
+    minutes = (f", about {max(1, round(sum(known) / 60))} min (from their published wall times"
+               f"{'; some unknown' if len(known) < len(done.to_run) else ''})") if known else ""
+    here = f"; {len(done.current)} current here already" if done.current else ""
+    if not done.taken:
+        return (f"the published results at {url}{commit} match none of the {len(done.to_run)} stale chapters "
+                f"(their code, parameters or data differ here){here}; {len(done.to_run)} to run{minutes}")
+    return (f"{len(done.taken)} of {total} chapters from the published results{commit}{here}; "
+            f"{len(done.to_run)} to run{minutes}")

@@ -1,0 +1,263 @@
+"""The published results (qkov_lib/runner/published.py) against a real server on 127.0.0.1: a site written from a
+run of two tiny chapters, served over HTTP. A fresh results folder takes both in and reruns nothing; an edited
+chapter reruns alone; each way the site can be wrong (tampered, truncated, a lying index, an unknown chapter, a path
+outside the layout, 404, 500, silence, a redirect elsewhere) is one line, leaves every local file as it was, and the
+run then computes what it must."""
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import re
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fake_chapters import tiny_book
+
+from qkov_lib.__main__ import main
+from qkov_lib.core import results
+from qkov_lib.runner import bundle, catalog, published, units
+
+PROFILE = "smoke"
+
+
+class Site:
+    """A folder served on 127.0.0.1; ``fault`` makes the handler misbehave (None: serve the files)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.fault = root, None
+        site = self
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, directory=str(site.root), **kwargs)
+
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                if site.fault == "500":
+                    self.send_error(500, "Internal Server Error")
+                elif site.fault == "redirect":
+                    self.send_response(302)
+                    self.send_header("Location", f"http://127.0.0.2:{self.server.server_port}{self.path}")
+                    self.end_headers()
+                else:
+                    super().do_GET()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def results(self) -> Path:
+        return self.root / PROFILE / published.FOLDER
+
+    def index(self) -> dict:
+        return json.loads((self.results / published.INDEX).read_text())
+
+    def rewrite_index(self, edit) -> None:
+        index = self.index()
+        edit(index)
+        (self.results / published.INDEX).write_text(json.dumps(index))
+
+
+@pytest.fixture
+def book(tmp_path, monkeypatch) -> Iterator[tuple[Path, Site]]:
+    """Two tiny chapters run into ``published/``, written as a site and served; an empty results folder and a
+    folder beside it to take them into."""
+    tiny_book(tmp_path, monkeypatch, ("tiny", "other"))
+    monkeypatch.setattr(catalog, "CHAPTERS", {n: catalog.CHAPTERS[n] for n in ("tiny", "other")})
+    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
+    assert cli(tmp_path, tmp_path / "published", "--no-fetch") == 0
+    site = Site(tmp_path / "site")
+    published.write(site.results, PROFILE, tmp_path / "published")
+    (tmp_path / "beside").mkdir()
+    (tmp_path / "beside" / "other.json").write_text("{}\n")
+    monkeypatch.setenv(published.RESULTS_URL_ENV, site.url)
+    yield tmp_path, site
+    site.server.shutdown()
+
+
+def cli(root: Path, res: Path, *args: str) -> int:
+    return main(["reproduce", "--profile", PROFILE, "--results", str(res), "--out", str(root / "nb"), *args])
+
+
+def local(root: Path) -> dict[str, str]:
+    """The sha256 of every file of the results folder and the folder beside it (lock files aside)."""
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for folder in (root / "res", root / "beside")
+            for p in sorted(folder.rglob("*")) if p.is_file() and units.LOCKS not in p.parts}
+
+
+def test_a_fresh_folder_takes_every_chapter_in_and_reruns_none(book, capsys):
+    root, site = book
+    capsys.readouterr()
+    assert main(["reproduce", "--profile", PROFILE, "--results", str(root / "res"), "--out", str(root / "fresh")]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"2 of 2 chapters from the published results \(commit \w+\); 0 to run", out), out
+    assert not re.search(r"running \w+ \(smoke\)", out) and "2 restored" in out
+    for chapter in ("tiny", "other"):  # the units are the published ones, bit for bit
+        for path in (root / "published" / PROFILE).glob(f"{chapter}.*"):
+            assert (root / "res" / PROFILE / path.name).read_bytes() == path.read_bytes()
+    assert cli(root, root / "res") == 0
+    assert "every chapter is current here already" in capsys.readouterr().out
+
+
+def test_an_edited_chapter_reruns_alone(book, capsys):
+    root, site = book
+    source = catalog.NOTEBOOKS_DIR / "tiny.md"
+    source.write_text(source.read_text().replace('x = overrides.get("x", 1)', 'x = overrides.get("x", 1)  # edited\n'
+                                                                                'y = 2'))
+    capsys.readouterr()
+    assert cli(root, root / "res") == 0
+    out = capsys.readouterr().out
+    assert re.search(r"1 of 2 chapters from the published results \(commit \w+\); 1 to run, about 1 min", out), out
+    assert "running tiny (smoke)" in out and "running other" not in out, out
+
+
+def test_a_unit_current_here_is_never_replaced(book, capsys):
+    root, site = book
+    assert cli(root, root / "res", "--no-fetch") == 0  # computed here: current, with other bytes than the site's
+    before = local(root)
+    capsys.readouterr()
+    assert cli(root, root / "res") == 0
+    assert "every chapter is current here already" in capsys.readouterr().out and local(root) == before
+
+
+def _tamper(site: Site) -> None:
+    """Rewrite a file inside tiny's archive and give the index the new archive's size and sha256: only the unit's
+    own seal can tell."""
+    import tarfile
+    archive = site.results / "tiny.tar.gz"
+    work = archive.parent / "work"
+    with tarfile.open(archive) as tar:
+        tar.extractall(work, filter="data")
+    csv = next(work.rglob("tiny.csv"))
+    csv.write_text(csv.read_text().replace("1", "7"))
+    manifest = json.loads((work / bundle.MANIFEST).read_text())
+    for entry in manifest["files"]:
+        path = work / entry["path"]
+        entry["sha256"], entry["size"] = results.sha256_file(path), path.stat().st_size
+    (work / bundle.MANIFEST).write_text(json.dumps(manifest))
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in [bundle.MANIFEST] + [e["path"] for e in manifest["files"]]:
+            tar.add(work / name, arcname=name)
+    shutil.rmtree(work)
+    site.rewrite_index(lambda ix: ix["chapters"]["tiny"].update(size=archive.stat().st_size,
+                                                                 sha256=results.sha256_file(archive)))
+
+
+def _truncate(site: Site) -> None:
+    archive = site.results / "tiny.tar.gz"
+    archive.write_bytes(archive.read_bytes()[:-40])
+
+
+class _Silent:
+    """A server that takes the connection and never answers."""
+
+    def __enter__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def __exit__(self, *args):
+        self.sock.close()
+
+
+EVERY = "; every stale chapter runs here"
+SITE_FAULTS = [
+    ("a tampered bundle", _tamper, r"published tiny not used: .*tiny\.tar\.gz holds smoke/tiny\.csv, which its unit's "
+                                   r"metadata does not list \(or lists with another sha256\).*"),
+    ("a truncated download", _truncate, r"published tiny not used: .*/tiny\.tar\.gz ended after \d+ of its \d+ bytes "
+                                        r"\(truncated\); not used"),
+    ("an index with a wrong sha256", lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"].update(
+        sha256="0" * 64)), r"published tiny not used: .*/tiny\.tar\.gz differs from its published sha256 \(damaged or altered\); "
+                                      r"not used"),
+    ("an index naming an unknown chapter", lambda s: s.rewrite_index(lambda ix: ix["chapters"].update(
+        nope=dict(ix["chapters"]["tiny"], file="nope.tar.gz"))),
+     r"published results not used: .*index\.json names chapter 'nope', which this book has not; refusing the index"
+     + EVERY),
+    ("an index naming a path outside the layout", lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"].update(
+        file="../../escape.tar.gz")), r"published results not used: .*index\.json names a file outside the published "
+                                      r"layout for tiny \('\.\./\.\./escape\.tar\.gz'\); refusing the index" + EVERY),
+    ("a lying index", lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"]["fingerprint"].update(
+        parameters="0" * 64)), None),
+    ("a 404", lambda s: (s.results / published.INDEX).unlink(),
+     r"published results not used: .*/smoke/results/index\.json: HTTP 404 File not found" + EVERY),
+    ("a 500", lambda s: setattr(s, "fault", "500"), r"published results not used: .*index\.json: HTTP 500 Internal Server Error" + EVERY),
+    ("a redirect to another host", lambda s: setattr(s, "fault", "redirect"),
+     r"published results not used: .*index\.json redirects to another host \(http://127\.0\.0\.2:\d+\); refusing it"
+     + EVERY),
+]
+
+
+@pytest.mark.parametrize("damage,message", [c[1:] for c in SITE_FAULTS], ids=[c[0] for c in SITE_FAULTS])
+def test_a_site_that_is_wrong_is_one_line_and_changes_nothing(book, monkeypatch, capsys, damage, message):
+    root, site = book
+    (root / "res" / PROFILE).mkdir(parents=True)
+    (root / "res" / PROFILE / "keep.txt").write_text("mine\n")
+    damage(site)
+    before = local(root)
+    lines: list[str] = []
+    fetched = published.fetch(PROFILE, ["tiny", "other"], {"tiny": {}, "other": {}}, root / "res", site.url,
+                              timeout=2, say=lines.append)
+    assert "tiny" not in fetched.taken
+    if message is None:  # an index whose fingerprint for tiny is not this checkout's: tiny is simply not taken
+        assert fetched.taken == ["other"] and "tiny" in fetched.to_run
+    else:
+        problems = [line for line in lines if "not used" in line]
+        assert len(problems) == 1 and re.fullmatch(message, problems[0]), lines
+        assert {k: v for k, v in local(root).items() if "/other." not in k} == \
+            {k: v for k, v in before.items() if "/other." not in k}
+    site.fault = None
+    capsys.readouterr()
+    assert cli(root, root / "res", "--no-fetch") == 0  # the run computes what it must
+    assert "running tiny (smoke)" in capsys.readouterr().out
+
+
+def test_a_server_that_never_answers_is_a_timeout_not_a_hang(book, capsys):
+    root, site = book
+    lines: list[str] = []
+    with _Silent() as url:
+        done = published.fetch(PROFILE, ["tiny", "other"], {"tiny": {}, "other": {}}, root / "res", url, timeout=1,
+                               say=lines.append)
+    assert done.taken == [] and len(lines) == 1
+    assert re.fullmatch(r"published results not used: http://127\.0\.0\.1:\d+/smoke/results/index\.json (did not "
+                        r"answer within 1 s|stopped answering) \(.*\); every stale chapter runs here", lines[0]), lines
+    assert not (root / "res").exists()
+
+
+def test_an_unreachable_site_and_no_site_are_one_line(book, monkeypatch, capsys):
+    root, site = book
+    site.server.shutdown()
+    site.server.server_close()
+    capsys.readouterr()
+    assert cli(root, root / "res") == 0
+    out = capsys.readouterr().out
+    assert re.search(r"published results not used: http://127\.0\.0\.1:\d+/smoke/results/index\.json is unreachable "
+                     r"\(.*\); every stale chapter runs here", out), out
+    assert "running tiny" in out
+    monkeypatch.delenv(published.RESULTS_URL_ENV)
+    monkeypatch.setattr(published, "origin_url", lambda: "/some/local/clone")
+    assert cli(root, root / "res2") == 0
+    assert ("no published results to start from: QKOV_RESULTS_URL is unset and the checkout's origin "
+            "(/some/local/clone) is not a GitHub repository; every stale chapter runs here") in capsys.readouterr().out
+    monkeypatch.setenv(published.RESULTS_URL_ENV, "")
+    assert cli(root, root / "res3") == 0
+    assert "published" not in capsys.readouterr().out  # turned off: not a word
+
+
+@pytest.mark.parametrize("remote,url", [
+    ("https://github.com/Example-Owner/qkov-companion.git", "https://example-owner.github.io/qkov-companion"),
+    ("git@github.com:someone/qkov.git", "https://someone.github.io/qkov"),
+    ("https://github.com/someone/someone.github.io", "https://someone.github.io"),
+    ("https://gitlab.com/someone/qkov.git", None),
+    (None, None),
+])
+def test_the_default_site_is_the_origins_pages_address(remote, url):
+    assert published.pages_url(remote) == url
