@@ -459,8 +459,10 @@ def _move_all(staging: Path, profile: str, results_root: Path) -> tuple[list[str
         for chapter in chapters:
             try:
                 locks.enter_context(chapter_lock(results_root, chapter))
-            except units.ChapterFailed as err:  # busy, or a link where its lock file should be
+            except units.ChapterBusy as err:
                 raise BundleError(f"{err}; nothing was restored: unpack again when it is free") from None
+            except units.LinkedPath as err:
+                raise BundleError(f"{err}; nothing was restored") from None
         for chapter in chapters:
             units.move_unit(staged, final, chapter)
     cells = sorted((staging / SWEEPS).rglob("*.csv")) if (staging / SWEEPS).is_dir() else []

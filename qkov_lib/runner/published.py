@@ -239,7 +239,12 @@ def fetch(profile: str, chapters: Sequence[str], overrides: dict[str, dict[str, 
         for other in sorted({b for c in chapters for b in getattr(catalog.chapter_module(c), "BESIDE", ())
                              if b != profile}):
             beside = [c for c in chapters if other in getattr(catalog.chapter_module(c), "BESIDE", ())]
-            _take(other, beside, {c: {} for c in beside}, results_root, url, timeout, Fetched(), say)
+            try:
+                _take(other, beside, {c: {} for c in beside}, results_root, url, timeout, Fetched(), say)
+            except Unreachable:
+                raise
+            except FetchError as err:  # the pages then set no (or their local) results of it beside their own
+                say(f"published {other} results, which the {profile} pages set beside their own, not used: {err}")
         _take(profile, chapters, overrides, results_root, url, timeout, done, say)
     except FetchError as err:
         say(f"published results not used: {err}; every stale chapter runs here")

@@ -261,3 +261,24 @@ def test_an_unreachable_site_and_no_site_are_one_line(book, monkeypatch, capsys)
 ])
 def test_the_default_site_is_the_origins_pages_address(remote, url):
     assert published.pages_url(remote) == url
+
+
+def test_a_profile_set_beside_that_is_not_published_leaves_the_rest_taken(tmp_path, monkeypatch):
+    """A page that sets another profile's results beside its own (``BESIDE``) depends on that profile's unit; the
+    site lacks that profile's index: one line, and this profile's units are still taken."""
+    tiny_book(tmp_path, monkeypatch, ("tiny",))
+    monkeypatch.setattr(catalog, "CHAPTERS", {"tiny": catalog.CHAPTERS["tiny"]})
+    monkeypatch.setattr(catalog.CHAPTERS["tiny"], "BESIDE", ("official",), raising=False)
+    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
+    assert cli(tmp_path, tmp_path / "published", "--no-fetch") == 0
+    site = Site(tmp_path / "site")
+    published.write(site.results, PROFILE, tmp_path / "published")
+    lines: list[str] = []
+    try:
+        done = published.fetch(PROFILE, ["tiny"], {"tiny": {}}, tmp_path / "res", site.url, say=lines.append)
+    finally:
+        site.server.shutdown()
+    assert done.taken == ["tiny"], lines
+    assert re.fullmatch(r"published official results, which the smoke pages set beside their own, not used: "
+                        r".*/official/results/index\.json: HTTP 404 File not found", lines[0]), lines
+    assert lines[1].startswith("1 of 1 chapters from the published results")
