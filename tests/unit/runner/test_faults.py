@@ -383,7 +383,10 @@ def test_a_signal_stops_a_running_chapter_at_once(tmp_path, how):
     while len(kids := runner_process.children(recursive=True)) < 3 and time.monotonic() < deadline:
         time.sleep(0.5)  # the kernel, then its worker processes
     assert len(kids) >= 3 and proc.poll() is None, "the chapter did not start its workers in time"
-    time.sleep(2)
+    workers = [k for k in kids if "spawn_main" in " ".join(k.cmdline())]
+    while not any(k.cpu_times().user > 1.0 for k in workers) and time.monotonic() < deadline:
+        time.sleep(0.5)  # until a worker has trained for a second of CPU time, however loaded the machine
+    assert any(k.cpu_times().user > 1.0 for k in workers), "no worker started training in time"
     if how == "SIGKILL":
         proc.kill()
         proc.wait()

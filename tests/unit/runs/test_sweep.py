@@ -3,6 +3,7 @@ same rows; a worker killed mid-task loses and duplicates nothing; an interrupted
 finished cells; the ablation's runs are tasks of the same sweep beside the grid's settings."""
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -46,26 +47,38 @@ def test_local_cluster_gives_the_serial_rows(serial, tmp_path):
     pd.testing.assert_frame_equal(dask.rows, serial.rows, check_exact=True)
 
 
+STARTED = "qkov-test-a-task-started"
+
+
+def setting_that_says_it_started(cell, common):
+    """The atlas's task, setting a Dask event as it starts (the same rows)."""
+    from distributed import Event  # lazy: as the sweep runner imports Dask
+    Event(STARTED).set()
+    return atlas.run_setting(cell, common)
+
+
 def test_a_worker_killed_mid_task_loses_and_duplicates_nothing(serial, tmp_path):
+    """A worker is killed once a task has started on it (a Dask event, not a poll): its task runs again elsewhere."""
+    import cloudpickle
+    from distributed import Event
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
     cells, common = setup()
     killed: dict[str, object] = {}
     with dask_client(workers=2) as client:
         pids = client.run(os.getpid)
+        started = Event(STARTED, client=client)
 
         def kill_a_busy_worker() -> None:
-            end = time.monotonic() + 60
-            while time.monotonic() < end:
-                busy = {w: keys for w, keys in client.processing().items() if keys}
-                if busy:
-                    worker, keys = next(iter(busy.items()))
-                    killed.update(worker=worker, keys=list(keys))
-                    os.kill(pids[worker], signal.SIGKILL)
-                    return
-                time.sleep(0.05)
+            if not started.wait(timeout=300):
+                return
+            busy = {w: keys for w, keys in client.processing().items() if keys}
+            worker, keys = next(iter(busy.items()))
+            killed.update(worker=worker, keys=list(keys))
+            os.kill(pids[worker], signal.SIGKILL)
 
         killer = threading.Thread(target=kill_a_busy_worker)
         killer.start()
-        out = run_sweep(atlas.run_setting, cells, common, tmp_path, scheduler=client.scheduler.address,
+        out = run_sweep(setting_that_says_it_started, cells, common, tmp_path, scheduler=client.scheduler.address,
                         progress=False)
         killer.join()
     assert killed.get("keys"), "no worker was busy to be killed"
