@@ -59,8 +59,9 @@ from qkov_lib.models import AttentionConfig, forward, init_params
 from qkov_lib.models.reference import literal_forward
 from qkov_lib.runs.synthetic_runs import SyntheticSetup, synthetic_data
 from qkov_lib.train.backends import train_stack
-from qkov_lib.train.engine import (CountSet, FixedBatches, FreshBatches, Member, RunSpec, StackConfig, count_set,
-                                   flush_denormals)
+from qkov_lib.train.counts import count_set, CountSet, FixedBatches, FreshBatches
+from qkov_lib.train.stack import Member, RunSpec, StackConfig
+from qkov_lib.train.stack_optim import flush_denormals
 from qkov_lib.train.optim import RateSchedule, circuit_groups
 from qkov_lib.train.training import FixedSetBatches
 

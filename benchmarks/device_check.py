@@ -58,7 +58,9 @@ from qkov_lib.models.transformer import classify, init_classifier, trim  # noqa:
 from qkov_lib.runner.catalog import resolve  # noqa: E402
 from qkov_lib.runs.synthetic_runs import SyntheticSetup, synthetic_data  # noqa: E402
 from qkov_lib.train.backends import train_stack  # noqa: E402
-from qkov_lib.train.engine import FixedBatches, Member, StackConfig, count_set, flush_denormals  # noqa: E402
+from qkov_lib.train.counts import count_set, FixedBatches  # noqa: E402
+from qkov_lib.train.stack import Member, StackConfig  # noqa: E402
+from qkov_lib.train.stack_optim import flush_denormals  # noqa: E402
 from qkov_lib.train.training import train  # noqa: E402
 
 STACK_TOL = 1e-4  # a parameter's CPU/CUDA difference, as a fraction of how far it moved (1000 SGD steps)

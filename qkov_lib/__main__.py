@@ -12,7 +12,7 @@ from .core.codehash import DynamicImport
 from .core.contents import title
 from .core.workers import end_descendants
 from .data.registry import CANONICAL, DataError, canonical_file
-from .runner import bundle, publish
+from .runner import publish, unpack
 from .runner.book import build_book
 from .runner.notebooks import write_notebook
 from .core.paths import BOOK_CHAPTERS, RESULTS_ROOT
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     nb.add_argument("-o", "--output", type=Path, help="the .ipynb file, or a folder (default: NAME.ipynb here)")
     fetch = sub.add_parser("fetch", help="download a dataset's canonical release into the cache (needs the internet)")
     fetch.add_argument("dataset", choices=sorted(CANONICAL))
-    bundle.add_commands(sub)  # results pack|unpack (qkov_lib/runner/bundle.py)
+    unpack.add_commands(sub)  # results pack|unpack (qkov_lib/runner/unpack.py)
     publish.add_commands(sub)  # publish (qkov_lib/runner/publish.py)
     return parser
 
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(values_taken_as_values(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "results":
-            return bundle.command(args)
+            return unpack.command(args)
         if args.command == "publish":
             return publish.command(args)
         if args.command == "chapters":

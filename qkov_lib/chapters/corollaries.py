@@ -16,7 +16,7 @@ from ..metrics import mean_ci
 from ..metrics.verdicts import FAILS, HOLDS, REVIEW, UNDECIDED, Claim, Interval, above, claim_table, rule
 from ..present.plots import line_panels
 from ..runs.synthetic_runs import Panel, PanelResult, SyntheticSetup, synthetic_data, train_runs
-from ..train.engine import UpdateRatios
+from ..train.stack_optim import UpdateRatios
 
 METRICS = ("MRTA", "ACMC", "top_right_cell", "accuracy")  # the held-out measures compared, in percent
 REALISED_FACTOR = 2.0  # a multiplier is "not the effective ratio" when realised/nominal is outside [1/2, 2]

@@ -22,25 +22,22 @@ import json
 import os
 import re
 import shutil
-import sys
 import tarfile
 import tempfile
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 
 from ..core import results
-from ..core.chapter import PROFILES, ParameterError
+from ..core.chapter import PROFILES
 from ..core.paths import RESULTS_ROOT
-from . import catalog, units
+from . import catalog
 from .catalog import resolve
-from .checks import folder_path
-from .units import chapter_lock
 
 FORMAT = "qkov-results-bundle"
 VERSION = 1
@@ -358,10 +355,10 @@ def read(source: Path) -> dict[str, Any]:
     """The manifest of the bundle at ``source``, after checking the whole archive (every member, sha256 and unit) in
     a temporary folder; BundleError naming the problem."""
     with tempfile.TemporaryDirectory() as tmp:
-        return _checked(source, Path(tmp))
+        return check_into(source, Path(tmp))
 
 
-def _checked(source: Path, into: Path, profile: str | None = None) -> dict[str, Any]:
+def check_into(source: Path, into: Path, profile: str | None = None) -> dict[str, Any]:
     """Extract the bundle into ``into`` after checking it, and check every unit there; its manifest. ``profile``,
     when given, must be the bundle's."""
     if not source.is_file():
@@ -380,177 +377,3 @@ def _checked(source: Path, into: Path, profile: str | None = None) -> dict[str, 
                               f"{free / 1e6:.0f} MB free; free space, then unpack again")
         _extract(tar, manifest, members, into, source)
     return manifest
-
-
-STAGED = ".unpack-"  # <results root>/.unpack-<random>/: an unpack in progress (the bundle, checked, and its lock)
-HELD = ".held"  # <staging>/.held: locked by the unpacking process for as long as it lives
-UNLOCKED_GRACE_S = 60  # a staging folder without its lock file this old was left by a kill, not being set up
-READY = ".ready.json"  # <staging>/.ready.json: every check passed; from here on the move is finished, not undone
-
-
-@dataclass
-class Unpacked:
-    """What ``unpack`` restored: the manifest, the units moved in, and the sweep cells."""
-
-    manifest: dict[str, Any]
-    units: list[str]
-    sweep_cells: int
-    recovered: list[str] = field(default_factory=list)  # what became of unpacks a kill interrupted (``recover``)
-
-
-def _hold(staging: Path) -> int | None:
-    """Lock ``staging`` for this process (its ``HELD`` file), so that no other run takes it for abandoned; its
-    descriptor, or None when another process holds it."""
-    fd = units.open_private(staging / HELD, "an unpack's lock file")
-    if units.try_lock(fd):
-        return fd
-    os.close(fd)
-    return None
-
-
-def _abandoned(results_root: Path) -> list[Path]:
-    """The staging folders of unpacks whose process is gone (their lock is free)."""
-    found = []
-    for staging in sorted(results_root.glob(f"{STAGED}*")):
-        units.refuse_link(staging, "an unpack's staging folder")
-        try:
-            fd = os.open(staging / HELD, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))
-        except FileNotFoundError:  # killed before it took its lock (nothing was moved), or taking it now
-            if time.time() - staging.stat().st_mtime > UNLOCKED_GRACE_S:
-                found.append(staging)
-            continue
-        try:
-            if units.try_lock(fd):
-                found.append(staging)
-        finally:
-            os.close(fd)
-    return found
-
-
-def recover(results_root: Path) -> list[str]:
-    """Finish or undo the unpacks a kill interrupted, one line each: one killed after all its checks had passed
-    (``READY``) is finished from its staging copy; one killed before is removed, nothing having moved."""
-    lines = []
-    for staging in _abandoned(results_root) if results_root.is_dir() else []:
-        if (fd := _hold(staging)) is None:
-            continue  # taken up by another process since
-        try:
-            if (staging / READY).is_file():
-                done = json.loads((staging / READY).read_text())
-                moved, cells = _move_all(staging, done["profile"], results_root)
-                lines.append(f"finished an unpack of {done['source']} that was interrupted (packed at "
-                             f"{str(done.get('commit') or 'an unknown commit')[:12]}): moved in the {len(moved)} "
-                             f"unit(s) and {cells} sweep cell(s) it had left ({', '.join(moved) or 'none'})")
-            else:
-                lines.append(f"removed the staging folder of an unpack interrupted before its checks ended "
-                             f"({staging.name}); nothing had changed")
-        finally:
-            os.close(fd)
-        shutil.rmtree(staging, ignore_errors=True)
-    return lines
-
-
-def _move_all(staging: Path, profile: str, results_root: Path) -> tuple[list[str], int]:
-    """Move every unit still staged (each under its chapter's lock, all taken before anything moves: a chapter
-    running now is one BundleError and nothing moves), then the sweep cells; the units moved and the cells."""
-    staged, final = staging / profile, results_root / profile
-    chapters = sorted(p.stem for p in staged.glob("*.json")) if staged.is_dir() else []
-    with ExitStack() as locks:
-        for chapter in chapters:
-            try:
-                locks.enter_context(chapter_lock(results_root, chapter))
-            except units.ChapterBusy as err:
-                raise BundleError(f"{err}; nothing was restored: unpack again when it is free") from None
-            except units.LinkedPath as err:
-                raise BundleError(f"{err}; nothing was restored") from None
-        for chapter in chapters:
-            units.move_unit(staged, final, chapter)
-    cells = sorted((staging / SWEEPS).rglob("*.csv")) if (staging / SWEEPS).is_dir() else []
-    for cell in cells:
-        target = results_root / cell.relative_to(staging)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(cell, target)
-    return chapters, len(cells)
-
-
-Accept = Callable[[str, dict[str, Any]], "str | None"]  # (chapter, its staged metadata) -> why it is refused, or None
-
-
-def unpack(source: Path, results_root: Path = RESULTS_ROOT, profile: str | None = None,
-           accept: Accept | None = None) -> Unpacked:
-    """Restore a bundle into ``results_root``: stream it into a staging folder beside the target and check every
-    file and unit there; only then, holding the lock of every chapter it holds, move the units in (each replacing
-    the unit of the same chapter) and the sweep cells. ``profile``, when given, must be the bundle's. On any error
-    in the checks nothing in ``results_root`` has changed; a kill after them is finished by the next unpack or
-    reproduce (``recover``). ``accept``, when given, is asked of every staged unit before anything moves: a reason
-    from it refuses the bundle."""
-    if results_root.exists() and not results_root.is_dir():
-        raise BundleError(f"--results {results_root} is a file; name a folder (it is created when missing)")
-    try:
-        results_root.mkdir(parents=True, exist_ok=True)
-        recovered = recover(results_root)
-        tmp = Path(tempfile.mkdtemp(dir=results_root, prefix=STAGED))
-        held = _hold(tmp)  # a folder of its own: no other process holds it
-    except OSError as err:
-        raise BundleError(f"cannot write into {results_root} ({err.strerror}); name a writable folder with "
-                          f"--results") from None
-    except units.ChapterFailed as err:
-        raise BundleError(str(err)) from None
-    try:
-        try:
-            manifest = _checked(source, tmp, profile)
-        except OSError as err:
-            raise BundleError(f"cannot write into {results_root} ({err.strerror}); free space or fix permissions, "
-                              f"then unpack again") from None
-        name = manifest["profile"]
-        final = results_root / name
-        if final.exists() and not final.is_dir():
-            raise BundleError(f"{final} is a file, not the folder of profile {name}'s results; move it away, then "
-                              f"unpack again")
-        for chapter in sorted(p.stem for p in (tmp / name).glob("*.json")) if accept else []:
-            if why := accept(chapter, results.read_meta(tmp / name, chapter)):
-                raise BundleError(f"{source}'s unit {chapter} is refused ({why}); nothing was restored")
-        results.write_atomic(tmp / READY, json.dumps({"source": str(source), "profile": name,
-                                                      "commit": manifest.get("commit")}))
-        moved, cells = _move_all(tmp, name, results_root)
-    finally:
-        if held is not None:
-            os.close(held)
-        shutil.rmtree(tmp, ignore_errors=True)
-    return Unpacked(manifest, moved, cells, recovered)
-
-
-def add_commands(sub: Any) -> None:
-    """``results pack PROFILE FILE`` and ``results unpack FILE`` on the command line's subparsers."""
-    cmd = sub.add_parser("results", help="pack a profile's results into one file (tar.gz), or restore one")
-    actions = cmd.add_subparsers(dest="action", required=True)
-    pk = actions.add_parser("pack", help="write a profile's units and sweep cells to FILE")
-    pk.add_argument("profile", choices=PROFILES)
-    pk.add_argument("file", type=Path)
-    up = actions.add_parser("unpack", help="restore a bundle written by `results pack`")
-    up.add_argument("file", type=Path)
-    up.add_argument("--profile", choices=PROFILES, help="refuse a bundle of another profile")
-    for p in (pk, up):
-        p.add_argument("--results", default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
-
-
-def command(args: Any) -> int:
-    """Run ``results pack`` or ``results unpack``; 1 with one message when the bundle is refused."""
-    try:
-        if args.action == "pack":
-            packed = pack(args.profile, args.file, folder_path(args.results, "--results"))
-            for chapter, why in packed.left_out.items():
-                print(f"left out {chapter}: {why}", file=sys.stderr)
-            print(f"packed {len(packed.units)} units of profile {args.profile} and {packed.sweep_cells} sweep cells "
-                  f"into {args.file} ({args.file.stat().st_size / 1e6:.1f} MB)")
-        else:
-            done = unpack(args.file, folder_path(args.results, "--results"), args.profile)
-            for line in done.recovered:
-                print(line)
-            commit = (done.manifest.get("commit") or "an unknown commit")[:12]
-            print(f"restored {len(done.units)} units of profile {done.manifest['profile']} (packed at {commit}) and "
-                  f"{done.sweep_cells} sweep cells into {args.results}")
-    except (BundleError, ParameterError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    return 0

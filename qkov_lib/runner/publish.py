@@ -36,7 +36,7 @@ from ..core.chapter import PROFILES, ParameterError
 from ..core.contents import chapter_names
 from ..core.paths import HTML, REPO_ROOT, RESULTS_ROOT
 from ..data.registry import CANONICAL, DataError, canonical_file
-from . import bundle, notebooks, published
+from . import bundle, notebooks, published, unpack
 from .plan import format_plan, plan
 
 COLAB_DIR = "colab"  # <site>/<profile>/colab/<chapter>.ipynb: the chapters for Colab
@@ -65,7 +65,7 @@ def restore(path: Path, profile: str, results_root: Path, log: Callable[[str], N
             f"{results_root} runs)")
         return False
     try:
-        done = bundle.unpack(path, results_root, profile)
+        done = unpack.unpack(path, results_root, profile)
     except bundle.BundleError as err:
         log(f"the results bundle cannot be used ({err}): starting fresh (every chapter without current results in "
             f"{results_root} runs)")

@@ -34,6 +34,7 @@ from ..core.paths import REPO_ROOT
 from . import bundle, catalog
 from .catalog import resolve
 from .fingerprint import fingerprint, stale_reason, unit_reason
+from .unpack import unpack
 
 RESULTS_URL_ENV = "QKOV_RESULTS_URL"
 FOLDER = "results"  # <site>/<profile>/results/
@@ -289,7 +290,7 @@ def _take_one(url: str, tmp: Path, chapter: str, profile: str, entry: dict[str, 
     own metadata carries this checkout's fingerprint."""
     archive = tmp / entry["file"]
     download(url, archive, entry, timeout)
-    bundle.unpack(archive, results_root, profile, accept=lambda name, meta: (
+    unpack(archive, results_root, profile, accept=lambda name, meta: (
         f"it holds {name}, not {chapter}" if name != chapter else unit_reason(meta, name, fp)))
 
 

@@ -26,7 +26,8 @@ from ..core.workers import end_leftovers
 from ..data import DATA_ENV, data_dir
 from ..data.registry import not_found
 from . import execute, published, units
-from .bundle import BundleError, recover
+from .bundle import BundleError
+from .unpack import recover
 from .catalog import resolve
 from .checks import folder_path, prepare, results_folders, writable_folder
 from .execute import ChapterFailed

@@ -18,7 +18,8 @@ from ..core.workers import run_independent
 from ..data.synthetic import SyntheticSplit
 from ..models import AttentionConfig, init_params
 from ..train.backends import train_stack
-from ..train.engine import CountSet, FixedBatches, Member, RunSpec, StackConfig
+from ..train.counts import CountSet, FixedBatches
+from ..train.stack import Member, RunSpec, StackConfig
 from ..train.optim import RateSchedule
 
 OTHERS = ("common", "all")

@@ -17,8 +17,10 @@ from ..data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack
 from ..metrics import attention_summary, check_bins, dtap_histogram
 from ..models import AttentionConfig, check_init, init_params
 from ..train.backends import train_stack
-from ..train.engine import (CountSet, FixedBatches, FreshBatches, Member, RunSpec, StackConfig, UpdateRatios,
-                            count_set, evaluate_counts, flush_denormals)
+from ..train.counts import count_set, CountSet, FixedBatches, FreshBatches
+from ..train.stack import Member, RunSpec, StackConfig
+from ..train.stack_optim import flush_denormals, UpdateRatios
+from ..train.stacked import evaluate_counts
 from ..train.optim import RateSchedule, check_rate, circuit_groups
 
 

@@ -226,7 +226,9 @@ import hashlib, json
 from qkov_lib.core import portable
 from qkov_lib.train.backends import train_stack
 from qkov_lib.data.synthetic import SyntheticConfig
-from qkov_lib.train.engine import FixedBatches, Member, RunSpec, StackConfig, count_set, flush_denormals
+from qkov_lib.train.counts import count_set, FixedBatches
+from qkov_lib.train.stack import Member, RunSpec, StackConfig
+from qkov_lib.train.stack_optim import flush_denormals
 from qkov_lib.models import AttentionConfig, init_params
 from qkov_lib.train.optim import RateSchedule
 from qkov_lib.runs.synthetic_runs import synthetic_data

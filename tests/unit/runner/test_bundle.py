@@ -20,7 +20,7 @@ from fake_chapters import fake_module, tiny_book
 
 from qkov_lib.__main__ import main
 from qkov_lib.core import results
-from qkov_lib.runner import bundle
+from qkov_lib.runner import bundle, unpack
 from qkov_lib.runner import catalog, fingerprint as fingerprints, plan as plan_mod, units
 
 CELLS = Path("sweeps") / "tiny" / "0123456789abcdef"
@@ -94,7 +94,7 @@ def test_unpack_replaces_a_unit_whole_and_leaves_the_others(res, tmp_path):
     seal_unit(other / "smoke", "alpha", 42)
     (other / "smoke" / "alpha.extra.csv").write_text("x\n1\n")  # a table the restored unit lacks
     seal_unit(other / "smoke", "delta", 3)
-    bundle.unpack(target, other, profile="smoke")
+    unpack.unpack(target, other, profile="smoke")
     assert not (other / "smoke" / "alpha.extra.csv").exists()
     assert (other / "smoke" / "alpha.ipynb").read_bytes() == (res / "smoke" / "alpha.ipynb").read_bytes()
     results.check(other / "smoke", "delta")
@@ -107,7 +107,7 @@ def test_the_cells_of_a_sweep_whose_chapter_has_no_unit_yet_are_packed(res, tmp_
     target = tmp_path / "smoke.tar.gz"
     assert bundle.pack("smoke", target, res).sweep_cells == 2
     fresh = tmp_path / "fresh"
-    bundle.unpack(target, fresh, profile="smoke")
+    unpack.unpack(target, fresh, profile="smoke")
     assert sorted(p.name for p in (fresh / CELLS).glob("*.csv")) == ["aaaaaaaaaaaaaaaa.csv", "bbbbbbbbbbbbbbbb.csv"]
 
 
@@ -210,9 +210,9 @@ def test_a_bundle_of_another_profile_or_no_file_is_refused(res, tmp_path):
     bundle.pack("smoke", target, res)
     before = snapshot(res)
     with pytest.raises(bundle.BundleError, match="holds the results of profile 'smoke', not 'default'; give a bundle"):
-        bundle.unpack(target, res, profile="default")
+        unpack.unpack(target, res, profile="default")
     with pytest.raises(bundle.BundleError, match="does not exist or is not a file; give the path of a bundle"):
-        bundle.unpack(tmp_path / "nothing.tar.gz", res)
+        unpack.unpack(tmp_path / "nothing.tar.gz", res)
     assert snapshot(res) == before and not list(res.glob(".unpack-*"))
 
 
@@ -231,7 +231,7 @@ def test_restored_units_are_reused_by_the_runner(tmp_path, monkeypatch):
     fp = fingerprints.fingerprint("tiny", "smoke", {"x": 1}, folder.parent)
     units.seal(folder, "tiny", fp, 60.0)
     bundle.pack("smoke", tmp_path / "b.tar.gz", tmp_path / "res")
-    bundle.unpack(tmp_path / "b.tar.gz", tmp_path / "fresh")
+    unpack.unpack(tmp_path / "b.tar.gz", tmp_path / "fresh")
     plan = plan_mod.chapter_state("tiny", "smoke", {}, tmp_path / "fresh")
     assert plan.reason is None and plan.estimate_s == 60.0
 
@@ -367,7 +367,7 @@ def test_members_are_streamed_not_held_in_memory(tmp_path, monkeypatch):
     bundle.pack("smoke", tmp_path / "b.tar.gz", tmp_path / "res")
     assert (folder / "alpha.csv").stat().st_size > 20e6
     tracemalloc.start()
-    bundle.unpack(tmp_path / "b.tar.gz", tmp_path / "fresh")
+    unpack.unpack(tmp_path / "b.tar.gz", tmp_path / "fresh")
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 8e6, f"{peak / 1e6:.1f} MB"

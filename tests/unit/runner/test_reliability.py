@@ -24,7 +24,7 @@ from qkov_lib.core import workers
 from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.core.results import check
 from qkov_lib.data import CACHE_ENV, DATA_ENV
-from qkov_lib.runner import bundle, catalog, units
+from qkov_lib.runner import bundle, catalog, units, unpack
 
 
 def shas(*folders: Path) -> dict[str, str]:
@@ -223,7 +223,8 @@ if {when!r} == "after the first unit":
     units.move_unit = move_then_die
 else:
     bundle._extract = lambda *args: os._exit(9)
-bundle.unpack(bundle.Path(sys.argv[1]), bundle.Path(sys.argv[2]))
+from qkov_lib.runner import unpack
+unpack.unpack(bundle.Path(sys.argv[1]), bundle.Path(sys.argv[2]))
 """
 
 
@@ -248,7 +249,7 @@ def test_an_unpack_killed_midway_is_finished_or_undone_by_the_next(book, monkeyp
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 9, proc.stderr
     assert len(list((book / "res").glob(".unpack-*"))) == 1
-    lines = bundle.recover(book / "res")
+    lines = unpack.recover(book / "res")
     if when == "after the first unit":
         assert re.fullmatch(r"finished an unpack of .*b\.tar\.gz that was interrupted \(packed at \S+\): moved in "
                             r"the 1 unit\(s\) and 0 sweep cell\(s\) it had left \(tiny\)", lines[0]), lines
@@ -258,7 +259,7 @@ def test_an_unpack_killed_midway_is_finished_or_undone_by_the_next(book, monkeyp
         assert re.fullmatch(r"removed the staging folder of an unpack interrupted before its checks ended "
                             r"\(\.unpack-\S+\); nothing had changed", lines[0]), lines
         assert shas(book / "res") == before
-    assert not list((book / "res").glob(".unpack-*")) and bundle.recover(book / "res") == []
+    assert not list((book / "res").glob(".unpack-*")) and unpack.recover(book / "res") == []
 
 
 def test_an_unpack_checks_every_chapter_is_free_before_anything_moves(book, monkeypatch, capsys):
@@ -311,7 +312,7 @@ def test_a_damaged_numba_cache_is_removed_and_compiled_afresh(tmp_path):
     run = lambda: subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,  # noqa: E731
                                  timeout=600)
     assert run().stdout.strip().endswith("trained")
-    damaged = sorted((tmp_path / "cache").rglob("compiled.*.nbc"))
+    damaged = sorted((tmp_path / "cache").rglob("kernels.*.nbc"))
     assert damaged
     for path in damaged:
         path.write_bytes(os.urandom(200))

@@ -15,8 +15,10 @@ from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, init_params
 from qkov_lib.runs.fixed_attention import OVModel, bag_features, bag_set, effective_inputs
 from qkov_lib.runs.synthetic_runs import synthetic_data
 from qkov_lib.train.backends import train_stack
-from qkov_lib.train.engine import (CountSet, FixedBatches, FreshBatches, Member, RunSpec, StackConfig, UpdateRatios,
-                                   count_set, evaluate_counts, flush_denormals)
+from qkov_lib.train.counts import count_set, CountSet, FixedBatches, FreshBatches
+from qkov_lib.train.stack import Member, RunSpec, StackConfig
+from qkov_lib.train.stack_optim import flush_denormals, UpdateRatios
+from qkov_lib.train.stacked import evaluate_counts
 from qkov_lib.train.optim import RateSchedule
 from qkov_lib.train.training import FixedSetBatches
 
@@ -271,6 +273,8 @@ def test_the_engine_is_compiled_on_a_cpu_and_torch_elsewhere_unless_forced(monke
 def test_a_missing_numba_is_one_error_that_names_the_torch_engine(monkeypatch):
     monkeypatch.setitem(sys.modules, "numba", None)  # import numba now raises ImportError
     monkeypatch.delitem(sys.modules, "qkov_lib.train.compiled", raising=False)
+    monkeypatch.delitem(sys.modules, "qkov_lib.train.kernels", raising=False)
+    monkeypatch.delattr(sys.modules["qkov_lib.train"], "kernels", raising=False)  # `from . import kernels` reads it
     with pytest.raises(ImportError, match="set QKOV_ENGINE=torch"):
         import qkov_lib.train.compiled  # noqa: F401
 
@@ -288,7 +292,9 @@ CACHED_RUN = """
 import hashlib, qkov_lib
 from qkov_lib.train.backends import train_stack
 from qkov_lib.data.synthetic import SyntheticConfig
-from qkov_lib.train.engine import FixedBatches, Member, RunSpec, StackConfig, count_set, flush_denormals
+from qkov_lib.train.counts import count_set, FixedBatches
+from qkov_lib.train.stack import Member, RunSpec, StackConfig
+from qkov_lib.train.stack_optim import flush_denormals
 from qkov_lib.models import AttentionConfig, init_params
 from qkov_lib.train.optim import RateSchedule
 from qkov_lib.runs.synthetic_runs import synthetic_data

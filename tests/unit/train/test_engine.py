@@ -13,9 +13,11 @@ from qkov_lib.models import PARAMETERISATIONS, AttentionConfig, forward, init_pa
 from qkov_lib.runner.catalog import resolve
 from qkov_lib.runs.fixed_attention import OVModel
 from qkov_lib.runs.synthetic_runs import SyntheticSetup, _initial, _members, synthetic_data, train_runs
-from qkov_lib.train.engine import (FixedBatches, FreshBatches, forms_product, Member, RunSpec, StackConfig,
-                                   UpdateRatios, count_set, evaluate_counts, flush_denormals, loss_and_grads,
-                                   train_stack)
+from qkov_lib.train.counts import count_set, FixedBatches, FreshBatches
+from qkov_lib.train.engine import train_stack
+from qkov_lib.train.stack import Member, RunSpec, StackConfig
+from qkov_lib.train.stack_optim import flush_denormals, UpdateRatios
+from qkov_lib.train.stacked import evaluate_counts, forms_product, loss_and_grads
 from qkov_lib.train.optim import RateSchedule
 from qkov_lib.train.training import FixedSetBatches
 
@@ -331,7 +333,7 @@ def test_panel_caps_and_stop_rules_reach_the_members():
 def test_the_engines_adamw_is_torchs_adamw_per_model():
     """The engine's stacked AdamW (per-model rates, decoupled decay on OV only) against ``torch.optim.AdamW`` run on
     each model alone, step by step on the same gradients."""
-    from qkov_lib.train.engine import _Optimiser
+    from qkov_lib.train.stack_optim import Optimiser as _Optimiser
     gen = torch.Generator().manual_seed(0)
     start = {"W_QK": torch.randn(2, 6, 6, generator=gen), "W_O": torch.randn(2, 4, 6, generator=gen),
              "W_V": torch.randn(2, 6, 6, generator=gen)}
