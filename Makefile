@@ -5,7 +5,7 @@ VENV ?= .venv
 PROFILE ?= auto
 PY := $(VENV)/bin/python
 
-.PHONY: venv book lab test test-fast bench clean portable-reference
+.PHONY: venv book lab lint test test-fast bench clean portable-reference
 
 venv: $(VENV)/.installed
 
@@ -39,6 +39,16 @@ lab: venv $(VENV)/.lab
 
 $(VENV)/.lab: requirements-lab.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-lab.txt
+	touch $@
+
+# The gate on style and types (pyproject.toml configures both): ruff's lint rules over the library, its formatter over
+# the library, the tests and the benchmarks.
+lint: venv $(VENV)/.lint
+	$(VENV)/bin/ruff check qkov_lib
+	$(VENV)/bin/ruff format --check qkov_lib tests benchmarks
+
+$(VENV)/.lint: requirements-lint.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-lint.txt
 	touch $@
 
 test: venv

@@ -12,6 +12,7 @@ einsum makes for their per-head layouts ~20%, zero-filling the embedding's dense
 
 Usage: python benchmarks/bench_classifier.py [--steps N] [--repeat N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,15 @@ def ms_per_step(chapter: str, steps: int, heads) -> float:
     transformer.readout_heads, before = heads, transformer.readout_heads
     try:
         start = time.perf_counter()
-        train(params, loss_fn, setup.train_config(setup.qk_mult, steps), lambda step: (ids[step], labels[step]),
-              lambda prm: np.zeros(len(setup.seeds)), list(setup.seeds), progress=False)
+        train(
+            params,
+            loss_fn,
+            setup.train_config(setup.qk_mult, steps),
+            lambda step: (ids[step], labels[step]),
+            lambda prm: np.zeros(len(setup.seeds)),
+            list(setup.seeds),
+            progress=False,
+        )
         return (time.perf_counter() - start) / steps * 1e3
     finally:
         transformer.readout_heads = before

@@ -41,6 +41,7 @@ Measured before (torch engine, 2 shared cores of an AMD EPYC, ~100 GFLOP/s sgemm
 
 Usage: python benchmarks/bench_engine.py [--steps N] [--repeats R] [--backends-only]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -96,7 +97,7 @@ def sgemm_gflops(repeats: int = 7) -> float:
         start = time.process_time()
         a @ b
         best = min(best, time.process_time() - start)
-    return 2 * 1024 ** 3 / best / 1e9
+    return 2 * 1024**3 / best / 1e9
 
 
 def on_backend(backend: str, fn: Callable[[], object]) -> object:
@@ -114,6 +115,7 @@ def on_backend(backend: str, fn: Callable[[], object]) -> object:
 
 # --- 1. the two backends, one stack of K models -----------------------------------------------------------------
 
+
 def stack_seconds(counts: CountSet, par: str, k: int, steps: int, backend: str) -> float:
     """CPU seconds to train one stack of ``k`` models (seeds and data rows cycle) for ``steps`` steps."""
     spec = RunSpec(rates=RateSchedule(LR, qk_mult=10.0), max_steps=steps)
@@ -121,18 +123,26 @@ def stack_seconds(counts: CountSet, par: str, k: int, steps: int, backend: str) 
     params = {n: p.detach() for n, p in init_params(model_cfg(par), [m.seed for m in members]).items()}
     batch = FixedBatches(counts, members, B).take
     start = time.process_time()
-    on_backend(backend, lambda: train_stack(params, members, StackConfig.of(par, target_nll=0), batch,
-                                            counts.query_ids, progress=False))
+    on_backend(
+        backend,
+        lambda: train_stack(
+            params, members, StackConfig.of(par, target_nll=0), batch, counts.query_ids, progress=False
+        ),
+    )
     return time.process_time() - start
 
 
 def backends_side_by_side(counts: CountSet, steps: int, repeats: int, peak: float) -> list[tuple[str, int, float]]:
     """Section 1: per parameterisation and K, each backend's best us per model-step over alternating repeats;
     prints the table and returns (parameterisation, K, torch / compiled)."""
-    print(f"1. one stack of K models, {steps} steps, one thread, best of {repeats} alternating repeats (CPU time); "
-          f"sgemm 1024 x 1024: {peak:.0f} GFLOP/s")
-    print(f"{'':5}{'K':>4} {'torch us':>9} {'compiled us':>12} {'limit us':>9} {'compiled/limit':>15} "
-          f"{'torch %sgemm':>13} {'compiled %sgemm':>16}")
+    print(
+        f"1. one stack of K models, {steps} steps, one thread, best of {repeats} alternating repeats (CPU time); "
+        f"sgemm 1024 x 1024: {peak:.0f} GFLOP/s"
+    )
+    print(
+        f"{'':5}{'K':>4} {'torch us':>9} {'compiled us':>12} {'limit us':>9} {'compiled/limit':>15} "
+        f"{'torch %sgemm':>13} {'compiled %sgemm':>16}"
+    )
     out = []
     for par in COMPARED:
         limit = flops_per_model_step(par) / (peak * 1e9) * 1e6
@@ -142,21 +152,27 @@ def backends_side_by_side(counts: CountSet, steps: int, repeats: int, peak: floa
                 for backend in best:
                     us = stack_seconds(counts, par, k, steps, backend) / (k * steps) * 1e6
                     best[backend] = min(best[backend], us)
-            print(f"{par:5}{k:>4} {best['torch']:>9.1f} {best['compiled']:>12.1f} {limit:>9.1f} "
-                  f"{best['compiled'] / limit:>14.1f}x {100 * limit / best['torch']:>12.0f}% "
-                  f"{100 * limit / best['compiled']:>15.0f}%")
+            print(
+                f"{par:5}{k:>4} {best['torch']:>9.1f} {best['compiled']:>12.1f} {limit:>9.1f} "
+                f"{best['compiled'] / limit:>14.1f}x {100 * limit / best['torch']:>12.0f}% "
+                f"{100 * limit / best['compiled']:>15.0f}%"
+            )
             out.append((par, k, best["torch"] / best["compiled"], best["compiled"] / limit))
     for par, k, ratio, _ in out:
         print(f"compiled vs torch engine, K={k}: {ratio:.1f}x ({par})")
-    missed = [f"K={k} {par}: {why}" for par, k, ratio, over in out for why in
-              ([f"r = {ratio:.1f} < 8"] if k <= 5 and ratio < 8 else [])
-              + ([f"r = {ratio:.1f} < 2"] if k >= 15 and ratio < 2 else [])
-              + ([f"{over:.1f}x the arithmetic limit > 2.5x"] if k >= 15 and over > 2.5 else [])]
+    missed = [
+        f"K={k} {par}: {why}"
+        for par, k, ratio, over in out
+        for why in ([f"r = {ratio:.1f} < 8"] if k <= 5 and ratio < 8 else [])
+        + ([f"r = {ratio:.1f} < 2"] if k >= 15 and ratio < 2 else [])
+        + ([f"{over:.1f}x the arithmetic limit > 2.5x"] if k >= 15 and over > 2.5 else [])
+    ]
     print(f"targets ({TARGETS}): " + ("all met" if not missed else "missed at " + "; ".join(missed)))
     return [(par, k, ratio) for par, k, ratio, _ in out]
 
 
 # --- 2. Figure 2's stack, from a notebook's loop to the engines ---------------------------------------------------
+
 
 def literal_loop(data, steps: int, panels) -> int:
     """Each (panel, seed) alone: literal eq. (1), autograd, torch.optim.SGD with per-group rates."""
@@ -166,9 +182,14 @@ def literal_loop(data, steps: int, panels) -> int:
             cfg = model_cfg(panel.parameterisation)
             params = {k: v[0].detach().clone().requires_grad_() for k, v in init_params(cfg, [seed]).items()}
             groups = circuit_groups(params)
-            opt = torch.optim.SGD([{"params": [params[n] for n in names], "lr": panel.rates.rate(g, 0),
-                                    "name": g} for g, names in groups.items() if names])
-            batches = FixedSetBatches(data.tokens[i:i + 1], data.labels[i:i + 1], [seed], 32)
+            opt = torch.optim.SGD(
+                [
+                    {"params": [params[n] for n in names], "lr": panel.rates.rate(g, 0), "name": g}
+                    for g, names in groups.items()
+                    if names
+                ]
+            )
+            batches = FixedSetBatches(data.tokens[i : i + 1], data.labels[i : i + 1], [seed], 32)
             for step in range(steps):
                 for group in opt.param_groups:
                     group["lr"] = panel.rates.rate(group["name"], step)
@@ -188,8 +209,7 @@ def stacked_autograd(data, steps: int) -> int:
         panels = [p for p in PANELS if p.parameterisation == par]
         seeds = SEEDS * len(panels)
         cfg = model_cfg(par)
-        params = {k: torch.cat([v] * len(panels)).detach().requires_grad_()
-                  for k, v in init_params(cfg, SEEDS).items()}
+        params = {k: torch.cat([v] * len(panels)).detach().requires_grad_() for k, v in init_params(cfg, SEEDS).items()}
         groups = {n: g for g, names in circuit_groups(params).items() for n in names}
         batches = FixedSetBatches(data.tokens, data.labels, seeds, 32, rows=list(range(5)) * len(panels))
         for step in range(steps):
@@ -211,13 +231,23 @@ def figure2_stacks(counts: CountSet, steps: int, backend: str) -> int:
     done = 0
     for par in PARAMETERISATIONS:
         panels = [p for p in PANELS if p.parameterisation == par for _ in SEEDS]
-        members = [Member(s, r, replace(p, max_steps=steps))
-                   for p, s, r in zip(panels, SEEDS * (len(panels) // 5), list(range(5)) * (len(panels) // 5))]
+        members = [
+            Member(s, r, replace(p, max_steps=steps))
+            for p, s, r in zip(panels, SEEDS * (len(panels) // 5), list(range(5)) * (len(panels) // 5))
+        ]
         base = init_params(model_cfg(par), SEEDS)
         params = {k: v[torch.tensor([SEEDS.index(m.seed) for m in members])].detach() for k, v in base.items()}
-        on_backend(backend, lambda: train_stack(params, members, StackConfig.of(par, target_nll=0),
-                                                FixedBatches(counts, members, 32).take, counts.query_ids,
-                                                progress=False))
+        on_backend(
+            backend,
+            lambda: train_stack(
+                params,
+                members,
+                StackConfig.of(par, target_nll=0),
+                FixedBatches(counts, members, 32).take,
+                counts.query_ids,
+                progress=False,
+            ),
+        )
         done += len(panels) * steps
     return done
 
@@ -237,11 +267,14 @@ def figure2_table(data, counts: CountSet, steps: int, peak: float) -> None:
         rows.append(("literal loop, denormals flushed", timed(literal_loop, data, steps // 10, literal_panels)))
         rows.append(("stacked autograd (models.forward), flushed", timed(stacked_autograd, data, steps)))
         for backend in ("torch", "compiled"):
-            rows.append((f"{backend} engine, one stack per parameterisation",
-                         timed(figure2_stacks, counts, steps, backend)))
+            rows.append(
+                (f"{backend} engine, one stack per parameterisation", timed(figure2_stacks, counts, steps, backend))
+            )
     best = rows[-1][1]
-    print(f"\n2. Figure 2 stack, 40 models, {steps} steps each (literal loop: one model per parameterisation, "
-          f"{steps // 10} steps), one torch thread, wall time")
+    print(
+        f"\n2. Figure 2 stack, 40 models, {steps} steps each (literal loop: one model per parameterisation, "
+        f"{steps // 10} steps), one torch thread, wall time"
+    )
     print(f"{'run':48} {'us per model-step':>18} {'compiled is x faster':>21} {'% sgemm':>8}")
     flops = float(np.mean([flops_per_model_step(p.parameterisation) for p in PANELS]))
     for name, t in rows:
@@ -249,6 +282,7 @@ def figure2_table(data, counts: CountSet, steps: int, peak: float) -> None:
 
 
 # --- 3. fresh batches against a fixed set -------------------------------------------------------------------------
+
 
 def batch_regimes(steps: int, repeats: int) -> dict[tuple[str, str], float]:
     """Section 3: us per step of a 5-model FAFO stack on the authors' task (official layout, sequences of 63 over 50
@@ -259,8 +293,10 @@ def batch_regimes(steps: int, repeats: int) -> dict[tuple[str, str], float]:
     counts = count_set(train, cfg.vocab)
     members = [Member(s, r, replace(PANELS[0], max_steps=steps)) for r, s in enumerate(SEEDS)]
     params = {k: v.detach() for k, v in init_params(model_cfg("FAFO", cfg.vocab), SEEDS).items()}
-    sources = {"fixed": lambda: FixedBatches(counts, members, 32).take,
-               "fresh": lambda: FreshBatches(cfg, members, 32, 100, True, torch.device("cpu")).take}
+    sources = {
+        "fixed": lambda: FixedBatches(counts, members, 32).take,
+        "fresh": lambda: FreshBatches(cfg, members, 32, 100, True, torch.device("cpu")).take,
+    }
     sc = StackConfig.of("FAFO", target_nll=0, eval_every=100)
     best = {}
     for backend in ("torch", "compiled"):
@@ -275,15 +311,18 @@ def batch_regimes(steps: int, repeats: int) -> dict[tuple[str, str], float]:
     print(f"\n3. FAFO, 5 models, the authors' task, {steps} steps, best of {repeats} (CPU time): us per step")
     for backend in ("torch", "compiled"):
         fixed, fresh = best[(backend, "fixed")], best[(backend, "fresh")]
-        print(f"{backend:9} engine: {fixed:7.0f} on a fixed set, {fresh:7.0f} on fresh sequences every step "
-              f"({fresh / fixed:.2f}x: drawing them costs {fresh - fixed:.0f} us a step)")
+        print(
+            f"{backend:9} engine: {fixed:7.0f} on a fixed set, {fresh:7.0f} on fresh sequences every step "
+            f"({fresh / fixed:.2f}x: drawing them costs {fresh - fixed:.0f} us a step)"
+        )
     return best
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200, help="steps per model (section 2: twice this; its literal "
-                                                               "loop a fifth)")
+    parser.add_argument(
+        "--steps", type=int, default=200, help="steps per model (section 2: twice this; its literal loop a fifth)"
+    )
     parser.add_argument("--repeats", type=int, default=7, help="alternating repeats per backend (the best counts)")
     parser.add_argument("--backends-only", action="store_true", help="section 1 only")
     args = parser.parse_args(argv)

@@ -5,6 +5,7 @@ first step whose loss is <= 1e-4, as the official notebook does. Both run here, 
 the script prints the times side by side, the speed-up, and how far apart the two are in alpha at the stop.
 Usage: python benchmarks/bench_fig4.py [--repeat N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,9 @@ def rhs_math(mu_ov: float, mu_qk: float, s: OrthogonalSetting) -> tuple[float, f
     return (s.eta_ov * a / (s.b * denom), s.eta_qk * (s.M - 1) * (a - a * a) * mu_ov / (s.M * s.b**2 * denom))
 
 
-def rk4_fixed_step(s: OrthogonalSetting, rhs=rhs_math, target: float = TARGET,
-                   dt_normalised: float = 10.0) -> tuple[float, float]:
+def rk4_fixed_step(
+    s: OrthogonalSetting, rhs=rhs_math, target: float = TARGET, dt_normalised: float = 10.0
+) -> tuple[float, float]:
     """(t, alpha) at the first RK4 step whose loss is <= target; step dt_normalised / min(eta_OV, eta_QK) in t."""
     h = dt_normalised / min(s.eta_ov, s.eta_qk)
     y, t = (0.0, 0.0), 0.0
@@ -35,8 +37,10 @@ def rk4_fixed_step(s: OrthogonalSetting, rhs=rhs_math, target: float = TARGET,
         k2 = rhs(y[0] + h / 2 * k1[0], y[1] + h / 2 * k1[1], s)
         k3 = rhs(y[0] + h / 2 * k2[0], y[1] + h / 2 * k2[1], s)
         k4 = rhs(y[0] + h * k3[0], y[1] + h * k3[1], s)
-        y = (y[0] + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]),
-             y[1] + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1]))
+        y = (
+            y[0] + h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]),
+            y[1] + h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1]),
+        )
         t += h
         alpha = float(attention_mass(y[1], s.m, s.n))
         if math.log1p(math.exp(log_m1 - alpha * y[0])) <= target:
@@ -72,8 +76,10 @@ def main() -> None:
     diff = max(abs(a - b) for (_, a), (_, b) in zip(fast, slow))
     print(f"\nsolver (LSODA, log-time, dense): {t_solver * 1e3:9.1f} ms  (best of {args.repeat})")
     print(f"fixed-step RK4 loop (dt = 10), scalar math rhs:  {t_rk4 * 1e3:9.1f} ms   speed-up {t_rk4 / t_solver:.0f}x")
-    print(f"fixed-step RK4 loop (dt = 10), library rhs:      {t_rk4_np * 1e3:9.1f} ms   speed-up "
-          f"{t_rk4_np / t_solver:.0f}x")
+    print(
+        f"fixed-step RK4 loop (dt = 10), library rhs:      {t_rk4_np * 1e3:9.1f} ms   speed-up "
+        f"{t_rk4_np / t_solver:.0f}x"
+    )
     print(f"largest |alpha difference| between solver and RK4 at the stop: {diff:.2e}")
 
 

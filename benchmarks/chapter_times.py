@@ -23,6 +23,7 @@ verdicts. The atlas (18 settings and the 12-run ablation) took 1353 s with the c
 WORK_DIR receives each run's executed notebook, results and log (WORK_DIR/<old|new>/<chapter>/) and the table
 (WORK_DIR/chapter_times.txt). Run it alone on the machine: the times are wall times.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,27 +48,51 @@ def environment(tree: Path, extra: dict[str, str] | None = None) -> dict[str, st
 def check_tree(tree: Path, python: str) -> None:
     """Refuse a tree that is not a checkout of this project, or whose qkov_lib import resolves elsewhere."""
     if not (tree / "qkov_lib" / "__init__.py").is_file():
-        sys.exit(f"{tree} is not a source tree of this project (no qkov_lib/__init__.py); pass the root of a "
-                 f"checkout, e.g. one made with `git worktree add ../old <commit>`")
-    found = subprocess.run([python, "-c", "import qkov_lib; print(qkov_lib.__file__)"], cwd=tree,
-                           env=environment(tree), capture_output=True, text=True)
+        sys.exit(
+            f"{tree} is not a source tree of this project (no qkov_lib/__init__.py); pass the root of a "
+            f"checkout, e.g. one made with `git worktree add ../old <commit>`"
+        )
+    found = subprocess.run(
+        [python, "-c", "import qkov_lib; print(qkov_lib.__file__)"],
+        cwd=tree,
+        env=environment(tree),
+        capture_output=True,
+        text=True,
+    )
     where = Path(found.stdout.strip() or "?").resolve()
     if found.returncode or tree.resolve() not in where.parents:
-        sys.exit(f"in {tree}, `import qkov_lib` gives {where} ({found.stderr.strip()[-300:]}); the times would not "
-                 f"be that tree's")
+        sys.exit(
+            f"in {tree}, `import qkov_lib` gives {where} ({found.stderr.strip()[-300:]}); the times would not "
+            f"be that tree's"
+        )
 
 
-def run_chapter(tree: Path, python: str, chapter: str, profile: str, out: Path,
-                extra: dict[str, str] | None = None) -> tuple[float, int, float | None]:
+def run_chapter(
+    tree: Path, python: str, chapter: str, profile: str, out: Path, extra: dict[str, str] | None = None
+) -> tuple[float, int, float | None]:
     """Run one chapter of ``tree`` at ``profile`` into ``out`` with ``extra`` in its environment; (wall seconds, exit
     status, the chapter's own wall time from its metadata, or None)."""
     out.mkdir(parents=True, exist_ok=True)
-    command = [python, "-m", "qkov_lib", "reproduce", "--profile", profile, "--only", chapter, "--force",
-               "--out", str(out / "chapters"), "--results", str(out / "results")]
+    command = [
+        python,
+        "-m",
+        "qkov_lib",
+        "reproduce",
+        "--profile",
+        profile,
+        "--only",
+        chapter,
+        "--force",
+        "--out",
+        str(out / "chapters"),
+        "--results",
+        str(out / "results"),
+    ]
     start = time.perf_counter()
     with open(out / "log.txt", "w") as log:
-        status = subprocess.run(command, cwd=tree, env=environment(tree, extra), stdout=log,
-                                stderr=subprocess.STDOUT).returncode
+        status = subprocess.run(
+            command, cwd=tree, env=environment(tree, extra), stdout=log, stderr=subprocess.STDOUT
+        ).returncode
     wall = time.perf_counter() - start
     meta = out / "results" / profile / f"{chapter}.json"
     own = json.loads(meta.read_text()).get("wall_time_s") if meta.exists() else None
@@ -90,13 +115,26 @@ def main() -> None:
     parser.add_argument("--profile", default="default", help="the profile every chapter runs at (default: default)")
     parser.add_argument("--chapters", default=",".join(CHAPTERS), help="comma-separated chapters, run in this order")
     parser.add_argument("--python", default=sys.executable, help="the Python both trees run on (default: this one)")
-    parser.add_argument("--env-old", action="append", default=[], metavar="NAME=VALUE",
-                        help="an environment variable for the old tree's runs (repeatable); with the same tree twice "
-                             "this times a setting, e.g. --env-old QKOV_PORTABLE=0 --env-new QKOV_PORTABLE=1")
-    parser.add_argument("--env-new", action="append", default=[], metavar="NAME=VALUE",
-                        help="an environment variable for the new tree's runs (repeatable)")
-    parser.add_argument("--no-warmup", action="store_true", help="skip the untimed quick run that compiles and "
-                                                                  "caches the compiled engine's kernels in each tree")
+    parser.add_argument(
+        "--env-old",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the old tree's runs (repeatable); with the same tree twice "
+        "this times a setting, e.g. --env-old QKOV_PORTABLE=0 --env-new QKOV_PORTABLE=1",
+    )
+    parser.add_argument(
+        "--env-new",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the new tree's runs (repeatable)",
+    )
+    parser.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="skip the untimed quick run that compiles and caches the compiled engine's kernels in each tree",
+    )
     args = parser.parse_args()
     chapters = [c.strip() for c in args.chapters.split(",") if c.strip()]
     if not chapters:
@@ -114,17 +152,26 @@ def main() -> None:
         times = {}
         for label, tree in trees.items():
             print(f"{chapter} ({label}, {tree}) ...", end=" ", flush=True)
-            wall, status, own = run_chapter(tree, args.python, chapter, args.profile, args.work / label / chapter,
-                                            extra[label])
+            wall, status, own = run_chapter(
+                tree, args.python, chapter, args.profile, args.work / label / chapter, extra[label]
+            )
             times[label] = wall
-            print(f"{wall:.0f} s" + (f" (the chapter's own: {own:.0f} s)" if own else "")
-                  + (f", exit status {status}: see {args.work / label / chapter / 'log.txt'}" if status else ""),
-                  flush=True)
+            print(
+                f"{wall:.0f} s"
+                + (f" (the chapter's own: {own:.0f} s)" if own else "")
+                + (f", exit status {status}: see {args.work / label / chapter / 'log.txt'}" if status else ""),
+                flush=True,
+            )
         rows.append((chapter, times["old"], times["new"]))
-    settings = "".join(f"; {label}: {' '.join(args.env_old if label == 'old' else args.env_new)}"
-                       for label in ("old", "new") if extra[label])
-    lines = [f"wall time per chapter, profile {args.profile}, one after the other{settings}",
-             f"{'chapter':20} {'old s':>9} {'new s':>9} {'old/new':>8}"]
+    settings = "".join(
+        f"; {label}: {' '.join(args.env_old if label == 'old' else args.env_new)}"
+        for label in ("old", "new")
+        if extra[label]
+    )
+    lines = [
+        f"wall time per chapter, profile {args.profile}, one after the other{settings}",
+        f"{'chapter':20} {'old s':>9} {'new s':>9} {'old/new':>8}",
+    ]
     lines += [f"{c:20} {o:>9.0f} {n:>9.0f} {o / n:>7.2f}x" for c, o, n in rows]
     old, new = sum(o for _, o, _ in rows), sum(n for _, _, n in rows)
     lines.append(f"{'all':20} {old:>9.0f} {new:>9.0f} {old / new:>7.2f}x")

@@ -10,6 +10,7 @@ page).
     python benchmarks/portable_evidence.py RUNS --machines amd-avx512,amd-avx2,intel-avx512,intel-avx2 \
         --out book/generated/portable.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,11 @@ def unit_tables(root: Path, profile: str, chapter: str) -> dict[str, Path]:
     folder = root / profile
     if not (folder / f"{chapter}.json").exists():
         return {}
-    return {p.name.removeprefix(chapter).strip(".").removesuffix("csv").strip(".") or "main": p
-            for p in sorted(folder.glob(f"{chapter}*.csv")) if p.name.split(".")[0] == chapter}
+    return {
+        p.name.removeprefix(chapter).strip(".").removesuffix("csv").strip(".") or "main": p
+        for p in sorted(folder.glob(f"{chapter}*.csv"))
+        if p.name.split(".")[0] == chapter
+    }
 
 
 def largest_difference(a: Path, b: Path) -> tuple[float, str]:
@@ -50,8 +54,11 @@ def largest_difference(a: Path, b: Path) -> tuple[float, str]:
     x, y = pd.read_csv(a), pd.read_csv(b)
     if x.shape != y.shape:
         return np.inf, f"shape {x.shape} against {y.shape}"
-    num = [c for c in x.columns if all(pd.api.types.is_numeric_dtype(t[c]) and not pd.api.types.is_bool_dtype(t[c])
-                                       for t in (x, y))]
+    num = [
+        c
+        for c in x.columns
+        if all(pd.api.types.is_numeric_dtype(t[c]) and not pd.api.types.is_bool_dtype(t[c]) for t in (x, y))
+    ]
     if not num:
         return np.nan, "text only"
     diff = (x[num].astype(float) - y[num].astype(float)).abs().max()
@@ -64,12 +71,13 @@ def compare(ref: dict[str, Path], other: dict[str, Path]) -> str:
         return "not run"
     if set(ref) != set(other):
         return f"other tables ({sorted(set(ref) ^ set(other))})"
-    same = [hashlib.sha256(ref[k].read_bytes()).digest() == hashlib.sha256(other[k].read_bytes()).digest()
-            for k in ref]
+    same = [hashlib.sha256(ref[k].read_bytes()).digest() == hashlib.sha256(other[k].read_bytes()).digest() for k in ref]
     if all(same):
         return "identical"
-    worst = max((largest_difference(ref[k], other[k]) + (k,) for k, s in zip(ref, same) if not s),
-                key=lambda t: -1 if np.isnan(t[0]) else t[0])
+    worst = max(
+        (largest_difference(ref[k], other[k]) + (k,) for k, s in zip(ref, same) if not s),
+        key=lambda t: -1 if np.isnan(t[0]) else t[0],
+    )
     size, column, table = worst
     where = f"{table}: {column}" if table != "main" else column
     return f"differs: {sum(not s for s in same)} of {len(same)} tables, largest {size:.2g} ({where})"
@@ -80,12 +88,18 @@ def identity_table(runs: Path, machines: list[str], chapters: list[tuple[str, st
     rows = []
     for chapter, profile in chapters:
         for mode in ("on", "off"):
+
             def root(m: str) -> Path:
                 return runs / (f"{m}-{mode}" + ("" if profile == "default" else f"-{profile}"))
+
             ref = unit_tables(root(machines[0]), profile, chapter)
-            rows.append({"chapter": named(chapter, profile), "portable mode": mode,
-                         **{MACHINES.get(m, m): compare(ref, unit_tables(root(m), profile, chapter))
-                            for m in machines[1:]}})
+            rows.append(
+                {
+                    "chapter": named(chapter, profile),
+                    "portable mode": mode,
+                    **{MACHINES.get(m, m): compare(ref, unit_tables(root(m), profile, chapter)) for m in machines[1:]},
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -101,8 +115,14 @@ def verdict_changes(runs: Path, a: str, b: str, chapters: list[tuple[str, str]])
         x, y = (pd.read_csv(t).set_index("id")["verdict"] for t in tables)
         moved = [f"{i}: {x[i]} → {y[i]}" for i in x.index if i in y.index and x[i] != y[i]]
         flips = sum({x[i], y[i]} == {"holds", "fails"} for i in x.index if i in y.index)
-        rows.append({"chapter": named(chapter, profile), "claims": len(x),
-                     "changed": "; ".join(moved) or "none", "holds ↔ fails": flips})
+        rows.append(
+            {
+                "chapter": named(chapter, profile),
+                "claims": len(x),
+                "changed": "; ".join(moved) or "none",
+                "holds ↔ fails": flips,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -115,8 +135,10 @@ def metadata(runs: Path, machines: list[str], chapter: str, profile: str) -> str
             meta = runs / f"{m}-{mode}{suffix}" / profile / f"{chapter}.json"
             if meta.exists():
                 a = json.loads(meta.read_text()).get("arithmetic", {})
-                lines.append(f"- {MACHINES.get(m, m)}, mode {mode}: ATen {a.get('cpu_capability')}, MKL branch "
-                             f"{a.get('mkl_cbwr')}")
+                lines.append(
+                    f"- {MACHINES.get(m, m)}, mode {mode}: ATen {a.get('cpu_capability')}, MKL branch "
+                    f"{a.get('mkl_cbwr')}"
+                )
     return "\n".join(lines)
 
 
@@ -131,11 +153,15 @@ def main() -> None:
     machines = args.machines.split(",")
     pairs = [tuple(c.split(":")) for c in args.chapters.split(",")]
     verdict_pairs = [tuple(c.split(":")) for c in args.verdicts.split(",")]
-    text = ("<!-- generated by benchmarks/portable_evidence.py; do not edit -->\n\n"
-            f"Each emulated CPU's result tables against those of {MACHINES.get(machines[0], machines[0])}, with the "
-            "portable mode on and off:\n\n" + identity_table(args.runs, machines, pairs).to_markdown(index=False)
-            + f"\n\nVerdicts outside the mode, {MACHINES.get(machines[0])} against {MACHINES.get(machines[1])}:\n\n"
-            + verdict_changes(args.runs, machines[0], machines[1], verdict_pairs).to_markdown(index=False) + "\n")
+    text = (
+        "<!-- generated by benchmarks/portable_evidence.py; do not edit -->\n\n"
+        f"Each emulated CPU's result tables against those of {MACHINES.get(machines[0], machines[0])}, with the "
+        "portable mode on and off:\n\n"
+        + identity_table(args.runs, machines, pairs).to_markdown(index=False)
+        + f"\n\nVerdicts outside the mode, {MACHINES.get(machines[0])} against {MACHINES.get(machines[1])}:\n\n"
+        + verdict_changes(args.runs, machines[0], machines[1], verdict_pairs).to_markdown(index=False)
+        + "\n"
+    )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)

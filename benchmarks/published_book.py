@@ -13,6 +13,7 @@ side in one run (issue: results that travel).
 Both clones use this environment (``make venv`` done: the times leave it out, as the README's figures do) and the
 same data (``--data``, default $QKOV_DATA_DIR). The two books must hold the same tables; the script checks that every
 CSV of the second equals the first's, bit for bit, and prints both times and their ratio."""
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,13 @@ def make_book(checkout: Path, profile: str, url: str, data: str | None, log: Pat
         env["QKOV_DATA_DIR"] = data
     start, cpu = time.perf_counter(), _children_cpu()
     with open(log, "w") as fh:
-        status = subprocess.run(["make", "-o", str(venv / ".installed"), "book", f"PROFILE={profile}",
-                                 f"VENV={venv}"], cwd=checkout, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
+        status = subprocess.run(
+            ["make", "-o", str(venv / ".installed"), "book", f"PROFILE={profile}", f"VENV={venv}"],
+            cwd=checkout,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        ).returncode
     wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
     if status != 0:
         sys.exit(f"make book failed in {checkout} (exit {status}); see {log}")
@@ -83,9 +89,11 @@ def main() -> None:
     print(f"fresh clone, from the published site: {taken / 60:.1f} min ({taken_cpu / 60:.1f} CPU-min)", flush=True)
     ours, theirs = (sorted((c / "data" / "results" / args.profile).glob("*.csv")) for c in (fetched, computed))
     same = [a.name for a, b in zip(ours, theirs) if a.read_bytes() == b.read_bytes()]
-    print(f"{len(same)} of {len(theirs)} result tables identical; published route {every / taken:.0f}x faster in wall "
-          f"time ({every:.0f} s against {taken:.0f} s, rendering included), {every_cpu / taken_cpu:.0f}x in CPU time; "
-          f"logs in {work}")
+    print(
+        f"{len(same)} of {len(theirs)} result tables identical; published route {every / taken:.0f}x faster in wall "
+        f"time ({every:.0f} s against {taken:.0f} s, rendering included), {every_cpu / taken_cpu:.0f}x in CPU time; "
+        f"logs in {work}"
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 Importing it first turns on the portable arithmetic mode (``portable``: the same bits on any x86-64 CPU with AVX2),
 before torch, numpy's BLAS or numba compute; ``QKOV_PORTABLE=0`` turns it off."""
+
 from .core import portable
 
 __version__ = "0.1.0"

@@ -1,4 +1,5 @@
 """Command line: ``python -m qkov_lib reproduce|book|chapters|notebook|fetch|results|publish`` (see README)."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,13 +11,13 @@ from pathlib import Path
 from .core.chapter import CHOICES, ParameterError, parse_value
 from .core.codehash import DynamicImport
 from .core.contents import title
+from .core.paths import BOOK_CHAPTERS, RESULTS_ROOT
 from .core.workers import end_descendants
 from .data.registry import CANONICAL, DataError, canonical_file
 from .runner import publish, unpack
 from .runner.book import build_book
-from .runner.notebooks import write_notebook
-from .core.paths import BOOK_CHAPTERS, RESULTS_ROOT
 from .runner.catalog import CHAPTERS
+from .runner.notebooks import write_notebook
 from .runner.plan import format_plan, plan
 from .runner.reproduce import Summary, reproduce
 
@@ -27,23 +28,42 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("reproduce", help="run chapters with papermill under a profile")
     rep.add_argument("--profile", default="auto", help=f"one of {', '.join(CHOICES)} (default: auto)")
-    rep.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                     help="override a parameter, e.g. -p M 20 or -p ratios '[0.1, 10]' (repeatable)")
+    rep.add_argument(
+        "-p",
+        "--param",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a parameter, e.g. -p M 20 or -p ratios '[0.1, 10]' (repeatable)",
+    )
     rep.add_argument("--only", action="append", help="comma-separated chapter names (default: all)")
     rep.add_argument("--force", action="store_true", help="rerun chapters even when unchanged")
     rep.add_argument("--strict", action="store_true", help="treat a chapter whose data is not available as a failure")
     rep.add_argument("--out", default=BOOK_CHAPTERS, help="where executed notebooks go")
     rep.add_argument("--results", default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
-    rep.add_argument("--no-fetch", action="store_true", help="do not start from the published results "
-                                                             "($QKOV_RESULTS_URL, else the origin's Pages site)")
-    rep.add_argument("--dry-run", action="store_true", help="say which chapters are current or stale, and why; run "
-                                                            "nothing")
-    rep.add_argument("--budget-minutes", type=float, metavar="M", help="start no stale chapter whose last wall time "
-                     "would end the run past M minutes; the book shows its last results (default: no budget)")
+    rep.add_argument(
+        "--no-fetch",
+        action="store_true",
+        help="do not start from the published results ($QKOV_RESULTS_URL, else the origin's Pages site)",
+    )
+    rep.add_argument(
+        "--dry-run", action="store_true", help="say which chapters are current or stale, and why; run nothing"
+    )
+    rep.add_argument(
+        "--budget-minutes",
+        type=float,
+        metavar="M",
+        help="start no stale chapter whose last wall time "
+        "would end the run past M minutes; the book shows its last results (default: no budget)",
+    )
     book = sub.add_parser("book", help="render the executed chapters with Jupyter Book")
     book.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
-    book.add_argument("--repo-url", help="the repository's web address, for the repository link and the chapters' "
-                                         "launch links (default: $QKOV_REPO_URL; none when unset)")
+    book.add_argument(
+        "--repo-url",
+        help="the repository's web address, for the repository link and the chapters' "
+        "launch links (default: $QKOV_REPO_URL; none when unset)",
+    )
     book.add_argument("--branch", help="the repository branch the links name (default: $QKOV_BRANCH, else main)")
     sub.add_parser("chapters", help="list the chapters")
     nb = sub.add_parser("notebook", help="write a chapter as an .ipynb for plain papermill or any notebook tool")
@@ -83,15 +103,28 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "reproduce":
             pairs = [(name, parse_value(value)) for name, value in args.param]
             if args.dry_run:
-                print(format_plan(plan(args.profile, pairs, _only(args.only), args.force, args.results,
-                                       args.budget_minutes)))
+                print(
+                    format_plan(
+                        plan(args.profile, pairs, _only(args.only), args.force, args.results, args.budget_minutes)
+                    )
+                )
                 return 0
-            summary = reproduce(args.profile, pairs, _only(args.only), args.force, args.out, args.results,
-                                args.budget_minutes, fetch=not args.no_fetch)
+            summary = reproduce(
+                args.profile,
+                pairs,
+                _only(args.only),
+                args.force,
+                args.out,
+                args.results,
+                args.budget_minutes,
+                fetch=not args.no_fetch,
+            )
             return _report(summary, args.strict)
         elif args.command == "notebook":
-            print(f"wrote {write_notebook(args.name, args.output)}; run it with `papermill <it> <out>.ipynb -p "
-                  f"profile smoke`")
+            print(
+                f"wrote {write_notebook(args.name, args.output)}; run it with `papermill <it> <out>.ipynb -p "
+                f"profile smoke`"
+            )
         elif args.command == "fetch":
             for name in CANONICAL[args.dataset]:
                 print(f"{args.dataset}/{name}: {canonical_file(args.dataset, name, download=True)}")
@@ -105,8 +138,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # the interrupted kernel client's pending tasks
-        print("interrupted: the chapter that was running was discarded; published results are as they were",
-              file=sys.stderr)
+        print(
+            "interrupted: the chapter that was running was discarded; published results are as they were",
+            file=sys.stderr,
+        )
         return 130
     return 0
 
@@ -116,11 +151,17 @@ def _report(summary: Summary, strict: bool) -> int:
     if summary.done:
         print(", ".join(f"{len(v)} {k}" for k, v in summary.done.items()))
     if summary.no_data:
-        print(f"{len(summary.no_data)} chapter(s) without their data, each page says how to get it: "
-              f"{', '.join(summary.no_data)}", file=sys.stderr)
+        print(
+            f"{len(summary.no_data)} chapter(s) without their data, each page says how to get it: "
+            f"{', '.join(summary.no_data)}",
+            file=sys.stderr,
+        )
     if summary.kept:
-        print(f"{len(summary.kept)} chapter(s) without their data kept their last results, each page says so: "
-              f"{', '.join(summary.kept)}", file=sys.stderr)
+        print(
+            f"{len(summary.kept)} chapter(s) without their data kept their last results, each page says so: "
+            f"{', '.join(summary.kept)}",
+            file=sys.stderr,
+        )
     if summary.failures:
         print(f"{len(summary.failures)} chapter(s) failed:\n" + "\n".join(summary.failures), file=sys.stderr)
     return int(bool(summary.failures) or (strict and bool(summary.no_data or summary.kept)))

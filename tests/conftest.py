@@ -5,6 +5,7 @@ chapters run through papermill, the strict build, the browsers), ``project/`` th
 (layers, workflow, Binder, Colab). A test under ``book/``, one that reads the smoke book or the built book, or one
 that runs processes of its own (marked ``slow`` where it is defined) is slow, left out by ``make test-fast``
 (``pytest -m "not slow"``)."""
+
 import os
 import shutil
 import sys
@@ -53,6 +54,7 @@ def built_book(smoke_book) -> Path:
     """The smoke book rendered strictly (warnings are errors), naming a repository (so the pages carry its link and
     the chapters' launch links); returns the HTML folder."""
     from qkov_lib.runner.book import build_book
+
     return build_book(root=smoke_book, repo_url=TEST_REPOSITORY).parent
 
 
@@ -64,6 +66,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the book-level tests ``slow``: those under book/, those using the smoke or the built book, and those of
     SLOW_FILES."""
     for item in items:
-        if (BOOK_FIXTURES & set(getattr(item, "fixturenames", ())) or item.path.name in SLOW_FILES
-                or "book" in item.path.relative_to(TESTS).parts[:1]):
+        if (
+            BOOK_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or item.path.name in SLOW_FILES
+            or "book" in item.path.relative_to(TESTS).parts[:1]
+        ):
             item.add_marker(pytest.mark.slow)

@@ -1,5 +1,6 @@
 """Tiny chapters (jupytext MyST sources) for the runner's tests: one that saves a table and a claim, one that fails;
 the module the runner takes each for; and a notebooks folder holding the first, registered with the runner."""
+
 import dataclasses
 import types
 from pathlib import Path
@@ -21,7 +22,9 @@ profile = "default"
 overrides = {}
 ```
 """
-TINY = HEAD + """
+TINY = (
+    HEAD
+    + """
 ```{code-cell} ipython3
 import pandas as pd
 from qkov_lib.core import results
@@ -32,7 +35,10 @@ results.save(results.results_dir(profile), "tiny", {"main": pd.DataFrame({"x": [
              {"profile": profile, "parameters": {"x": x}})
 ```
 """
-NEEDS_DATA = HEAD + """
+)
+NEEDS_DATA = (
+    HEAD
+    + """
 ```{code-cell} ipython3
 import pandas as pd
 from qkov_lib.core import results
@@ -42,18 +48,23 @@ results.save(results.results_dir(profile), "needs_data", {"main": pd.DataFrame({
              {"profile": profile, "parameters": {"x": overrides.get("x", 1)}})
 ```
 """
-BROKEN = HEAD + """
+)
+BROKEN = (
+    HEAD
+    + """
 ```{code-cell} ipython3
 raise ValueError("deliberate failure")
 ```
 """
+)
 
 
 def fake_module(name: str, datasets: tuple[str, ...] = (), **params: int) -> types.ModuleType:
     """A chapter module as the runner sees it: a ``Setup`` whose parameters are ``params`` (with those defaults),
     no profile changes, and the datasets it reads."""
-    setup = dataclasses.make_dataclass("Setup", [(k, type(v), dataclasses.field(default=v)) for k, v in params.items()],
-                                       frozen=True, kw_only=True)
+    setup = dataclasses.make_dataclass(
+        "Setup", [(k, type(v), dataclasses.field(default=v)) for k, v in params.items()], frozen=True, kw_only=True
+    )
     module = types.ModuleType(f"qkov_lib.chapters.{name}")
     module.Setup, module.PROFILES, module.DATASETS = setup, {}, datasets
     return module

@@ -4,6 +4,7 @@ The data are learnable on purpose: a class is signalled by one trigger word (Hat
 the subject's number (SVA), so a smoke run has something to attend to. Each writer ends by sealing its folder: a
 SHA256SUMS manifest over every file, which the loaders check as they would the published hashes.
 """
+
 from __future__ import annotations
 
 import csv
@@ -48,8 +49,14 @@ def hatexplain_posts(n: dict[str, int], seed: int = 0) -> dict[str, list[dict]]:
             label = i % 3
             tokens, rationales = _post(rng, label)
             other = (label + 1) % 3
-            posts.append({"id": f"{split}{i}_twitter", "labels": [label, label, other], "tokens": tokens,
-                          "rationales": rationales})
+            posts.append(
+                {
+                    "id": f"{split}{i}_twitter",
+                    "labels": [label, label, other],
+                    "tokens": tokens,
+                    "rationales": rationales,
+                }
+            )
         out[split] = posts
     return out
 
@@ -60,16 +67,25 @@ def write_hatexplain_offline(root: Path, n: dict[str, int] | None = None) -> dic
     (folder / "train_partial").mkdir(parents=True, exist_ok=True)
     (folder / "post_id_divisions.json").write_text(json.dumps({k: [p["id"] for p in v] for k, v in posts.items()}))
     for split, fname in (("val", "hatexplain_validation.json"), ("test", "hatexplain_test.json")):
-        lines = [json.dumps({"id": p["id"], "annotators": {"label": p["labels"], "annotator_id": [1, 2, 3],
-                                                           "target": [["None"]] * 3},
-                             "rationales": p["rationales"], "post_tokens": p["tokens"]}) for p in posts[split]]
+        lines = [
+            json.dumps(
+                {
+                    "id": p["id"],
+                    "annotators": {"label": p["labels"], "annotator_id": [1, 2, 3], "target": [["None"]] * 3},
+                    "rationales": p["rationales"],
+                    "post_tokens": p["tokens"],
+                }
+            )
+            for p in posts[split]
+        ]
         (folder / fname).write_text("\n".join(lines) + "\n")
     with open(folder / "train_partial" / "training_data.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["text", "majority_label", "severity", "labels", "annotator_ids", "targets"])
         for p in posts["train"]:
-            w.writerow([" ".join(p["tokens"]), p["labels"][0], "Low", ", ".join(map(str, p["labels"])), "1, 2, 3",
-                        "None"])
+            w.writerow(
+                [" ".join(p["tokens"]), p["labels"][0], "Low", ", ".join(map(str, p["labels"])), "1, 2, 3", "None"]
+            )
     with tarfile.open(folder / "train_partial" / "ritwikmishra_Model_Eval_docs.tar.gz", "w:gz") as tar:
         for p in posts["train"] + posts["val"] + posts["test"]:
             data = " ".join(p["tokens"]).encode()
@@ -84,10 +100,18 @@ def write_hatexplain_canonical(cache: Path, n: dict[str, int] | None = None) -> 
     posts = hatexplain_posts(n or {"train": 120, "val": 12, "test": 60}, seed=1)
     folder = cache / "hatexplain"
     folder.mkdir(parents=True, exist_ok=True)
-    dataset = {p["id"]: {"post_id": p["id"], "annotators": [{"label": CLASS_NAMES[v], "annotator_id": j,
-                                                              "target": ["None"]} for j, v in enumerate(p["labels"])],
-                         "rationales": p["rationales"], "post_tokens": p["tokens"]}
-               for split in posts.values() for p in split}
+    dataset = {
+        p["id"]: {
+            "post_id": p["id"],
+            "annotators": [
+                {"label": CLASS_NAMES[v], "annotator_id": j, "target": ["None"]} for j, v in enumerate(p["labels"])
+            ],
+            "rationales": p["rationales"],
+            "post_tokens": p["tokens"],
+        }
+        for split in posts.values()
+        for p in split
+    }
     (folder / "dataset.json").write_text(json.dumps(dataset))
     (folder / "post_id_divisions.json").write_text(json.dumps({k: [p["id"] for p in v] for k, v in posts.items()}))
     seal(cache)
@@ -120,11 +144,33 @@ def write_sva_offline(root: Path, n_train: int = 200, n_test: int = 60) -> None:
         (folder / "rnn_agr_simple" / f"numpred.test.{k}").write_text("\n".join(lines) + "\n")
     with open(folder / "derived" / "linzen_testset_subjects.tsv", "w", newline="") as fh:
         w = csv.writer(fh, delimiter="\t")
-        w.writerow(["sent_id", "sentence", "verb_index", "verb", "label", "subj_index", "subj", "n_attractors",
-                    "parser_agrees"])
+        w.writerow(
+            [
+                "sent_id",
+                "sentence",
+                "verb_index",
+                "verb",
+                "label",
+                "subj_index",
+                "subj",
+                "n_attractors",
+                "parser_agrees",
+            ]
+        )
         for i, (words, subj, lab) in enumerate(sva_sentences(n_test, seed=1)):
-            w.writerow([i, " ".join(words), len(words) - 1, words[-1], ("VBZ", "VBP")[lab], subj, words[subj], i % 3,
-                        1 if i % 10 else 0])
+            w.writerow(
+                [
+                    i,
+                    " ".join(words),
+                    len(words) - 1,
+                    words[-1],
+                    ("VBZ", "VBP")[lab],
+                    subj,
+                    words[subj],
+                    i % 3,
+                    1 if i % 10 else 0,
+                ]
+            )
     seal(root)
 
 
@@ -157,8 +203,13 @@ def squad_file(n_articles: int = 5, per_article: int = 4, seed: int = 0) -> dict
             sentence = f"The w{rng.randrange(30)} of item {q} is {colour} . "
             start = len(context) + sentence.index(colour)
             context += sentence
-            qas.append({"id": f"a{a}q{q}", "question": f"What colour is item {q} ?",
-                        "answers": [{"answer_start": start, "text": colour}] * 2})
+            qas.append(
+                {
+                    "id": f"a{a}q{q}",
+                    "question": f"What colour is item {q} ?",
+                    "answers": [{"answer_start": start, "text": colour}] * 2,
+                }
+            )
         data.append({"title": f"Article {a}", "paragraphs": [{"context": context, "qas": qas}]})
     return {"version": "1.1", "data": data}
 

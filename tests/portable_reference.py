@@ -6,6 +6,7 @@ When a deliberate change moves these numbers, regenerate the file in the same co
 
     make portable-reference        # = .venv/bin/python tests/portable_reference.py
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,6 +37,7 @@ def training_digests() -> dict[str, str]:
     in a fresh process in portable mode."""
     sys.path.insert(0, str(HERE))
     from test_portable import TRAIN, _python
+
     run = _python(TRAIN, {"QKOV_PORTABLE": "1"})
     return {"classifier": run["classifier"], "decoder": run["decoder"]}
 
@@ -45,8 +47,10 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     import os
     from fake_data import write_all_offline
+
     os.environ["QKOV_PORTABLE"] = "1"
     from qkov_lib.runner.reproduce import reproduce
+
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["QKOV_DATA_DIR"] = str(write_all_offline(Path(tmp) / "data"))
         summary = reproduce("smoke", only=list(CHAPTERS), out_dir=Path(tmp) / "nb", results_root=Path(tmp) / "res")

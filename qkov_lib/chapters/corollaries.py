@@ -1,5 +1,6 @@
 """Section 8's untested corollaries on the Figure 2 task: other ways of slowing the OV circuit (its learning rate,
 weight decay, initial scale), and the effective QK/OV ratio under SGD and AdamW."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -40,19 +41,23 @@ class Setup(SyntheticSetup):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.ov_lr_max_steps is not None and self.ov_lr_max_steps < 1:
-            raise ValueError(f"ov_lr_max_steps must be an integer >= 1, or None for max_steps / ov_mult "
-                             f"(got {self.ov_lr_max_steps})")
+            raise ValueError(
+                f"ov_lr_max_steps must be an integer >= 1, or None for max_steps / ov_mult (got {self.ov_lr_max_steps})"
+            )
         if not 0 < self.ov_mult <= 1 or self.qk_mult < 1 or self.ov_decay < 0 or not self.ov_init_mult > 0:
-            raise ValueError(f"need ov_mult in (0, 1], qk_mult >= 1, ov_decay >= 0, ov_init_mult > 0 (got "
-                             f"{self.ov_mult}, {self.qk_mult}, {self.ov_decay}, {self.ov_init_mult})")
+            raise ValueError(
+                f"need ov_mult in (0, 1], qk_mult >= 1, ov_decay >= 0, ov_init_mult > 0 (got "
+                f"{self.ov_mult}, {self.qk_mult}, {self.ov_decay}, {self.ov_init_mult})"
+            )
         require_positive_numbers("adam_lrs", self.adam_lrs)
         require_positive_ints(self, ("adam_max_steps", "record_every"))
 
 
 PROFILES = {
     "default": dict(ov_lr_max_steps=700_000),
-    "smoke": dict(seeds=(0, 1), n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20, adam_max_steps=100,
-                  record_every=5),
+    "smoke": dict(
+        seeds=(0, 1), n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20, adam_max_steps=100, record_every=5
+    ),
 }
 
 
@@ -65,18 +70,22 @@ def runs(setup: Setup) -> list[Panel]:
     ``adam_lrs`` with multipliers 1 and k, its step cap ``adam_max_steps``."""
     k, cap = setup.qk_mult, setup.ov_lr_max_steps
     slow = round(setup.max_steps / setup.ov_mult) if cap is None else cap
-    out = [setup.panel("base", "FAFO"), setup.panel("QK", "FAFO", k),
-           setup.panel("OV lr", "FAFO", ov_mult=setup.ov_mult, max_steps=slow),
-           setup.panel("OV decay", "FAFO", ov_decay=setup.ov_decay),
-           setup.panel("OV init", "FAFO", ov_init_mult=setup.ov_init_mult)]
+    out = [
+        setup.panel("base", "FAFO"),
+        setup.panel("QK", "FAFO", k),
+        setup.panel("OV lr", "FAFO", ov_mult=setup.ov_mult, max_steps=slow),
+        setup.panel("OV decay", "FAFO", ov_decay=setup.ov_decay),
+        setup.panel("OV init", "FAFO", ov_init_mult=setup.ov_init_mult),
+    ]
     for lr in setup.adam_lrs:
         adam = {"lr": lr, "max_steps": setup.adam_max_steps, "optimizer": "adamw"}
         out += [setup.panel(f"AdamW {lr:g}", "FAFO", **adam), setup.panel(f"AdamW {lr:g} QK", "FAFO", k, **adam)]
     return out
 
 
-def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True
-        ) -> tuple[list[PanelResult], pd.DataFrame]:
+def run(
+    setup: Setup, *, device: torch.device | None = None, progress: bool = True
+) -> tuple[list[PanelResult], pd.DataFrame]:
     """Every run and seed trained and evaluated; and the effective-ratio records (``UpdateRatios`` rows);
     ``device`` None: ``pick_device()``."""
     data = synthetic_data(setup.data, setup.seeds, setup.n_train, setup.n_test)
@@ -95,10 +104,12 @@ def effective_ratios(ratios: pd.DataFrame, runs: Sequence[Panel]) -> pd.DataFram
         if part.empty:
             continue
         half = part.groupby("seed")["step"].transform("max") / 2
-        row = {"panel": panel.key, "optimizer": panel.optimizer, "lr": panel.rates.lr,
-               "nominal ratio": _nominal(panel)}
-        for name, sel in (("whole run", part), ("first half", part[part["step"] <= half]),
-                          ("second half", part[part["step"] > half])):
+        row = {"panel": panel.key, "optimizer": panel.optimizer, "lr": panel.rates.lr, "nominal ratio": _nominal(panel)}
+        for name, sel in (
+            ("whole run", part),
+            ("first half", part[part["step"] <= half]),
+            ("second half", part[part["step"] > half]),
+        ):
             med = sel.groupby("seed")["effective_ratio"].median()
             mean, ci = mean_ci(med.to_numpy()) if len(med) else (np.nan, np.nan)
             row[f"effective, {name}"], row[f"± 95% CI, {name}"] = mean, ci
@@ -114,11 +125,17 @@ def _nominal(panel: Panel) -> float:
 def describe(panel: Panel) -> str:
     """A run in words: 'the FAFO baseline', 'OV learning rate x0.1', 'AdamW at 0.001, QK x10'."""
     rates = panel.rates
-    parts = [text for cond, text in ((panel.optimizer == "adamw", f"AdamW at {rates.lr:g}"),
-                                     (rates.qk_mult != 1, f"QK learning rate x{rates.qk_mult:g}"),
-                                     (rates.ov_mult != 1, f"OV learning rate x{rates.ov_mult:g}"),
-                                     (panel.ov_decay > 0, f"weight decay {panel.ov_decay:g} on OV"),
-                                     (panel.ov_init_mult != 1, f"OV initialised x{panel.ov_init_mult:g}")) if cond]
+    parts = [
+        text
+        for cond, text in (
+            (panel.optimizer == "adamw", f"AdamW at {rates.lr:g}"),
+            (rates.qk_mult != 1, f"QK learning rate x{rates.qk_mult:g}"),
+            (rates.ov_mult != 1, f"OV learning rate x{rates.ov_mult:g}"),
+            (panel.ov_decay > 0, f"weight decay {panel.ov_decay:g} on OV"),
+            (panel.ov_init_mult != 1, f"OV initialised x{panel.ov_init_mult:g}"),
+        )
+        if cond
+    ]
     return ", ".join(parts) or "the FAFO baseline"
 
 
@@ -127,8 +144,7 @@ def names(setup: Setup) -> dict[str, str]:
     return {panel.key: describe(panel) for panel in runs(setup)}
 
 
-def claims(effects: pd.DataFrame, updates: pd.DataFrame, runs: Sequence[Panel], labels: dict[str, str]
-           ) -> pd.DataFrame:
+def claims(effects: pd.DataFrame, updates: pd.DataFrame, runs: Sequence[Panel], labels: dict[str, str]) -> pd.DataFrame:
     """Section 8's corollaries (each intervention sharpens attention: the paired MRTA effect's 95% interval lies
     above 0) and the AdamW question (the realised multiplier, each seed's median effective ratio of the QK x k run
     over the run without it, against the nominal k). ``updates`` holds ``UpdateRatios`` rows; ``labels`` names each
@@ -136,25 +152,38 @@ def claims(effects: pd.DataFrame, updates: pd.DataFrame, runs: Sequence[Panel], 
     rows = []
     for _, e in effects[effects["metric"] == "MRTA"].iterrows():
         mrta = Interval(e["effect"], e["ci_low"], e["ci_high"], int(e["seeds"]))
-        rows.append(Claim(f"sharpens_{e['panel']}", f"{_capital(labels.get(e['panel'], e['panel']))} sharpens "
-                          "attention, as a faster query-key rate does.", f"mean attention on the distinct tokens {e['baseline']:.1f} "
-                          f"→ {e['with change']:.1f}%, change {mrta.text(1, True)} points", above(mrta, 0.0),
-                          rule("above", "mean attention on the distinct tokens (MRTA)", "0", paired=True),
-                          *mrta.numbers))
+        rows.append(
+            Claim(
+                f"sharpens_{e['panel']}",
+                f"{_capital(labels.get(e['panel'], e['panel']))} sharpens attention, as a faster query-key rate does.",
+                f"mean attention on the distinct tokens {e['baseline']:.1f} "
+                f"→ {e['with change']:.1f}%, change {mrta.text(1, True)} points",
+                above(mrta, 0.0),
+                rule("above", "mean attention on the distinct tokens (MRTA)", "0", paired=True),
+                *mrta.numbers,
+            )
+        )
     medians = updates.groupby(["panel", "seed"])["effective_ratio"].median()
-    for (opt, lr), group in _by_optimiser(runs).items():
+    for (_opt, lr), group in _by_optimiser(runs).items():
         base = next((panel for panel in group if panel.rates.qk_mult == 1 and panel.rates.ov_mult == 1), None)
         for panel in group:
             k = _nominal(panel)
             if base is None or k == 1 or panel.key not in medians or base.key not in medians:
                 continue
             realised = Interval.of((medians[panel.key] / medians[base.key]).dropna() / k)
-            rows.append(Claim(f"nominal_not_effective_{panel.key}_lr{lr:g}", f"Under {labels.get(panel.key, panel.key)}, "
-                              f"the nominal multiplier {k:g} is not the effective QK/OV ratio.",
-                              f"realised multiplier over nominal: {realised.text(3)}", _outside(realised),
-                              f"holds if the 95% interval over seeds of the realised multiplier over the nominal one "
-                              f"lies outside [1/{REALISED_FACTOR:g}, {REALISED_FACTOR:g}]; fails if it lies inside; "
-                              "undecided if it straddles an end", *realised.numbers))
+            rows.append(
+                Claim(
+                    f"nominal_not_effective_{panel.key}_lr{lr:g}",
+                    f"Under {labels.get(panel.key, panel.key)}, "
+                    f"the nominal multiplier {k:g} is not the effective QK/OV ratio.",
+                    f"realised multiplier over nominal: {realised.text(3)}",
+                    _outside(realised),
+                    f"holds if the 95% interval over seeds of the realised multiplier over the nominal one "
+                    f"lies outside [1/{REALISED_FACTOR:g}, {REALISED_FACTOR:g}]; fails if it lies inside; "
+                    "undecided if it straddles an end",
+                    *realised.numbers,
+                )
+            )
     return claim_table(replace(row, kind=REVIEW) for row in rows)
 
 
@@ -182,8 +211,11 @@ def _outside(interval: Interval) -> str:
 
 def per_run(summary: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
     """Each run's mean over seeds of the held-out measures (%), its steps, and how many seeds hit the step cap."""
-    table = summary.groupby("panel", sort=False).agg(
-        {**{m: "mean" for m in METRICS}, "steps": "mean", "hit_cap": "sum"}).rename(columns={"hit_cap": "capped"})
+    table = (
+        summary.groupby("panel", sort=False)
+        .agg({**{m: "mean" for m in METRICS}, "steps": "mean", "hit_cap": "sum"})
+        .rename(columns={"hit_cap": "capped"})
+    )
     table["steps"] = table["steps"].round().astype(int)
     return table.rename(index=labels).rename_axis("run")
 
@@ -191,18 +223,22 @@ def per_run(summary: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
 def effect_table(effects: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
     """Paired effects (``metrics.paired_effects``) as text, one row per run and one column per measure: the change
     against the baseline in points, with its 95% interval over seeds."""
-    text = effects.assign(change=[Interval(r.effect, r.ci_low, r.ci_high, int(r.seeds)).text(1, True)
-                                  for r in effects.itertuples()])
+    text = effects.assign(
+        change=[Interval(r.effect, r.ci_low, r.ci_high, int(r.seeds)).text(1, True) for r in effects.itertuples()]
+    )
     table = text.pivot(index="panel", columns="metric", values="change")
-    return table.loc[effects["panel"].unique(), list(METRICS)].rename(index=labels).rename_axis(index="run",
-                                                                                                columns=None)
+    return (
+        table.loc[effects["panel"].unique(), list(METRICS)].rename(index=labels).rename_axis(index="run", columns=None)
+    )
 
 
 def ratio_table(ratios: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
     """``effective_ratios`` as text: per run its nominal ratio and, over its whole run and each half, the mean over
     seeds of the seed's median effective ratio ± the 95% half-width (three significant digits)."""
-    out = pd.DataFrame({"nominal QK/OV ratio": ratios["nominal ratio"].map("{:g}".format).to_numpy()},
-                       index=pd.Index([labels.get(k, k) for k in ratios["panel"]], name="run"))
+    out = pd.DataFrame(
+        {"nominal QK/OV ratio": ratios["nominal ratio"].map("{:g}".format).to_numpy()},
+        index=pd.Index([labels.get(k, k) for k in ratios["panel"]], name="run"),
+    )
     for part in ("whole run", "first half", "second half"):
         out[part] = [f"{m:.3g} ± {c:.2g}" for m, c in zip(ratios[f"effective, {part}"], ratios[f"± 95% CI, {part}"])]
     return out

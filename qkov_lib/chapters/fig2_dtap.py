@@ -1,5 +1,6 @@
 """Figure 2 (Section 4): DTAP heatmaps of the four parameterisations and of the faster-QK panels on the synthetic
 next-token task."""
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,18 @@ from ..core.validation import is_positive_int
 from ..data import authors
 from ..data.synthetic import check_seq_len
 from ..metrics import mean_std
-from ..metrics.verdicts import (PERCENT, Claim, Interval, above, at_least, beside_official, claim_table, every, rule,
-                                weakest)
+from ..metrics.verdicts import (
+    PERCENT,
+    Claim,
+    Interval,
+    above,
+    at_least,
+    beside_official,
+    claim_table,
+    every,
+    rule,
+    weakest,
+)
 from ..present.plots import dtap_grid
 from ..runs.synthetic_runs import Panel, PanelResult, SyntheticSetup, mean_pm_std, synthetic_data, train_runs
 
@@ -31,8 +42,16 @@ MULTIPLIERS = ("mult_e", "ramp_f", "mult_g", "ramp_h")
 # (e)-(h) from the row-2 notebook.
 OFFICIAL_INIT = {"a": ("W_K", "W_Q"), "d": ("W_QK", "W_OV"), "g": ("W_QK", "W_OV"), "h": ("W_QK", "W_OV")}
 # Each loop as (epochs, batches per epoch, whether it checks the stop rule after an epoch).
-OFFICIAL_LOOPS = {"a": (2500, 250, True), "b": (2500, 250, True), "c": (5000, 200, True), "d": (2500, 200, True),
-                  "e": (1000, 100, True), "f": (2000, 100, False), "g": (2000, 100, False), "h": (2000, 100, False)}
+OFFICIAL_LOOPS = {
+    "a": (2500, 250, True),
+    "b": (2500, 250, True),
+    "c": (5000, 200, True),
+    "d": (2500, 200, True),
+    "e": (1000, 100, True),
+    "f": (2000, 100, False),
+    "g": (2000, 100, False),
+    "h": (2000, 100, False),
+}
 OFFICIAL_STEPS = {k: epochs * batches for k, (epochs, batches, _) in OFFICIAL_LOOPS.items()}
 OFFICIAL_STOP = {k: batches if stops else None for k, (_, batches, stops) in OFFICIAL_LOOPS.items()}
 
@@ -58,17 +77,22 @@ class Setup(SyntheticSetup):
         if self.seq_len_gh is not None:
             check_seq_len("seq_len_gh", self.seq_len_gh)
         _check_panel_map("panel_steps", self.panel_steps, is_positive_int, "{'e': 100000}")
-        _check_panel_map("panel_stop", self.panel_stop,
-                         lambda v: v is None or (is_positive_int(v) and v % self.eval_every == 0),
-                         f"{{'a': 250, 'f': None}} (epochs that are multiples of eval_every = {self.eval_every})")
+        _check_panel_map(
+            "panel_stop",
+            self.panel_stop,
+            lambda v: v is None or (is_positive_int(v) and v % self.eval_every == 0),
+            f"{{'a': 250, 'f': None}} (epochs that are multiples of eval_every = {self.eval_every})",
+        )
         _check_panel_map("pytorch_init", self.pytorch_init, lambda v: True, "{'a': ['W_K', 'W_Q']}")
         for panel in runs(self):  # builds every panel, so checks its rates and cap
             cfg = self.model(panel)
             names = {"W_K", "W_Q"} if cfg.qk_factorised else {"W_QK"}
             names |= {"W_O", "W_V"} if cfg.ov_factorised else {"W_OV"}
             if not set(panel.pytorch_init) <= names:
-                raise ValueError(f"pytorch_init[{panel.key!r}] names {list(panel.pytorch_init)}, but panel "
-                                 f"{panel.key} ({panel.parameterisation}) has only {sorted(names)}")
+                raise ValueError(
+                    f"pytorch_init[{panel.key!r}] names {list(panel.pytorch_init)}, but panel "
+                    f"{panel.key} ({panel.parameterisation}) has only {sorted(names)}"
+                )
 
 
 def check_multipliers(values: Mapping[str, float]) -> None:
@@ -86,18 +110,38 @@ def _check_panel_map(name: str, value: Mapping[str, Any], valid: Callable[[Any],
 
 PROFILES = {
     "smoke": dict(seeds=(0, 1), n_train=640, n_test=640, lr=1.0, max_steps=300, eval_every=20, ramp_steps=200),
-    "official": dict(layout="official", distinct_weights="linear", vocab_size=50, seq_len=63, seq_len_gh=127,
-                     score_scale=50 ** -0.5, fresh_batches=True, class_draw="random", collapsed_init="factor",
-                     max_steps=1_000_000, mult_e=20.0, ramp_f=40.0,
-                     eval_every=50, pytorch_init=OFFICIAL_INIT, panel_steps=OFFICIAL_STEPS,
-                     panel_stop=OFFICIAL_STOP),
+    "official": dict(
+        layout="official",
+        distinct_weights="linear",
+        vocab_size=50,
+        seq_len=63,
+        seq_len_gh=127,
+        score_scale=50**-0.5,
+        fresh_batches=True,
+        class_draw="random",
+        collapsed_init="factor",
+        max_steps=1_000_000,
+        mult_e=20.0,
+        ramp_f=40.0,
+        eval_every=50,
+        pytorch_init=OFFICIAL_INIT,
+        panel_steps=OFFICIAL_STEPS,
+        panel_stop=OFFICIAL_STOP,
+    ),
 }
 
 
-def panels(setup: SyntheticSetup, mult_e: float, ramp_f: float, mult_g: float, ramp_h: float,
-           seq_len_gh: int | None = None, pytorch_init: Mapping[str, Sequence[str]] | None = None,
-           panel_steps: Mapping[str, int] | None = None, panel_stop: Mapping[str, int | None] | None = None
-           ) -> list[Panel]:
+def panels(
+    setup: SyntheticSetup,
+    mult_e: float,
+    ramp_f: float,
+    mult_g: float,
+    ramp_h: float,
+    seq_len_gh: int | None = None,
+    pytorch_init: Mapping[str, Sequence[str]] | None = None,
+    panel_steps: Mapping[str, int] | None = None,
+    panel_stop: Mapping[str, int | None] | None = None,
+) -> list[Panel]:
     """(a-d) the four parameterisations at equal rates; (e) FAFO QK x k; (f) FAFO ramp; (g) CACO x k; (h) ramp; each
     under ``setup``'s rate, ramp and step cap. ``seq_len_gh`` (None: the chapter's) gives panels g and h their own
     sequence length (the authors' notebook); the maps from a panel key give a panel the authors' own choices:
@@ -107,19 +151,42 @@ def panels(setup: SyntheticSetup, mult_e: float, ramp_f: float, mult_g: float, r
 
     def panel(key: str, parameterisation: str, *rates, **options) -> Panel:
         own = {"max_steps": min(steps[key], setup.max_steps), "own_cap": True} if key in steps else {}
-        return setup.panel(key, parameterisation, *rates, pytorch_init=tuple(init.get(key, ())),
-                           stop_epoch=stops.get(key), early_stop=not (key in stops and stops[key] is None),
-                           **own, **options)
+        return setup.panel(
+            key,
+            parameterisation,
+            *rates,
+            pytorch_init=tuple(init.get(key, ())),
+            stop_epoch=stops.get(key),
+            early_stop=not (key in stops and stops[key] is None),
+            **own,
+            **options,
+        )
 
-    return [panel("a", "FAFO"), panel("b", "FACO"), panel("c", "CAFO"), panel("d", "CACO"),
-            panel("e", "FAFO", mult_e), panel("f", "FAFO", ramp_f, "ramp"),
-            panel("g", "CACO", mult_g, seq_len=seq_len_gh), panel("h", "CACO", ramp_h, "ramp", seq_len=seq_len_gh)]
+    return [
+        panel("a", "FAFO"),
+        panel("b", "FACO"),
+        panel("c", "CAFO"),
+        panel("d", "CACO"),
+        panel("e", "FAFO", mult_e),
+        panel("f", "FAFO", ramp_f, "ramp"),
+        panel("g", "CACO", mult_g, seq_len=seq_len_gh),
+        panel("h", "CACO", ramp_h, "ramp", seq_len=seq_len_gh),
+    ]
 
 
 def runs(setup: Setup) -> list[Panel]:
     """Figure 2's eight panels under the chapter's setup."""
-    return panels(setup, setup.mult_e, setup.ramp_f, setup.mult_g, setup.ramp_h, setup.seq_len_gh,
-                  setup.pytorch_init, setup.panel_steps, setup.panel_stop)
+    return panels(
+        setup,
+        setup.mult_e,
+        setup.ramp_f,
+        setup.mult_g,
+        setup.ramp_h,
+        setup.seq_len_gh,
+        setup.pytorch_init,
+        setup.panel_steps,
+        setup.panel_stop,
+    )
 
 
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> list[PanelResult]:
@@ -153,29 +220,53 @@ def claims(summary: pd.DataFrame) -> pd.DataFrame:
     fafo = of("top_left", "a")
     moved = {f"({f}) vs ({b})": gain("ACMC", f, b) for f, b in FASTER}
     kept = {f"({f}) vs ({b})": gain("accuracy", f, b) for f, b in FASTER}
-    return claim_table([
-        Claim("collapsed_ov_top_right", "Collapsed-OV models (FACO, CACO) put their test sequences near the top-right "
-              "corner: high attention on the class's distinct tokens and a confident correct prediction.",
-              f"ACMC: {listed(collapsed)} %", every(at_least(i, TOP_RIGHT) for i in collapsed.values()),
-              rule("at least", "ACMC of (b) and of (d)", f"{TOP_RIGHT:g}%"),
-              *weakest(list(collapsed.values())).numbers,
-              authors="top-right cell: " + authors.summary(f"fig2.{k}.top_right_cell" for k in "bd")),
-        Claim("fafo_top_left", "FAFO puts substantial mass top-left: correct predictions with weak attention on the "
-              "informative tokens.", f"top-left cell: (a) {fafo.text()} % of test sequences",
-              at_least(fafo, SUBSTANTIAL), rule("at least", "the top-left share of (a)", f"{SUBSTANTIAL:g}%"),
-              *fafo.numbers, authors=authors.summary(["fig2.a.top_row_weak_attention"])),
-        Claim("faster_qk_top_right", "A faster query-key learning rate moves mass to the top-right for every "
-              "parameterisation.", f"ACMC gain: {listed(moved, True)} points",
-              every(above(i, 0.0) for i in moved.values()),
-              rule("above", "ACMC of each faster panel and its base panel", "0", paired=True),
-              *weakest(list(moved.values())).numbers,
-              authors="top-right cell: " + authors.summary(f"fig2.{k}.top_right_cell" for k in "aefdgh")),
-        Claim("prediction_kept", "Faster query-key learning does not hurt prediction.", f"accuracy change: {listed(kept, True)} points",
-              every(at_least(i, -ACC_SLACK) for i in kept.values()),
-              rule("at least", "test accuracy of each faster panel and its base panel", f"-{ACC_SLACK:g} point",
-                   paired=True), *weakest(list(kept.values())).numbers,
-              authors="accuracy: " + authors.summary(f"fig2.{k}.accuracy" for k in "abgh")),
-    ])
+    return claim_table(
+        [
+            Claim(
+                "collapsed_ov_top_right",
+                "Collapsed-OV models (FACO, CACO) put their test sequences near the top-right "
+                "corner: high attention on the class's distinct tokens and a confident correct prediction.",
+                f"ACMC: {listed(collapsed)} %",
+                every(at_least(i, TOP_RIGHT) for i in collapsed.values()),
+                rule("at least", "ACMC of (b) and of (d)", f"{TOP_RIGHT:g}%"),
+                *weakest(list(collapsed.values())).numbers,
+                authors="top-right cell: " + authors.summary(f"fig2.{k}.top_right_cell" for k in "bd"),
+            ),
+            Claim(
+                "fafo_top_left",
+                "FAFO puts substantial mass top-left: correct predictions with weak attention on the "
+                "informative tokens.",
+                f"top-left cell: (a) {fafo.text()} % of test sequences",
+                at_least(fafo, SUBSTANTIAL),
+                rule("at least", "the top-left share of (a)", f"{SUBSTANTIAL:g}%"),
+                *fafo.numbers,
+                authors=authors.summary(["fig2.a.top_row_weak_attention"]),
+            ),
+            Claim(
+                "faster_qk_top_right",
+                "A faster query-key learning rate moves mass to the top-right for every parameterisation.",
+                f"ACMC gain: {listed(moved, True)} points",
+                every(above(i, 0.0) for i in moved.values()),
+                rule("above", "ACMC of each faster panel and its base panel", "0", paired=True),
+                *weakest(list(moved.values())).numbers,
+                authors="top-right cell: " + authors.summary(f"fig2.{k}.top_right_cell" for k in "aefdgh"),
+            ),
+            Claim(
+                "prediction_kept",
+                "Faster query-key learning does not hurt prediction.",
+                f"accuracy change: {listed(kept, True)} points",
+                every(at_least(i, -ACC_SLACK) for i in kept.values()),
+                rule(
+                    "at least",
+                    "test accuracy of each faster panel and its base panel",
+                    f"-{ACC_SLACK:g} point",
+                    paired=True,
+                ),
+                *weakest(list(kept.values())).numbers,
+                authors="accuracy: " + authors.summary(f"fig2.{k}.accuracy" for k in "abgh"),
+            ),
+        ]
+    )
 
 
 def heatmaps(results: Sequence[PanelResult], bins: Sequence[float]) -> tuple[go.Figure, go.Figure]:
@@ -207,6 +298,7 @@ def compared(summary: pd.DataFrame, official: pd.DataFrame | None = None) -> pd.
     """The paper, the authors' notebooks as stored, this run and this book under ``official`` (its per-panel table;
     None: not run), side by side: the top-right cell and test accuracy per panel (a run: the mean and its 95%
     interval over seeds), and whether ``official`` gives the authors' number back (``verdicts.beside_official``)."""
+
     def intervals(table: pd.DataFrame) -> dict[str, Interval]:
         keys = [(f"fig2.{k}.top_right_cell", "top_right_cell", k) for k in PANEL_KEYS]
         keys += [(f"fig2.{k}.accuracy", "accuracy", k) for k in "abgh"]
@@ -214,5 +306,6 @@ def compared(summary: pd.DataFrame, official: pd.DataFrame | None = None) -> pd.
 
     ours = intervals(summary)
     table = authors.three_way({key: i.text() + " %" for key, i in ours.items()})
-    return beside_official(table, list(ours), None if official is None else intervals(official),
-                           lambda i: i.text() + " %")
+    return beside_official(
+        table, list(ours), None if official is None else intervals(official), lambda i: i.text() + " %"
+    )

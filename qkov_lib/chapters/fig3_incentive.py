@@ -1,5 +1,6 @@
 """Figure 3 (Section 5): attention held fixed at alpha on the distinct tokens, the OV circuit trained alone; the loss
 curves and the improvement incentive L(alpha) - L(alpha + delta)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -53,33 +54,48 @@ class Setup(SyntheticConfig):
         super().__post_init__()
         require_seeds(self.seeds)
         if not (self.alphas and all(0 <= a <= 1 for a in self.alphas) and len(set(self.alphas)) == len(self.alphas)):
-            raise ValueError(f"alphas must be a non-empty list of distinct numbers in [0, 1] (got {list(self.alphas)!r})")
+            raise ValueError(
+                f"alphas must be a non-empty list of distinct numbers in [0, 1] (got {list(self.alphas)!r})"
+            )
         if not 0 < self.delta <= 0.1:
             raise ValueError(f"delta must lie in (0, 0.1] (got {self.delta!r})")
         if self.others not in OTHERS:
             raise ValueError(f"others must be one of {', '.join(OTHERS)} (got {self.others!r})")
         if self.epochs < 1 or not 1 <= self.check_epoch <= self.epochs:
-            raise ValueError(f"epochs must be >= 1 and check_epoch in [1, epochs] (got {self.epochs}, "
-                             f"{self.check_epoch})")
+            raise ValueError(
+                f"epochs must be >= 1 and check_epoch in [1, epochs] (got {self.epochs}, {self.check_epoch})"
+            )
         if not 0 < self.fade_fraction < 1:
             raise ValueError(f"fade_fraction must lie in (0, 1) (got {self.fade_fraction!r})")
         if not self.n_classes <= self.batch_size <= self.n_train or self.n_test < 1:
-            raise ValueError(f"batch_size must lie in [n_classes, n_train] and n_test >= 1 (got batch_size "
-                             f"{self.batch_size}, n_train {self.n_train}, n_test {self.n_test})")
+            raise ValueError(
+                f"batch_size must lie in [n_classes, n_train] and n_test >= 1 (got batch_size "
+                f"{self.batch_size}, n_train {self.n_train}, n_test {self.n_test})"
+            )
         check_init(self.init, self.init_scale)
         check_rate("lr", self.lr)
 
     def models(self) -> list[OVModel]:
         """Factorised W_O W_V and collapsed W_OV as in the paper, and collapsed with an output bias (the authors')."""
-        return [OVModel(factorised=True, init=self.init, init_scale=self.init_scale),
-                OVModel(factorised=False, init=self.init, init_scale=self.init_scale),
-                OVModel(factorised=False, bias=True, init=self.init, init_scale=self.init_scale)]
+        return [
+            OVModel(factorised=True, init=self.init, init_scale=self.init_scale),
+            OVModel(factorised=False, init=self.init, init_scale=self.init_scale),
+            OVModel(factorised=False, bias=True, init=self.init, init_scale=self.init_scale),
+        ]
 
 
 PROFILES = {
     "smoke": dict(seeds=(0,), alphas=(0.2, 0.6, 1.0), n_train=1280, n_test=640, epochs=3, check_epoch=2),
-    "official": dict(layout="official", distinct_weights="linear", vocab_size=50, others="all", seeds=(0,),
-                     alphas=(0.2, 0.4, 0.6, 0.8, 1.0), init="pytorch", init_scale=1.0),
+    "official": dict(
+        layout="official",
+        distinct_weights="linear",
+        vocab_size=50,
+        others="all",
+        seeds=(0,),
+        alphas=(0.2, 0.4, 0.6, 0.8, 1.0),
+        init="pytorch",
+        init_scale=1.0,
+    ),
 }
 
 
@@ -89,15 +105,28 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
     seeds, cfg, device = list(setup.seeds), setup.data, device or pick_device()
     train_set, test_set = synthetic_data(cfg, seeds, setup.n_train, setup.n_test)
     train_x, test_x = (bag_features(s, cfg.vocab, setup.others).to(device) for s in (train_set, test_set))
-    return run_models(setup.models(), list(setup.alphas), seeds, train_x, train_set.labels.to(device), test_x,
-                      test_set.labels.to(device), setup.lr, setup.batch_size, setup.epochs, setup.delta, progress)
+    return run_models(
+        setup.models(),
+        list(setup.alphas),
+        seeds,
+        train_x,
+        train_set.labels.to(device),
+        test_x,
+        test_set.labels.to(device),
+        setup.lr,
+        setup.batch_size,
+        setup.epochs,
+        setup.delta,
+        progress,
+    )
 
 
 def claims(curves: pd.DataFrame, check_epoch: int) -> pd.DataFrame:
     """Section 5 / Figure 3, from the per-epoch curves of the factorised and collapsed OV models (without bias, as in
     the paper): each claim read through the 95% interval over seeds of a per-seed quantity."""
-    per = curves.pivot_table(index=["seed", "epoch"], columns=["model", "alpha"],
-                             values=["train_loss", "incentive_per_delta"])
+    per = curves.pivot_table(
+        index=["seed", "epoch"], columns=["model", "alpha"], values=["train_loss", "incentive_per_delta"]
+    )
     alphas = sorted(curves["alpha"].unique())
     last = int(curves["epoch"].max())
 
@@ -114,47 +143,82 @@ def claims(curves: pd.DataFrame, check_epoch: int) -> pd.DataFrame:
     positive = Interval.of(early.min())
     inc_2 = at("incentive_per_delta", "factorised", a2, check_epoch)
     later = [a for a in alphas if 0.4 <= a < 1]
-    excess = Interval.of(pd.concat([at("incentive_per_delta", "factorised", a, check_epoch) for a in later], axis=1)
-                         .max(axis=1) - FADED * inc_2)
+    excess = Interval.of(
+        pd.concat([at("incentive_per_delta", "factorised", a, check_epoch) for a in later], axis=1).max(axis=1)
+        - FADED * inc_2
+    )
     mid = [a for a in alphas if 0.2 <= a <= 0.8]
-    slower = {a: Interval.of(at("train_loss", "collapsed", a, check_epoch) - at("train_loss", "factorised", a,
-                                                                               check_epoch)) for a in mid}
+    slower = {
+        a: Interval.of(at("train_loss", "collapsed", a, check_epoch) - at("train_loss", "factorised", a, check_epoch))
+        for a in mid
+    }
 
     def high(model: str) -> pd.Series:
         """Per seed, how many alphas keep an incentive per unit alpha of at least HIGH_INCENTIVE at the end."""
         return sum((at("incentive_per_delta", model, a, last) >= HIGH_INCENTIVE).astype(int) for a in alphas[:-1])
 
     wider = Interval.of(high("collapsed") - high("factorised"))
-    return claim_table([
-        Claim("factorised_loss_near_zero", f"With a factorised OV circuit the loss is near zero already at "
-              f"attention {a2:g} on the distinct tokens.", f"final training loss {final.text(4)} (epoch {last})",
-              at_most(final, NEAR_ZERO), rule("at most", "the final training loss", f"{NEAR_ZERO:g}"),
-              *final.numbers, authors=authors.stored(f"fig3.factorised.{a2:g}") if a2 == 0.2 else ""),
-        Claim("factorised_incentive_positive", f"With a factorised OV circuit the incentive to sharpen attention at "
-              f"{a2:g} stays positive for about {check_epoch} epochs.",
-              f"smallest incentive per unit attention over epochs 1-{check_epoch}: {positive.text(3)}",
-              above(positive, 0.0), rule("above", f"each seed's smallest incentive over epochs 1-{check_epoch}", "0"),
-              *positive.numbers),
-        Claim("factorised_incentive_fades", "With a factorised OV circuit the incentive fades once attention reaches "
-              "0.4.", f"largest incentive at attention 0.4-0.9 minus {FADED:g} x the incentive at {a2:g}, epoch "
-              f"{check_epoch}: {excess.text(3, True)}", at_most(excess, 0.0),
-              rule("at most", f"the largest incentive at attention >= 0.4 less {FADED:g} times that at {a2:g}", "0"),
-              *excess.numbers),
-        Claim("collapsed_loss_slower", "With a collapsed OV circuit the loss falls more slowly for attention "
-              "between 0.2 and 0.8.", f"training loss, collapsed minus factorised, epoch {check_epoch}: "
-              + ", ".join(f"{a:g}: {i.text(3, True)}" for a, i in slower.items()),
-              every(above(i, 0.0) for i in slower.values()),
-              rule("above", "training loss (collapsed against factorised) at each attention", "0", paired=True),
-              *weakest(list(slower.values())).numbers,
-              authors="final loss, collapsed with bias against factorised: " + "; ".join(
-                  f"{a:g}: {authors.stored(f'fig3.collapsed_bias.{a:g}').split(' ')[0]} against "
-                  f"{authors.stored(f'fig3.factorised.{a:g}').split(' ')[0]}" for a in (0.2, 0.4, 0.6, 0.8))),
-        Claim("collapsed_incentive_high", "With a collapsed OV circuit the incentive stays high over a wider range of "
-              "attention.", f"attention values with an incentive of at least {HIGH_INCENTIVE:g} at epoch {last}, "
-              f"collapsed minus factorised: {wider.text(1, True)}", above(wider, 0.0),
-              rule("above", "how many attention values keep a high incentive (collapsed against factorised)", "0",
-                   paired=True), *wider.numbers),
-    ])
+    return claim_table(
+        [
+            Claim(
+                "factorised_loss_near_zero",
+                f"With a factorised OV circuit the loss is near zero already at "
+                f"attention {a2:g} on the distinct tokens.",
+                f"final training loss {final.text(4)} (epoch {last})",
+                at_most(final, NEAR_ZERO),
+                rule("at most", "the final training loss", f"{NEAR_ZERO:g}"),
+                *final.numbers,
+                authors=authors.stored(f"fig3.factorised.{a2:g}") if a2 == 0.2 else "",
+            ),
+            Claim(
+                "factorised_incentive_positive",
+                f"With a factorised OV circuit the incentive to sharpen attention at "
+                f"{a2:g} stays positive for about {check_epoch} epochs.",
+                f"smallest incentive per unit attention over epochs 1-{check_epoch}: {positive.text(3)}",
+                above(positive, 0.0),
+                rule("above", f"each seed's smallest incentive over epochs 1-{check_epoch}", "0"),
+                *positive.numbers,
+            ),
+            Claim(
+                "factorised_incentive_fades",
+                "With a factorised OV circuit the incentive fades once attention reaches 0.4.",
+                f"largest incentive at attention 0.4-0.9 minus {FADED:g} x the incentive at {a2:g}, epoch "
+                f"{check_epoch}: {excess.text(3, True)}",
+                at_most(excess, 0.0),
+                rule("at most", f"the largest incentive at attention >= 0.4 less {FADED:g} times that at {a2:g}", "0"),
+                *excess.numbers,
+            ),
+            Claim(
+                "collapsed_loss_slower",
+                "With a collapsed OV circuit the loss falls more slowly for attention between 0.2 and 0.8.",
+                f"training loss, collapsed minus factorised, epoch {check_epoch}: "
+                + ", ".join(f"{a:g}: {i.text(3, True)}" for a, i in slower.items()),
+                every(above(i, 0.0) for i in slower.values()),
+                rule("above", "training loss (collapsed against factorised) at each attention", "0", paired=True),
+                *weakest(list(slower.values())).numbers,
+                authors="final loss, collapsed with bias against factorised: "
+                + "; ".join(
+                    f"{a:g}: {authors.stored(f'fig3.collapsed_bias.{a:g}').split(' ')[0]} against "
+                    f"{authors.stored(f'fig3.factorised.{a:g}').split(' ')[0]}"
+                    for a in (0.2, 0.4, 0.6, 0.8)
+                ),
+            ),
+            Claim(
+                "collapsed_incentive_high",
+                "With a collapsed OV circuit the incentive stays high over a wider range of attention.",
+                f"attention values with an incentive of at least {HIGH_INCENTIVE:g} at epoch {last}, "
+                f"collapsed minus factorised: {wider.text(1, True)}",
+                above(wider, 0.0),
+                rule(
+                    "above",
+                    "how many attention values keep a high incentive (collapsed against factorised)",
+                    "0",
+                    paired=True,
+                ),
+                *wider.numbers,
+            ),
+        ]
+    )
 
 
 def final_losses(curves: pd.DataFrame, models: Sequence[str]) -> pd.DataFrame:
@@ -177,10 +241,14 @@ def bias_effect(curves: pd.DataFrame) -> pd.DataFrame:
     and incentive per unit alpha without and with it."""
     last = curves[curves["epoch"] == curves["epoch"].max()]
     means = last.groupby(["alpha", "model"])[["train_loss", "incentive_per_delta"]].mean().unstack("model")
-    return pd.DataFrame({
-        "loss, no bias": means[("train_loss", "collapsed")], "loss, bias": means[("train_loss", "collapsed + bias")],
-        "incentive/δ, no bias": means[("incentive_per_delta", "collapsed")],
-        "incentive/δ, bias": means[("incentive_per_delta", "collapsed + bias")]})
+    return pd.DataFrame(
+        {
+            "loss, no bias": means[("train_loss", "collapsed")],
+            "loss, bias": means[("train_loss", "collapsed + bias")],
+            "incentive/δ, no bias": means[("incentive_per_delta", "collapsed")],
+            "incentive/δ, bias": means[("incentive_per_delta", "collapsed + bias")],
+        }
+    )
 
 
 def stored_losses(curves: pd.DataFrame) -> dict[str, Interval]:
@@ -203,22 +271,35 @@ def compared(curves: pd.DataFrame, official: pd.DataFrame | None = None) -> pd.D
     authors' number back: one run against one seed, within ``verdicts.SINGLE_RUN_TOLERANCE``."""
     ours = stored_losses(curves)
     table = authors.three_way({key: i.text(6) for key, i in ours.items()})  # the stored ones reach 1e-4
-    return beside_official(table, list(ours), None if official is None else stored_losses(official),
-                           lambda i: i.text(6), single_runs=True)
+    return beside_official(
+        table, list(ours), None if official is None else stored_losses(official), lambda i: i.text(6), single_runs=True
+    )
 
 
 ROWS = {"train_loss": "training loss", "incentive_per_delta": "incentive / δ", "incentive": "incentive"}
-PAPER_PANELS = {("train_loss", "factorised"): "(a) ", ("train_loss", "collapsed"): "(b) ",
-                ("incentive_per_delta", "factorised"): "(c) ", ("incentive_per_delta", "collapsed"): "(d) "}
+PAPER_PANELS = {
+    ("train_loss", "factorised"): "(a) ",
+    ("train_loss", "collapsed"): "(b) ",
+    ("incentive_per_delta", "factorised"): "(c) ",
+    ("incentive_per_delta", "collapsed"): "(d) ",
+}
 
 
-def figure(curves: pd.DataFrame, models: Sequence[str],
-           rows: Sequence[str] = ("train_loss", "incentive_per_delta")) -> go.Figure:
+def figure(
+    curves: pd.DataFrame, models: Sequence[str], rows: Sequence[str] = ("train_loss", "incentive_per_delta")
+) -> go.Figure:
     """Figure 3: one column per OV model (two at most, to read on a phone) and one row per quantity (training loss,
     incentive per unit alpha, raw incentive) against epochs, a curve per fixed alpha, mean ± std over seeds."""
     titles = [f"{PAPER_PANELS.get((y, m), '')}{m}:<br>{ROWS[y]}" for y in rows for m in models]
-    fig = make_subplots(rows=len(rows), cols=len(models), subplot_titles=titles, horizontal_spacing=0.12,
-                        vertical_spacing=0.3 / len(rows), x_title="epoch", shared_xaxes=True)
+    fig = make_subplots(
+        rows=len(rows),
+        cols=len(models),
+        subplot_titles=titles,
+        horizontal_spacing=0.12,
+        vertical_spacing=0.3 / len(rows),
+        x_title="epoch",
+        shared_xaxes=True,
+    )
     colors = qualitative.Plotly + qualitative.D3
     for col, model in enumerate(models, start=1):
         sub = curves[curves["model"] == model]
@@ -228,8 +309,17 @@ def figure(curves: pd.DataFrame, models: Sequence[str],
             for row, y in enumerate(rows, start=1):
                 if g[y].isna().all():  # no incentive at alpha = 1: alpha + delta would leave [0, 1]
                     continue
-                band(fig, stats.index, stats[(y, "mean")], stats[(y, "std")], color, f"α = {a:g}", row, col,
-                     show=col == 1 and row == 1)
+                band(
+                    fig,
+                    stats.index,
+                    stats[(y, "mean")],
+                    stats[(y, "std")],
+                    color,
+                    f"α = {a:g}",
+                    row,
+                    col,
+                    show=col == 1 and row == 1,
+                )
     for row, y in enumerate(rows, start=1):
         log_axes(fig, y=y == "train_loss", row=row)
     clear_axis_titles(fig, "epoch", None)

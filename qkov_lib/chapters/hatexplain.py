@@ -1,5 +1,6 @@
 """Table 1 and Figure 7 (Section 7): HateXplain, a one-layer transformer classifying posts, baseline against faster QK,
 the annotators' rationales as the relevant tokens."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,23 +32,37 @@ class Setup(RealSetup):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.rationale_rule not in hatexplain.RATIONALE_RULES:
-            raise ValueError(f"rationale_rule must be one of {hatexplain.RATIONALE_RULES} "
-                             f"(got {self.rationale_rule!r})")
+            raise ValueError(
+                f"rationale_rule must be one of {hatexplain.RATIONALE_RULES} (got {self.rationale_rule!r})"
+            )
 
 
-PROFILES = {"default": dict(max_len=64, lr=1e-3, epochs=3), "smoke": dict(SMOKE, max_len=32, lr=1e-3),
-            # the authors' 1-layer notebooks, cell 61 (HateXplain_Same_LR_Final_Config.ipynb, In [46], and
-            # HateXplain_Faster_QK_LR_Final_Config.ipynb, In [46]): AdamW 5e-5 (the default) with the transformers
-            # cosine schedule after a 10% warm-up, gradient clipping at 1.0, 30 epochs of batch 32 (the defaults),
-            # seeds 1234-1238; their model (cells 15-18, In [12]-[14]): biases on Q, K, V, O and the MLP, GELU
-            # (gelu_new) in the MLP. The faster run: W_Q, W_K and the token embedding at 30x (b_Q, b_K and the
-            # positions at 1x), weight decay 1e-3 (the baseline's 1e-4), the MLP left out of the optimiser. Their
-            # rationale metric (cells 27, In [20], and 55, In [44]): relevance the mean of the three annotators'
-            # masks (a mask of zeros for an annotator who marked nothing), measured on every test post (cells 69,
-            # In [50], and 67, In [55]: a post without rationales at mass 0)
-            "official": dict(seeds=(1234, 1235, 1236, 1237, 1238), lr_schedule="cosine", warmup=0.1, clip_norm=1.0,
-                             activation="gelu_tanh", biases=True, qk_params="wq_wk_embed", faster_weight_decay=1e-3,
-                             faster_frozen="mlp", rationale_rule="mean", unannotated="zero")}
+PROFILES = {
+    "default": dict(max_len=64, lr=1e-3, epochs=3),
+    "smoke": dict(SMOKE, max_len=32, lr=1e-3),
+    # the authors' 1-layer notebooks, cell 61 (HateXplain_Same_LR_Final_Config.ipynb, In [46], and
+    # HateXplain_Faster_QK_LR_Final_Config.ipynb, In [46]): AdamW 5e-5 (the default) with the transformers
+    # cosine schedule after a 10% warm-up, gradient clipping at 1.0, 30 epochs of batch 32 (the defaults),
+    # seeds 1234-1238; their model (cells 15-18, In [12]-[14]): biases on Q, K, V, O and the MLP, GELU
+    # (gelu_new) in the MLP. The faster run: W_Q, W_K and the token embedding at 30x (b_Q, b_K and the
+    # positions at 1x), weight decay 1e-3 (the baseline's 1e-4), the MLP left out of the optimiser. Their
+    # rationale metric (cells 27, In [20], and 55, In [44]): relevance the mean of the three annotators'
+    # masks (a mask of zeros for an annotator who marked nothing), measured on every test post (cells 69,
+    # In [50], and 67, In [55]: a post without rationales at mass 0)
+    "official": dict(
+        seeds=(1234, 1235, 1236, 1237, 1238),
+        lr_schedule="cosine",
+        warmup=0.1,
+        clip_norm=1.0,
+        activation="gelu_tanh",
+        biases=True,
+        qk_params="wq_wk_embed",
+        faster_weight_decay=1e-3,
+        faster_frozen="mlp",
+        rationale_rule="mean",
+        unannotated="zero",
+    ),
+}
 
 
 def relevance_words(setup: Setup) -> str:

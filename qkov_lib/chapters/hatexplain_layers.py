@@ -1,4 +1,5 @@
 """Table 5 (Appendix D.5): the HateXplain comparison of Table 1 with two and four layers."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -9,7 +10,8 @@ import torch
 from ..core.device import pick_device
 from ..core.validation import is_positive_int
 from ..present.tables import listed
-from ..runs.real_data import Majority, RealRun, claims as table1_claims, run_all, table1
+from ..runs.real_data import Majority, RealRun, run_all, table1
+from ..runs.real_data import claims as table1_claims
 from . import hatexplain
 
 DATASETS = hatexplain.DATASETS
@@ -38,13 +40,14 @@ class Setup(hatexplain.Setup):
         return hatexplain.Setup(**shared | {"n_layers": n})
 
 
-PROFILES = {"default": dict(max_len=64, lr=1e-3, epochs=1),
-            "smoke": dict(hatexplain.PROFILES["smoke"], layer_counts=(2,)),
-            # the 1-layer chapter's `official` training (the 2-layer training cells are not published); the stored
-            # 2-layer models' sizes (HateXplain_heatmaps_2_layers.ipynb, cell 41, In [64]: d_model 32, d_head 8,
-            # MLP 128); only the depth the authors stored numbers for
-            "official": dict(hatexplain.PROFILES["official"], layer_counts=(STORED_DEPTH,), d_model=32, d_head=8,
-                             d_mlp=128)}
+PROFILES = {
+    "default": dict(max_len=64, lr=1e-3, epochs=1),
+    "smoke": dict(hatexplain.PROFILES["smoke"], layer_counts=(2,)),
+    # the 1-layer chapter's `official` training (the 2-layer training cells are not published); the stored
+    # 2-layer models' sizes (HateXplain_heatmaps_2_layers.ipynb, cell 41, In [64]: d_model 32, d_head 8,
+    # MLP 128); only the depth the authors stored numbers for
+    "official": dict(hatexplain.PROFILES["official"], layer_counts=(STORED_DEPTH,), d_model=32, d_head=8, d_mlp=128),
+}
 
 
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> dict[int, RealRun]:
@@ -97,8 +100,10 @@ def dtap_figures(depths: list[int], measured: str = "the test posts that have ra
     ``hatexplain_layers-seeds`` and QK multiplier ``hatexplain_layers-mult``); ``measured``: the posts the maps
     count (``hatexplain.measured_posts``)."""
     refs = [f"{{numref}}`fig-{figure_name(n)}`" for n in depths]
-    text = [f"{listed(refs)} show{'s' if len(refs) == 1 else ''} this run's Distinct Token Attention-Prediction maps "
-            "({term}`DTAP`), one figure per depth, with the rationale words as the relevant tokens.\n"]
+    text = [
+        f"{listed(refs)} show{'s' if len(refs) == 1 else ''} this run's Distinct Token Attention-Prediction maps "
+        "({term}`DTAP`), one figure per depth, with the rationale words as the relevant tokens.\n"
+    ]
     for n in depths:
         text.append(
             f"```{{glue:figure}} {figure_name(n)}\n:name: fig-{figure_name(n)}\n\n"
@@ -109,5 +114,6 @@ def dtap_figures(depths: list[int], measured: str = "the test posts that have ra
             f"points (right). Across: the attention rollout from the read-out position through the {in_words(n)} "
             "onto the rationale words; up: the probability the model gives the true class. Sharper attention moves "
             "posts to the right, confident correct answers to the top; the paper's claim is that the faster-QK row "
-            "has more of its posts in the right-hand columns than the baseline.\n```\n")
+            "has more of its posts in the right-hand columns than the baseline.\n```\n"
+        )
     return "\n".join(text)

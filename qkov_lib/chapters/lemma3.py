@@ -1,9 +1,9 @@
 """Lemma 3 (Appendix C), checked: the proof's steps in sympy and the four bounds along very long trajectories."""
+
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -42,42 +42,65 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
     The ODEs are solved on the CPU at once: ``device`` and ``progress`` are unused here."""
     trajs = integrate_many(setup.settings(), target_loss=setup.target_loss, t_max=setup.t_max, n_out=2000)
     if not all(tr.reached for tr in trajs):
-        raise RuntimeError(f"a trajectory stopped at t_max = {setup.t_max:g} before the loss reached "
-                           f"{setup.target_loss:g}; raise t_max")
+        raise RuntimeError(
+            f"a trajectory stopped at t_max = {setup.t_max:g} before the loss reached "
+            f"{setup.target_loss:g}; raise t_max"
+        )
     return trajs
 
 
-CLAIM_COLUMNS = (("claim", "claim"), ("this run", "this run (the ODEs' solution: no seeds)"),
-                 ("rule", "how the verdict is read"))
+CLAIM_COLUMNS = (
+    ("claim", "claim"),
+    ("this run", "this run (the ODEs' solution: no seeds)"),
+    ("rule", "how the verdict is read"),
+)
 
 
 def claims(symbolic: pd.DataFrame, tightness: pd.DataFrame) -> pd.DataFrame:
     """Section 6.1 / Lemma 3: the proof's steps (sympy) and the four bounds along long trajectories (deterministic:
     each holds or fails, to the solver's tolerance)."""
     t, slack = tightness, SOLVER_SLACK
-    within = f"holds if every ratio value/lower bound is at least 1 − {scientific(slack, 0)} and every value/upper " \
-             f"bound at most 1 + {scientific(slack, 0)} (the solver's tolerance)"
-    return claim_table([
-        Claim("proof_steps", "The proof's steps (the ratio (29), the sandwich, the comparison solutions, the "
-              "integrations) hold.", f"{int(symbolic['holds'].sum())} of {len(symbolic)} identities proved by sympy",
-              check(bool(symbolic["holds"].all())), "holds if sympy proves every identity", kind=CHECK),
-        Claim("mu_ov_bounds", "The scale of the output-value circuit stays between the two logarithmic bounds of "
-              "Lemma 3.",
-              f"smallest value/lower bound {t['min mu_OV / lower'].min():.6f}, largest value/upper bound "
-              f"{t['max mu_OV / upper'].max():.4f}",
-              check(bool(t["min mu_OV / lower"].min() >= 1 - slack and t["max mu_OV / upper"].max() <= 1 + slack)),
-              within),
-        Claim("mu_qk_bounds", "The scale of the query-key circuit stays between the two log-squared bounds (the "
-              "lower one while attention is at most 1 − δ).",
-              f"smallest value/lower bound {t['min mu_QK / lower'].min():.6f}, "
-              f"largest value/upper bound {t['max mu_QK / upper'].max():.4f}",
-              check(bool(t["min mu_QK / lower"].min() >= 1 - slack and t["max mu_QK / upper"].max() <= 1 + slack)),
-              within),
-    ])
+    within = (
+        f"holds if every ratio value/lower bound is at least 1 − {scientific(slack, 0)} and every value/upper "
+        f"bound at most 1 + {scientific(slack, 0)} (the solver's tolerance)"
+    )
+    return claim_table(
+        [
+            Claim(
+                "proof_steps",
+                "The proof's steps (the ratio (29), the sandwich, the comparison solutions, the integrations) hold.",
+                f"{int(symbolic['holds'].sum())} of {len(symbolic)} identities proved by sympy",
+                check(bool(symbolic["holds"].all())),
+                "holds if sympy proves every identity",
+                kind=CHECK,
+            ),
+            Claim(
+                "mu_ov_bounds",
+                "The scale of the output-value circuit stays between the two logarithmic bounds of Lemma 3.",
+                f"smallest value/lower bound {t['min mu_OV / lower'].min():.6f}, largest value/upper bound "
+                f"{t['max mu_OV / upper'].max():.4f}",
+                check(bool(t["min mu_OV / lower"].min() >= 1 - slack and t["max mu_OV / upper"].max() <= 1 + slack)),
+                within,
+            ),
+            Claim(
+                "mu_qk_bounds",
+                "The scale of the query-key circuit stays between the two log-squared bounds (the "
+                "lower one while attention is at most 1 − δ).",
+                f"smallest value/lower bound {t['min mu_QK / lower'].min():.6f}, "
+                f"largest value/upper bound {t['max mu_QK / upper'].max():.4f}",
+                check(bool(t["min mu_QK / lower"].min() >= 1 - slack and t["max mu_QK / upper"].max() <= 1 + slack)),
+                within,
+            ),
+        ]
+    )
 
 
-BOUND_PANELS = [("ov_low", "μ<sub>OV</sub> /<br>lower bound"), ("ov_up", "μ<sub>OV</sub> /<br>upper bound"),
-                ("qk_low", "μ<sub>QK</sub> /<br>lower bound"), ("qk_up", "μ<sub>QK</sub> /<br>upper bound")]
+BOUND_PANELS = [
+    ("ov_low", "μ<sub>OV</sub> /<br>lower bound"),
+    ("ov_up", "μ<sub>OV</sub> /<br>upper bound"),
+    ("qk_low", "μ<sub>QK</sub> /<br>lower bound"),
+    ("qk_up", "μ<sub>QK</sub> /<br>upper bound"),
+]
 # (two lines each: two titles side by side fit a phone's width)
 REGIME_PANELS = [("log2_share", "μ<sub>QK</sub> / its log² value"), ("alpha", "attention α")]
 
@@ -94,9 +117,18 @@ def bounds_figure(ratios: pd.DataFrame) -> go.Figure:
     log_y = [bool(np.log10(ratios[c].max() / ratios[c].min()) > 1) for c, _ in BOUND_PANELS]
     fig = line_panels(ratios, "t", BOUND_PANELS, "ratio", "time t", log_y=log_y, cols=2)
     for j in range(len(BOUND_PANELS)):
-        fig.add_trace(go.Scatter(x=[ratios["t"].min(), ratios["t"].max()], y=[1, 1], mode="lines", showlegend=False,
-                                 line=dict(color="#6e7781", dash="dot", width=1.5), hoverinfo="skip"),
-                      row=j // 2 + 1, col=j % 2 + 1)
+        fig.add_trace(
+            go.Scatter(
+                x=[ratios["t"].min(), ratios["t"].max()],
+                y=[1, 1],
+                mode="lines",
+                showlegend=False,
+                line=dict(color="#6e7781", dash="dot", width=1.5),
+                hoverinfo="skip",
+            ),
+            row=j // 2 + 1,
+            col=j % 2 + 1,
+        )
     style_legend(fig, "bound", "dot", "the bound itself (value/bound = 1)")
     _time_ticks(fig, ratios["t"])
     return fig
@@ -139,5 +171,8 @@ def regime_shown(regime: pd.DataFrame) -> pd.DataFrame:
     table = table.set_index(["ratio", "level"])
     for column in ("t", "loss"):
         table[column] = table[column].map(scientific)
-    return readable(table, {"alpha": 3}, labels={"ratio": "$r$", "level": "share of the log² value", "loss": "loss",
-                                                 "alpha": r"attention $\alpha$"})
+    return readable(
+        table,
+        {"alpha": 3},
+        labels={"ratio": "$r$", "level": "share of the log² value", "loss": "loss", "alpha": r"attention $\alpha$"},
+    )

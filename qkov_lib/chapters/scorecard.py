@@ -2,6 +2,7 @@
 the reviewers' tests and untested corollaries, this companion's own checks of derivations), each claim's verdict as
 a word with its rule, the authors' stored number beside it, and, for Figure 2's claims, how they fare across the
 atlas's settings."""
+
 from __future__ import annotations
 
 import html
@@ -18,8 +19,11 @@ from ..metrics.verdicts import CHECK, COLUMNS, PAPER, REVIEW, WORDS, note, verdi
 from . import atlas
 
 CLAIMS_SECTION = "the-claims-checked"  # the anchor of each chapter's "The claims, checked" section
-PARTS = ((PAPER, "The paper's claims"), (REVIEW, "The reviewers' tests and the paper's untested corollaries"),
-         (CHECK, "This companion's own checks of the derivations"))
+PARTS = (
+    (PAPER, "The paper's claims"),
+    (REVIEW, "The reviewers' tests and the paper's untested corollaries"),
+    (CHECK, "This companion's own checks of the derivations"),
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,8 +69,9 @@ def gather(folder: Path) -> tuple[pd.DataFrame, dict[str, str]]:
             parts.append(tables["claims"].assign(page=name, chapter=title(name)))
     table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["page", "chapter", *COLUMNS])
     share = atlas_share(folder)
-    table["across the atlas"] = [share.get(i, "") if page == "fig2_dtap" else ""
-                                 for i, page in zip(table["id"], table["page"])]
+    table["across the atlas"] = [
+        share.get(i, "") if page == "fig2_dtap" else "" for i, page in zip(table["id"], table["page"])
+    ]
     return table[["page", "chapter", *COLUMNS, "across the atlas"]], notes
 
 
@@ -98,8 +103,12 @@ def section(table: pd.DataFrame, kind: str) -> str:
         link = f'<a href="{r["page"]}.html#{CLAIMS_SECTION}">{html.escape(r["chapter"])}</a>'
         atlas_line = f"; across the atlas: {html.escape(r['across the atlas'])}" if r["across the atlas"] else ""
         theirs = str(r["authors"] or "") if pd.notna(r["authors"]) else ""
-        return (html.escape(r["claim"]) + note(f"decided in {link}{atlas_line}"),
-                html.escape(r["this run"]) + (note(f"the authors' notebooks: {html.escape(theirs)}") if theirs else ""))
+        return (
+            html.escape(r["claim"]) + note(f"decided in {link}{atlas_line}"),
+            html.escape(r["this run"]) + (note(f"the authors' notebooks: {html.escape(theirs)}") if theirs else ""),
+        )
 
-    return verdict_table(((r["verdict"], cells(r)) for _, r in part.iterrows()),
-                         ("verdict", "claim", "this run (95% interval over seeds)"))
+    return verdict_table(
+        ((r["verdict"], cells(r)) for _, r in part.iterrows()),
+        ("verdict", "claim", "this run (95% interval over seeds)"),
+    )

@@ -1,5 +1,6 @@
 """Table 1 and Figure 5 (Section 7): SQuAD, a six-layer decoder trained from scratch to generate the answer to a
 question about a paragraph window, baseline against faster QK, the gold answer span as the relevant tokens."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -59,10 +60,25 @@ PROFILES = {
     # OneCycleLR with 1000 warm-up steps of about 1875 x 100 (60,000 questions in batches of 32, 100 epochs; the
     # same share of the steps here), seeds 1234-1238; the model: d_model 300, 6 heads, d_ff 1200, GELU, every linear
     # layer with a bias. Scaled down to fit a CPU (OFFICIAL_SCALE)
-    "official": dict(seeds=(1234, 1235, 1236, 1237, 1238), weight_decay=0.05, embed_mult=0.1, embed_decay=0.0,
-                     qk_params="wq_wk_bq_bk", accumulate=2, clip_norm=0.5, label_smoothing=0.1,
-                     lr_schedule="onecycle", warmup=1000 / (1875 * 100), d_model=300, n_heads=6, d_head=50,
-                     d_mlp=1200, activation="gelu", biases=True, **OFFICIAL_SCALE),
+    "official": dict(
+        seeds=(1234, 1235, 1236, 1237, 1238),
+        weight_decay=0.05,
+        embed_mult=0.1,
+        embed_decay=0.0,
+        qk_params="wq_wk_bq_bk",
+        accumulate=2,
+        clip_norm=0.5,
+        label_smoothing=0.1,
+        lr_schedule="onecycle",
+        warmup=1000 / (1875 * 100),
+        d_model=300,
+        n_heads=6,
+        d_head=50,
+        d_mlp=1200,
+        activation="gelu",
+        biases=True,
+        **OFFICIAL_SCALE,
+    ),
 }
 
 

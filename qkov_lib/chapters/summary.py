@@ -1,6 +1,7 @@
 """The reproducibility summary, the book's first page: the paper's headline claims, what the authors' notebooks stored
 for them, what this build measured, each verdict with the reason, what this companion adds, and how the build ran.
 Everything on it is read from the build's results."""
+
 from __future__ import annotations
 
 import html
@@ -16,9 +17,25 @@ import torch
 from ..core.contents import chapter_names, title
 from ..core.results import UNAVAILABLE, ResultsError, load, read_meta, results_root
 from ..data import authors
-from ..metrics.verdicts import (DIFFERS, NOT_EVIDENCE, OFFICIAL_COLUMN, PAPER, REPRODUCES, UNDECIDED, VERDICT_COLUMN,
-                                Interval, beside_official, counts, every, note, profile_tables, reason, verdict_table)
-from ..runs.real_data import OFFICIAL, compared as real_compared, official_run
+from ..metrics.verdicts import (
+    DIFFERS,
+    NOT_EVIDENCE,
+    OFFICIAL_COLUMN,
+    PAPER,
+    REPRODUCES,
+    UNDECIDED,
+    VERDICT_COLUMN,
+    Interval,
+    beside_official,
+    counts,
+    every,
+    note,
+    profile_tables,
+    reason,
+    verdict_table,
+)
+from ..runs.real_data import OFFICIAL, official_run
+from ..runs.real_data import compared as real_compared
 from . import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain_layers, scorecard
 from .scorecard import CLAIMS_SECTION
 
@@ -48,33 +65,75 @@ class Headline:
 
 
 HEADLINES = (
-    Headline("fig2_dtap", ("collapsed_ov_top_right",), "On the synthetic task, models with a collapsed output-value "
-             "circuit attend to the informative tokens and predict correctly (Figure 2 b, d)."),
-    Headline("fig2_dtap", ("fafo_top_left",), "A model with both circuits factorised (FAFO) predicts correctly while "
-             "attending weakly to the informative tokens (Figure 2 a)."),
-    Headline("fig2_dtap", ("faster_qk_top_right",), "Training the query-key circuit faster moves attention onto the "
-             "informative tokens, for every parameterisation (Figure 2 e-h)."),
+    Headline(
+        "fig2_dtap",
+        ("collapsed_ov_top_right",),
+        "On the synthetic task, models with a collapsed output-value "
+        "circuit attend to the informative tokens and predict correctly (Figure 2 b, d).",
+    ),
+    Headline(
+        "fig2_dtap",
+        ("fafo_top_left",),
+        "A model with both circuits factorised (FAFO) predicts correctly while "
+        "attending weakly to the informative tokens (Figure 2 a).",
+    ),
+    Headline(
+        "fig2_dtap",
+        ("faster_qk_top_right",),
+        "Training the query-key circuit faster moves attention onto the "
+        "informative tokens, for every parameterisation (Figure 2 e-h).",
+    ),
     Headline("fig2_dtap", ("prediction_kept",), "... and it does so without hurting prediction (Figure 2 e-h)."),
-    Headline("fig3_incentive", ("factorised_incentive_fades",), "With attention held fixed, a factorised "
-             "output-value circuit stops rewarding sharper attention once about 40% of it is on the informative "
-             "tokens (Figure 3)."),
-    Headline("fig4_mu_trajectories", ("alpha_near_one", "alpha_near_uniform"), "In Theorem 1's dynamics, at the same "
-             "loss, a query-key rate 100 times the output-value rate leaves attention near 1, and 100 times smaller "
-             "near uniform (Figure 4)."),
-    Headline("theorem1", ("exact_instances",), "Theorem 1: in the orthogonal setting, training reduces to two scalar "
-             "ODEs."),
-    Headline("hatexplain", ("ACMC_rises", "accuracy_comparable"), "HateXplain: faster query-key learning puts "
-             "attention on the annotators' rationales without hurting accuracy (Table 1).", ("ACMC", "accuracy")),
-    Headline("sva", ("ACMC_rises", "accuracy_comparable"), "Subject-verb agreement: faster query-key learning puts "
-             "attention on the subject without hurting accuracy (Table 1).", ("ACMC", "accuracy")),
-    Headline("squad", ("ACMC_rises", "F1_comparable"), "SQuAD: faster query-key learning puts attention on the "
-             "answer without hurting F1 (Table 1).", ("ACMC", "F1")),
-    Headline("hatexplain_layers", ("2_layers_ACMC_rises", "4_layers_ACMC_rises"), "With two and four layers, faster "
-             "query-key learning still puts attention on the rationales (Table 5).", ("2 layers", "4 layers")),
-    Headline("factorised_dynamics", ("falsifier_collapsed (Theorem 1)", "falsifier_factorised (rescaled ODE)"),
-             "The reviewers' falsifier: trained to the same loss, a fast query-key circuit ends with sharp attention "
-             "and a slow one with uniform attention, for collapsed and factorised circuits.",
-             ("collapsed", "factorised")),
+    Headline(
+        "fig3_incentive",
+        ("factorised_incentive_fades",),
+        "With attention held fixed, a factorised "
+        "output-value circuit stops rewarding sharper attention once about 40% of it is on the informative "
+        "tokens (Figure 3).",
+    ),
+    Headline(
+        "fig4_mu_trajectories",
+        ("alpha_near_one", "alpha_near_uniform"),
+        "In Theorem 1's dynamics, at the same "
+        "loss, a query-key rate 100 times the output-value rate leaves attention near 1, and 100 times smaller "
+        "near uniform (Figure 4).",
+    ),
+    Headline(
+        "theorem1", ("exact_instances",), "Theorem 1: in the orthogonal setting, training reduces to two scalar ODEs."
+    ),
+    Headline(
+        "hatexplain",
+        ("ACMC_rises", "accuracy_comparable"),
+        "HateXplain: faster query-key learning puts "
+        "attention on the annotators' rationales without hurting accuracy (Table 1).",
+        ("ACMC", "accuracy"),
+    ),
+    Headline(
+        "sva",
+        ("ACMC_rises", "accuracy_comparable"),
+        "Subject-verb agreement: faster query-key learning puts "
+        "attention on the subject without hurting accuracy (Table 1).",
+        ("ACMC", "accuracy"),
+    ),
+    Headline(
+        "squad",
+        ("ACMC_rises", "F1_comparable"),
+        "SQuAD: faster query-key learning puts attention on the answer without hurting F1 (Table 1).",
+        ("ACMC", "F1"),
+    ),
+    Headline(
+        "hatexplain_layers",
+        ("2_layers_ACMC_rises", "4_layers_ACMC_rises"),
+        "With two and four layers, faster query-key learning still puts attention on the rationales (Table 5).",
+        ("2 layers", "4 layers"),
+    ),
+    Headline(
+        "factorised_dynamics",
+        ("falsifier_collapsed (Theorem 1)", "falsifier_factorised (rescaled ODE)"),
+        "The reviewers' falsifier: trained to the same loss, a fast query-key circuit ends with sharp attention "
+        "and a slow one with uniform attention, for collapsed and factorised circuits.",
+        ("collapsed", "factorised"),
+    ),
 )
 
 
@@ -86,15 +145,30 @@ def results_table(claims: pd.DataFrame) -> pd.DataFrame:
     for h in HEADLINES:
         parts = claims[(claims["page"] == h.page) & claims["id"].isin(h.ids)]
         if parts.empty:  # the chapter did not run, or its profile checks none of these claims
-            rows.append({"claim": h.statement, "verdict": UNDECIDED, "authors": "", "this run": "",
-                         "reason": "not in this build's results", "page": h.page})
+            rows.append(
+                {
+                    "claim": h.statement,
+                    "verdict": UNDECIDED,
+                    "authors": "",
+                    "this run": "",
+                    "reason": "not in this build's results",
+                    "page": h.page,
+                }
+            )
             continue
         verdicts = list(parts["verdict"])
         verdict = NOT_EVIDENCE if NOT_EVIDENCE in verdicts else every(verdicts)
         decisive = parts[parts["verdict"] == verdict].iloc[0] if verdict in verdicts else parts.iloc[0]
-        rows.append({"claim": h.statement, "verdict": verdict,
-                     "authors": _joined(parts, "authors", h) or "not recorded", "this run": _joined(parts, "this run", h),
-                     "reason": reason(decisive["verdict"], decisive["rule"]), "page": h.page})
+        rows.append(
+            {
+                "claim": h.statement,
+                "verdict": verdict,
+                "authors": _joined(parts, "authors", h) or "not recorded",
+                "this run": _joined(parts, "this run", h),
+                "reason": reason(decisive["verdict"], decisive["rule"]),
+                "page": h.page,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -112,13 +186,19 @@ def results_html(table: pd.DataFrame) -> str:
     """The results table for reading, three columns: the verdict (a coloured word); the claim, with why and a link
     to the chapter section that decides it; this build's numbers over the authors' stored ones. Cells stack into
     cards on a narrow screen."""
+
     def cells(r: pd.Series) -> tuple[str, str]:
         link = f'<a href="{r["page"]}.html#{CLAIMS_SECTION}">{html.escape(title(r["page"]))}</a>'
-        return (html.escape(r["claim"]) + note(f"why: {html.escape(r['reason'])}; see {link}"),
-                (html.escape(r["this run"]) or "none") + note(f"the authors' notebooks: {html.escape(r['authors'])}"))
+        return (
+            html.escape(r["claim"]) + note(f"why: {html.escape(r['reason'])}; see {link}"),
+            (html.escape(r["this run"]) or "none") + note(f"the authors' notebooks: {html.escape(r['authors'])}"),
+        )
 
-    return verdict_table(((r["verdict"], cells(r)) for _, r in table.iterrows()),
-                         ("verdict", "the paper's claim", "this build (95% interval over seeds)"), "qkov-summary")
+    return verdict_table(
+        ((r["verdict"], cells(r)) for _, r in table.iterrows()),
+        ("verdict", "the paper's claim", "this build (95% interval over seeds)"),
+        "qkov-summary",
+    )
 
 
 def methodology(folder: Path, pages: list[str]) -> pd.DataFrame:
@@ -131,9 +211,15 @@ def methodology(folder: Path, pages: list[str]) -> pd.DataFrame:
         except ResultsError:
             continue
         wall = meta.get("runner_wall_time_s") or meta.get("wall_time_s")
-        rows.append({"chapter": title(page), "device": f"{meta.get('device', '?')} ({meta.get('device_name', '?')})",
-                     "commit": str(meta.get("git_commit") or "?")[:12], "date": meta.get("date", "?"),
-                     "minutes": round(wall / 60, 1) if isinstance(wall, (int, float)) else None})
+        rows.append(
+            {
+                "chapter": title(page),
+                "device": f"{meta.get('device', '?')} ({meta.get('device_name', '?')})",
+                "commit": str(meta.get("git_commit") or "?")[:12],
+                "date": meta.get("date", "?"),
+                "minutes": round(wall / 60, 1) if isinstance(wall, (int, float)) else None,
+            }
+        )
     return pd.DataFrame(rows, columns=["chapter", "device", "commit", "date", "minutes"]).set_index("chapter")
 
 
@@ -152,8 +238,10 @@ def guarded(sentence: str, true: bool | None) -> str:
     if true is None:
         return f"{sentence} (This build did not run the chapter that checks it.)"
     if not true:
-        raise AssertionError(f"the summary says {sentence!r}, which this build's results contradict: rewrite the "
-                             "sentence (notebooks/summary.md) or look at what changed")
+        raise AssertionError(
+            f"the summary says {sentence!r}, which this build's results contradict: rewrite the "
+            "sentence (notebooks/summary.md) or look at what changed"
+        )
     return sentence
 
 
@@ -189,8 +277,10 @@ STORED_LOSS = fig4_mu_trajectories.Setup().target_loss  # the loss at which the 
 def _synthetic(compare: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]) -> Compare:
     """A synthetic chapter's comparison (its ``compared`` on the ``main`` tables); its official run is evidence
     unless one of its claims says otherwise."""
+
     def both(run: Tables, official: Tables) -> Compared:
         return compare(run["main"], official["main"]), NOT_EVIDENCE not in set(official["claims"]["verdict"])
+
     return both
 
 
@@ -219,6 +309,7 @@ def _fig4(run: Tables, official: Tables) -> Compared:
 def _real(page: str, depth: int | None = None) -> Compare:
     """A real-data chapter's comparison (``real_data.compared``), of the depth the authors stored (``depth``);
     None when the official run has no rows of that depth."""
+
     def both(run: Tables, official: Tables) -> Compared:
         theirs = official_run(page, OFFICIAL, official["per_seed"], official["claims"], depth=depth)
         if theirs is None:
@@ -226,6 +317,7 @@ def _real(page: str, depth: int | None = None) -> Compare:
         rows = run["per_seed"]
         rows = rows[rows["layers"] == depth] if depth is not None and "layers" in rows else rows
         return real_compared(rows if len(rows) else None, page, theirs), theirs.evidence
+
     return both
 
 
@@ -314,18 +406,29 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
             except ResultsError:
                 stopped = False
             why = "its run stopped: its data was not available where it ran" if stopped else "not run yet"
-            parts.append(f"<p><strong>{link}</strong>: no results under <code>{OFFICIAL}</code> ({why}). "
-                         f"<code>{html.escape(official_command(page))}</code> computes them; this page shows them "
-                         f"when it is next built.</p>")
+            parts.append(
+                f"<p><strong>{link}</strong>: no results under <code>{OFFICIAL}</code> ({why}). "
+                f"<code>{html.escape(official_command(page))}</code> computes them; this page shows them "
+                f"when it is next built.</p>"
+            )
             continue
         tally = ", ".join(f"{word}: {n}" for word, n in counts_of(table[VERDICT_COLUMN]).items())
         headers = (VERDICT_COLUMN, "stored number", *table.columns.drop(VERDICT_COLUMN))
-        rows = ((r[VERDICT_COLUMN], (html.escape(f"{quantity}, {condition}"),
-                                     *(html.escape(str(r[c])) for c in table.columns.drop(VERDICT_COLUMN))))
-                for (quantity, condition), r in table.iterrows())
-        parts.append(f'<details class="qkov-official" style="margin: 0.6em 0"><summary><strong>{link}</strong>: '
-                     f"{len(table)} stored numbers; {html.escape(tally)}</summary>"
-                     f"{verdict_table(rows, headers, 'qkov-official')}</details>")
+        rows = (
+            (
+                r[VERDICT_COLUMN],
+                (
+                    html.escape(f"{quantity}, {condition}"),
+                    *(html.escape(str(r[c])) for c in table.columns.drop(VERDICT_COLUMN)),
+                ),
+            )
+            for (quantity, condition), r in table.iterrows()
+        )
+        parts.append(
+            f'<details class="qkov-official" style="margin: 0.6em 0"><summary><strong>{link}</strong>: '
+            f"{len(table)} stored numbers; {html.escape(tally)}</summary>"
+            f"{verdict_table(rows, headers, 'qkov-official')}</details>"
+        )
     return "\n".join(parts)
 
 
@@ -359,6 +462,13 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
     folder = root / setup.profile
     claims = scorecard.gather(folder)[0]
     results = results_table(claims)
-    return Summary(claims, results, counts(results["verdict"]), counts(claims.loc[claims["kind"] == PAPER, "verdict"]),
-                   scorecard.atlas_share(folder), errata_count(folder), official_html(root, setup.profile),
-                   methodology(folder, [n for n in chapter_names() if n != "summary"]))
+    return Summary(
+        claims,
+        results,
+        counts(results["verdict"]),
+        counts(claims.loc[claims["kind"] == PAPER, "verdict"]),
+        scorecard.atlas_share(folder),
+        errata_count(folder),
+        official_html(root, setup.profile),
+        methodology(folder, [n for n in chapter_names() if n != "summary"]),
+    )

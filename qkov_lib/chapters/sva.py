@@ -1,5 +1,6 @@
 """Table 1 and Figure 6 (Section 7): subject-verb agreement (Linzen et al.), a one-layer attention-only model predicting
 the verb's number, baseline against faster QK, the subject as the relevant tokens."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,15 +36,26 @@ class Setup(RealSetup):
             raise ValueError(f"heldout_fraction must lie in (0, 1) (got {self.heldout_fraction!r})")
 
 
-PROFILES = {"smoke": dict(SMOKE, max_len=32, lr=1e-3),  # default = paper: 15 epochs at 1e-5
-            # the authors' SVA notebooks (Baseline_ and Faster_SVA_Train+heatmap+Eval.ipynb, cell 50, In [43]):
-            # SGD with momentum 0.99 at 5e-4, batch 32, weight decay 1e-5, 15 epochs (the default), the transformers
-            # cosine schedule after a 10% warm-up, seeds 1234-1238; their attention (cell 11, In [11]) has biases on
-            # Q, K, V and O; the faster run puts the token and position embeddings and Q, K with their biases at
-            # 100x (qk_mult)
-            "official": dict(seeds=(1234, 1235, 1236, 1237, 1238), optimizer="sgd", momentum=0.99, lr=5e-4,
-                             batch_size=32, weight_decay=1e-5, lr_schedule="cosine", warmup=0.1, biases=True,
-                             qk_params="wq_wk_bq_bk_embed_pos")}
+PROFILES = {
+    "smoke": dict(SMOKE, max_len=32, lr=1e-3),  # default = paper: 15 epochs at 1e-5
+    # the authors' SVA notebooks (Baseline_ and Faster_SVA_Train+heatmap+Eval.ipynb, cell 50, In [43]):
+    # SGD with momentum 0.99 at 5e-4, batch 32, weight decay 1e-5, 15 epochs (the default), the transformers
+    # cosine schedule after a 10% warm-up, seeds 1234-1238; their attention (cell 11, In [11]) has biases on
+    # Q, K, V and O; the faster run puts the token and position embeddings and Q, K with their biases at
+    # 100x (qk_mult)
+    "official": dict(
+        seeds=(1234, 1235, 1236, 1237, 1238),
+        optimizer="sgd",
+        momentum=0.99,
+        lr=5e-4,
+        batch_size=32,
+        weight_decay=1e-5,
+        lr_schedule="cosine",
+        warmup=0.1,
+        biases=True,
+        qk_params="wq_wk_bq_bk_embed_pos",
+    ),
+}
 
 
 def data(setup: Setup) -> Prepared:

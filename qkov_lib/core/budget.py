@@ -1,5 +1,6 @@
 """The runner's time budget as a chapter's kernel sees it: ``$QKOV_DEADLINE``, when the budget ends (seconds since
 the epoch), set by the runner for each chapter it starts under ``--budget-minutes``."""
+
 from __future__ import annotations
 
 import os
@@ -16,6 +17,8 @@ def deadline() -> float | None:
     except ValueError:
         value = float("nan")
     if value is not None and value != value:
-        raise ValueError(f"{DEADLINE_ENV}={text!r} is not a time in seconds since the epoch; unset it (the runner "
-                         f"sets it from --budget-minutes)")
+        raise ValueError(
+            f"{DEADLINE_ENV}={text!r} is not a time in seconds since the epoch; unset it (the runner "
+            f"sets it from --budget-minutes)"
+        )
     return value

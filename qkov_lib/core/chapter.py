@@ -14,6 +14,7 @@ shows: ``device`` None means ``device.pick_device()``; a chapter that trains not
 them, so that every chapter is called alike. A chapter that reads datasets names them in ``DATASETS`` and loads them
 inside ``run``; one that runs a sweep names its folders with ``sweep_folders(setup)``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -37,8 +38,8 @@ from . import budget, paths, portable, results
 from .device import describe, pick_device
 
 PROFILES = ("smoke", "default", "paper", "official")
-CHOICES = PROFILES + ("auto",)
-INT_LIMIT = 2 ** 63  # integer parameters reach numpy and torch as 64-bit integers
+CHOICES = (*PROFILES, "auto")
+INT_LIMIT = 2**63  # integer parameters reach numpy and torch as 64-bit integers
 
 
 class ParameterError(ValueError):
@@ -67,18 +68,23 @@ def name_of(module: types.ModuleType) -> str:
 
 def parameters(setup_type: type) -> dict[str, Any]:
     """The parameters a setup takes (its fields set at construction), with their paper values."""
-    return {f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-            for f in dataclasses.fields(setup_type) if f.init}
+    return {
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        for f in dataclasses.fields(setup_type)
+        if f.init
+    }
 
 
 def as_dict(setup: Any) -> dict[str, Any]:
     """A setup's parameters as plain values (tuples as lists), for metadata and fingerprints."""
+
     def plain(value: Any) -> Any:
         if isinstance(value, (tuple, list)):
             return [plain(v) for v in value]
         if isinstance(value, Mapping):
             return {k: plain(v) for k, v in value.items()}
         return value
+
     return {name: plain(getattr(setup, name)) for name in parameters(type(setup))}
 
 
@@ -88,8 +94,7 @@ def _describe(hint: Any) -> str:
     if origin in (typing.Union, types.UnionType):
         return " or ".join("None" if a is type(None) else _describe(a) for a in args)
     if origin is tuple:
-        return f"a list of {_plural(_describe(args[0]))}" if args[-1] is Ellipsis else \
-            f"a list of {len(args)} values"
+        return f"a list of {_plural(_describe(args[0]))}" if args[-1] is Ellipsis else f"a list of {len(args)} values"
     if origin is dict:
         return f"a mapping to {_plural(_describe(args[1]))}"
     return {bool: "a bool", int: "an int", float: "a float", str: "a str"}.get(hint, str(hint))
@@ -135,8 +140,9 @@ def _coerce(value: Any, hint: Any) -> Any:
     raise TypeError
 
 
-def resolve(module: types.ModuleType, profile: str, overrides: Mapping[str, Any] | None = None,
-            has_gpu: bool | None = None) -> tuple[str, Any]:
+def resolve(
+    module: types.ModuleType, profile: str, overrides: Mapping[str, Any] | None = None, has_gpu: bool | None = None
+) -> tuple[str, Any]:
     """(concrete profile, typed setup) of a chapter module: the paper's values, the profile's changes, then the
     overrides; every value checked, any error one ParameterError naming the parameter and what is allowed."""
     chapter, setup_type = name_of(module), module.Setup
@@ -152,11 +158,15 @@ def resolve(module: types.ModuleType, profile: str, overrides: Mapping[str, Any]
         try:
             values[name] = _coerce(value, hints[name])
         except TypeError:
-            raise ParameterError(f"parameter {name!r} of {chapter} must be {_describe(hints[name])} like "
-                                 f"{allowed[name]!r} (got {value!r})") from None
+            raise ParameterError(
+                f"parameter {name!r} of {chapter} must be {_describe(hints[name])} like "
+                f"{allowed[name]!r} (got {value!r})"
+            ) from None
         except OverflowError:
-            raise ParameterError(f"parameter {name!r} of {chapter} is too large (got {value!r}): an integer must be "
-                                 f"below 2**63 and a float finite; give a value like {allowed[name]!r}") from None
+            raise ParameterError(
+                f"parameter {name!r} of {chapter} is too large (got {value!r}): an integer must be "
+                f"below 2**63 and a float finite; give a value like {allowed[name]!r}"
+            ) from None
     try:
         return profile, _told_profile(setup_type(**values), profile)
     except ValueError as err:  # the setup's own check: the same kind of error for every chapter
@@ -199,10 +209,18 @@ class Chapter:
         """Write the chapter's tidy tables and metadata (parameters, seeds, environment, versions, wall time).
 
         Returns nothing, so the call never echoes file paths onto the page."""
-        meta = {"chapter": self.name, "profile": self.profile, "parameters": self.params, "seeds": list(seeds),
-                **self.environment, "arithmetic": portable.effective(), "qkov_lib": __version__,
-                "git_commit": results.git_commit(),
-                "date": time.strftime("%Y-%m-%d"), "wall_time_s": round(time.perf_counter() - self.started, 3)}
+        meta = {
+            "chapter": self.name,
+            "profile": self.profile,
+            "parameters": self.params,
+            "seeds": list(seeds),
+            **self.environment,
+            "arithmetic": portable.effective(),
+            "qkov_lib": __version__,
+            "git_commit": results.git_commit(),
+            "date": time.strftime("%Y-%m-%d"),
+            "wall_time_s": round(time.perf_counter() - self.started, 3),
+        }
         paths = results.save(results.results_dir(self.profile), self.name, dict(tables), meta)
         folder = results.results_dir(self.profile)
         where = "" if os.environ.get(results.RESULTS_ENV) else f" into {shown_path(folder)}, apart from the runner's"
@@ -218,8 +236,10 @@ def notebook_overrides(value: Any) -> Mapping[str, Any] | None:
         except ValueError:
             value = parse_value(value)
     if value is not None and not (isinstance(value, Mapping) and all(isinstance(k, str) for k in value)):
-        raise ParameterError(f"overrides must map parameter names to values, like {{'M': 20}} (got {value!r}); with "
-                             f"papermill, pass -p overrides '{{\"M\": 20}}' or -y 'overrides: {{M: 20}}'")
+        raise ParameterError(
+            f"overrides must map parameter names to values, like {{'M': 20}} (got {value!r}); with "
+            f"papermill, pass -p overrides '{{\"M\": 20}}' or -y 'overrides: {{M: 20}}'"
+        )
     return value
 
 
@@ -231,8 +251,7 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
-def begin(module: types.ModuleType, profile: str = "default", overrides: Mapping[str, Any] | None = None
-          ) -> Chapter:
+def begin(module: types.ModuleType, profile: str = "default", overrides: Mapping[str, Any] | None = None) -> Chapter:
     """Resolve the chapter's setup for a profile plus overrides; show, folded, how it runs (profile, device,
     versions), the settings that differ from the paper's (all of them a click further) and how to rerun it."""
     concrete, setup = resolve(module, profile, notebook_overrides(overrides))
@@ -254,26 +273,38 @@ def settings_box(chapter: Chapter, setup_type: type) -> str:
     differ = [k for k in params if params[k] != paper[k]]
 
     def rows(names: Sequence[str]) -> str:
-        cells = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td>{html.escape(repr(params[k]))}</td>"
-                        f"<td>{html.escape(repr(paper[k]))}</td></tr>" for k in names)
-        return f"<table><thead><tr><th>parameter</th><th>this run</th><th>the paper's</th></tr></thead>" \
-               f"<tbody>{cells}</tbody></table>"
+        cells = "".join(
+            f"<tr><td><code>{html.escape(k)}</code></td><td>{html.escape(repr(params[k]))}</td>"
+            f"<td>{html.escape(repr(paper[k]))}</td></tr>"
+            for k in names
+        )
+        return (
+            f"<table><thead><tr><th>parameter</th><th>this run</th><th>the paper's</th></tr></thead>"
+            f"<tbody>{cells}</tbody></table>"
+        )
 
-    ran = (f"Profile <code>{chapter.profile}</code> on {html.escape(env['device'])} "
-           f"({html.escape(env['device_name'])}), torch {html.escape(env['torch'])}, qkov_lib {__version__}.")
+    ran = (
+        f"Profile <code>{chapter.profile}</code> on {html.escape(env['device'])} "
+        f"({html.escape(env['device_name'])}), torch {html.escape(env['torch'])}, qkov_lib {__version__}."
+    )
     if not params:
         shown = "<p>This chapter takes no parameters.</p>"
     else:
         shown = (rows(differ) if differ else "<p>Every setting is the paper's.</p>") + (
-            f"<details><summary>All {len(params)} settings</summary>{rows(list(params))}</details>")
+            f"<details><summary>All {len(params)} settings</summary>{rows(list(params))}</details>"
+        )
     command = f"python -m qkov_lib reproduce --profile {chapter.profile} --only {chapter.name}"
     example = f" -p {next(iter(params))} VALUE" if params else ""
-    rerun = (f"<p><strong>Rerun this chapter:</strong> <code>{html.escape(command)}</code>; change a setting with "
-             f"<code>{html.escape(command + example)}</code>. Or edit <code>overrides</code> in the notebook, "
-             f"<code>notebooks/{chapter.name}.md</code>, and run it: a chapter run by hand saves its results into "
-             f"<code>data/results/{results.INTERACTIVE}/</code>, apart from the published ones; to keep an edit, pass "
-             f"it with <code>-p</code> rather than saving it into the source, which would make the published "
-             f"chapter stale (the book's JupyterLab, <code>make lab</code>, never saves on its own).</p>")
+    rerun = (
+        f"<p><strong>Rerun this chapter:</strong> <code>{html.escape(command)}</code>; change a setting with "
+        f"<code>{html.escape(command + example)}</code>. Or edit <code>overrides</code> in the notebook, "
+        f"<code>notebooks/{chapter.name}.md</code>, and run it: a chapter run by hand saves its results into "
+        f"<code>data/results/{results.INTERACTIVE}/</code>, apart from the published ones; to keep an edit, pass "
+        f"it with <code>-p</code> rather than saving it into the source, which would make the published "
+        f"chapter stale (the book's JupyterLab, <code>make lab</code>, never saves on its own).</p>"
+    )
     label = f"{len(differ)} of {len(params)} settings differ from the paper's" if params else "How this page ran"
-    return f'<details class="qkov-settings"><summary>{label}; rerun this chapter</summary><p>{ran}</p>{shown}' \
-           f"{rerun}</details>"
+    return (
+        f'<details class="qkov-settings"><summary>{label}; rerun this chapter</summary><p>{ran}</p>{shown}'
+        f"{rerun}</details>"
+    )

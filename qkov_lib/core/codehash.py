@@ -9,6 +9,7 @@ too (a function may run). A dynamic import the analysis cannot follow (``importl
 constant name (a literal, or a module-level constant) is followed. The fingerprint hashes each closure module's AST
 without docstrings (``ast.dump`` without positions), plus the versions of the numerical libraries.
 """
+
 from __future__ import annotations
 
 import ast
@@ -68,8 +69,12 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 node.body = body[1:]
     return tree
 
@@ -78,8 +83,13 @@ def _constants(tree: ast.Module) -> dict[str, str]:
     """Module-level names bound once to a string literal (``MODEL = "en_core_web_sm"``)."""
     out: dict[str, str] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
-                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
             out[node.targets[0].id] = node.value.value
     return out
 
@@ -103,7 +113,7 @@ def _base(module: str, is_package: bool, level: int, target: str | None, where: 
     parts = module.split(".") if is_package else module.split(".")[:-1]
     if level - 1 > len(parts) - 1 or not module:
         raise DynamicImport(f"{where}: a relative import goes above the package; import it absolutely")
-    parts = parts[:len(parts) - (level - 1)]
+    parts = parts[: len(parts) - (level - 1)]
     return ".".join(parts + ([target] if target else []))
 
 
@@ -116,21 +126,33 @@ def _imports(tree: ast.Module, module: str, is_package: bool, where: str) -> Imp
         if isinstance(node, ast.Import):
             found += [(alias.name, ()) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = _base(module, is_package, node.level, node.module, f"{where}:{node.lineno}") if node.level \
+            base = (
+                _base(module, is_package, node.level, node.module, f"{where}:{node.lineno}")
+                if node.level
                 else node.module or ""
+            )
             found.append((base, tuple(alias.name for alias in node.names)))
         elif isinstance(node, ast.Call) and _runs_a_file(node):
-            raise DynamicImport(f"{where}:{node.lineno}: {_call_name(node)}(...) runs code the fingerprint cannot "
-                                f"follow; use a plain import statement")
+            raise DynamicImport(
+                f"{where}:{node.lineno}: {_call_name(node)}(...) runs code the fingerprint cannot "
+                f"follow; use a plain import statement"
+            )
         elif isinstance(node, ast.Call) and (name := _call_name(node)) in IMPORT_CALLS | CODE_CALLS:
             if name in CODE_CALLS and not isinstance(node.func, ast.Name):
                 continue  # a method such as model.eval(), not the builtin
             arg = node.args[0] if node.args else None
-            value = arg.value if isinstance(arg, ast.Constant) else constants.get(arg.id) \
-                if isinstance(arg, ast.Name) else None
+            value = (
+                arg.value
+                if isinstance(arg, ast.Constant)
+                else constants.get(arg.id)
+                if isinstance(arg, ast.Name)
+                else None
+            )
             if name in CODE_CALLS or not isinstance(value, str) or value.startswith("."):
-                raise DynamicImport(f"{where}:{node.lineno}: {name}(...) runs code the fingerprint cannot follow; "
-                                    f"use a plain import statement (or import a constant module name)")
+                raise DynamicImport(
+                    f"{where}:{node.lineno}: {name}(...) runs code the fingerprint cannot follow; "
+                    f"use a plain import statement (or import a constant module name)"
+                )
             found.append((value, ()))
     return tuple(found)
 
@@ -198,9 +220,11 @@ def task_fingerprint(fn: object, package_dir: Path | None = None) -> str:
     package = _package(package_dir)
     module = getattr(fn, "__module__", None) or "?"
     if not package.contains(module):
-        raise ValueError(f"the sweep task {getattr(fn, '__qualname__', fn)!r} is defined in {module}, outside "
-                         f"{package.name}; define it in a module of {package.name}, so that its cells are cached by "
-                         f"that module's code")
+        raise ValueError(
+            f"the sweep task {getattr(fn, '__qualname__', fn)!r} is defined in {module}, outside "
+            f"{package.name}; define it in a module of {package.name}, so that its cells are cached by "
+            f"that module's code"
+        )
     return code_fingerprint([module], package_dir)
 
 
@@ -208,6 +232,7 @@ def code_cells(path: Path) -> list[str]:
     """The code cells of a jupytext notebook source, as plain Python (IPython magics turned into calls)."""
     import jupytext  # lazy: only reading a notebook needs it (a second to import)
     from IPython.core.inputtransformer2 import TransformerManager  # lazy: as above
+
     transform = TransformerManager().transform_cell
     return [transform(cell.source) for cell in jupytext.read(path).cells if cell.cell_type == "code"]
 
@@ -221,9 +246,15 @@ def source_digest(path: Path) -> str:
     back, jupytext's version) and the cells' other metadata (JupyterLab's collapsed or scrolled states) are left out,
     so opening and saving a chapter does not make its results stale; an edit of any cell does."""
     import jupytext  # lazy: only reading a notebook needs it (a second to import)
-    cells = [{"type": cell.cell_type, "source": cell.source,
-              **{key: cell.metadata[key] for key in PAGE_METADATA if key in cell.metadata}}
-             for cell in jupytext.read(path).cells]
+
+    cells = [
+        {
+            "type": cell.cell_type,
+            "source": cell.source,
+            **{key: cell.metadata[key] for key in PAGE_METADATA if key in cell.metadata},
+        }
+        for cell in jupytext.read(path).cells
+    ]
     return hashlib.sha256(json.dumps(cells, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
@@ -297,15 +328,20 @@ def what_changed(old: Mapping[str, Mapping[str, str]], new: CodeState) -> list[s
         elif before[m] != after[m]:
             out.append(m)
     versions = dict(old.get("versions", {}))
-    out += [f"{lib} {versions.get(lib, 'none')} -> {new.versions.get(lib, 'none')}"
-            for lib in sorted(versions.keys() | new.versions.keys()) if versions.get(lib) != new.versions.get(lib)]
+    out += [
+        f"{lib} {versions.get(lib, 'none')} -> {new.versions.get(lib, 'none')}"
+        for lib in sorted(versions.keys() | new.versions.keys())
+        if versions.get(lib) != new.versions.get(lib)
+    ]
     return out
 
 
 def dependents(notebooks: Mapping[str, Path], package_dir: Path | None = None) -> dict[str, list[str]]:
     """For every module of the package, the chapters whose closure holds it (an edit to it makes them stale)."""
     package = _package(package_dir)
-    names = sorted(".".join((package.name, *p.relative_to(package.root).with_suffix("").parts))
-                   .removesuffix(".__init__") for p in package.root.rglob("*.py"))
+    names = sorted(
+        ".".join((package.name, *p.relative_to(package.root).with_suffix("").parts)).removesuffix(".__init__")
+        for p in package.root.rglob("*.py")
+    )
     closures = {c: set(closure(notebook_modules(path, package_dir), package_dir)) for c, path in notebooks.items()}
     return {m: [c for c in notebooks if m in closures[c]] for m in names}

@@ -1,6 +1,7 @@
 """The book's table of contents as the list of chapters: their names in book order (``_toc.yml``) and their titles
 (each chapter source's first heading). A new chapter is its notebook, its module ``qkov_lib/chapters/<name>.py``,
 and its lines in ``_toc.yml`` and ``book/intro.md``; nothing else lists it."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,5 +1,6 @@
 """Device choice (CUDA, then MPS, then CPU; QKOV_DEVICE forces one), which engine trains the synthetic stacks
 (QKOV_ENGINE), how many worker processes (QKOV_WORKERS), and a description of the environment."""
+
 from __future__ import annotations
 
 import hashlib
@@ -32,8 +33,9 @@ def pick_device() -> torch.device:
         if forced not in CHOICES:
             raise ValueError(f"{ENV_VAR}={forced!r} is not a device; allowed: {', '.join(CHOICES)} (or unset it)")
         if not _available(forced):
-            raise RuntimeError(f"{ENV_VAR}={forced!r} was asked for but is not available here; "
-                               f"unset {ENV_VAR} or set it to 'cpu'")
+            raise RuntimeError(
+                f"{ENV_VAR}={forced!r} was asked for but is not available here; unset {ENV_VAR} or set it to 'cpu'"
+            )
         return torch.device(forced)
     return torch.device(next(name for name in ("cuda", "mps", "cpu") if _available(name)))
 
@@ -76,8 +78,10 @@ def _cpu_id(info: dict[str, str]) -> str:
         return platform.machine()
     features = info.get("flags") or info.get("Features", "")  # x86 names them flags, ARM Features
     flags = hashlib.sha256(" ".join(sorted(features.split())).encode()).hexdigest()[:12]
-    return (f"{info.get('vendor_id', '?')} family {info.get('cpu family', '?')} model {info.get('model', '?')} "
-            f"stepping {info.get('stepping', '?')}, flags {flags}")
+    return (
+        f"{info.get('vendor_id', '?')} family {info.get('cpu family', '?')} model {info.get('model', '?')} "
+        f"stepping {info.get('stepping', '?')}, flags {flags}"
+    )
 
 
 def describe(device: torch.device | None = None) -> dict[str, str]:
@@ -87,9 +91,17 @@ def describe(device: torch.device | None = None) -> dict[str, str]:
     device = device or pick_device()
     info = _cpuinfo()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_model(info)
-    return {"device": device.type, "device_name": name, "torch": torch.__version__, "numpy": numpy.__version__,
-            "python": platform.python_version(), "cpu": _cpu_model(info), "cpu_id": _cpu_id(info),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "synthetic_engine": engine_backend(device)}
+    return {
+        "device": device.type,
+        "device_name": name,
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+        "cpu": _cpu_model(info),
+        "cpu_id": _cpu_id(info),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "synthetic_engine": engine_backend(device),
+    }
 
 
 def cpu_workers(device: torch.device) -> int:
@@ -98,7 +110,9 @@ def cpu_workers(device: torch.device) -> int:
     forced = os.environ.get(WORKERS_ENV, "").strip()
     if forced:
         if not re.fullmatch(r"[0-9]+", forced) or int(forced) < 1:
-            raise ValueError(f"{WORKERS_ENV}={forced!r} is not a number of processes; set it to a whole number >= 1, "
-                             f"written in the digits 0-9, or unset it")
+            raise ValueError(
+                f"{WORKERS_ENV}={forced!r} is not a number of processes; set it to a whole number >= 1, "
+                f"written in the digits 0-9, or unset it"
+            )
         return int(forced)
     return (os.cpu_count() or 1) if device.type == "cpu" else 1

@@ -1,6 +1,7 @@
 """Every folder the companion reads or writes, relative to the checkout: the one home of the repository's paths.
 Environment variables that move a folder (``QKOV_RESULTS_ROOT``, ``QKOV_DATA_DIR``, ``QKOV_CACHE_DIR``) are read
 where the folder is used (``core.results``, ``data``)."""
+
 from __future__ import annotations
 
 from pathlib import Path

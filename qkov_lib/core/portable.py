@@ -36,6 +36,7 @@ Cost, one thread, against the mode off (CPU time, best of 8, on an AMD EPYC with
 ~1.1x, a SQuAD decoder step ~1.7-1.9x (~3x where MKL takes its Intel AVX-512 path), a synthetic engine step 1.4-1.7x
 (~2-2.5x on MKL's Intel path): MKL's SSE2 branch is the price; ATen's AVX2 kernels cost nothing against AVX-512's.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -49,24 +50,33 @@ from pathlib import Path
 ENV = "QKOV_PORTABLE"
 OFF = ("0", "off", "false", "no")
 ON = ("", "1", "on", "true", "yes")
-DOC = (f"Portable arithmetic (the same bits on any x86-64 CPU with AVX2) is on; {ENV}=0 before starting Python turns "
-       f"it off ({ENV}=x86-64: also on CPUs without AVX2, slower).")
+DOC = (
+    f"Portable arithmetic (the same bits on any x86-64 CPU with AVX2) is on; {ENV}=0 before starting Python turns "
+    f"it off ({ENV}=x86-64: also on CPUs without AVX2, slower)."
+)
 
 # LLVM's features of a Haswell CPU (AVX2 and FMA, no AVX-512): what the compiled engine is compiled for in the mode
-HASWELL = ("+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+fsgsbase,+fxsr,+lzcnt,+mmx,+movbe,+pclmul,+popcnt,"
-           "+sahf,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave,+xsaveopt")
+HASWELL = (
+    "+64bit,+avx,+avx2,+bmi,+bmi2,+cmov,+cx16,+f16c,+fma,+fsgsbase,+fxsr,+lzcnt,+mmx,+movbe,+pclmul,+popcnt,"
+    "+sahf,+sse,+sse2,+sse3,+sse4.1,+sse4.2,+ssse3,+xsave,+xsaveopt"
+)
 # the mode, as data: per level, variable -> value, each read by torch's or numpy's libraries, or by numba, when they
 # first compute
 LEVELS: dict[str, dict[str, str]] = {
-    "avx2": {"MKL_CBWR": "COMPATIBLE",  # MKL: one code branch on every x86-64 CPU, Intel or AMD
-             "ATEN_CPU_CAPABILITY": "avx2",  # ATen: the AVX2 kernels (every Intel CPU since 2013, AMD since 2015)
-             "OPENBLAS_CORETYPE": "Haswell",  # numpy's OpenBLAS (the compiled engine's products): its AVX2 kernels
-             "NUMBA_CPU_NAME": "haswell",  # the compiled engine's code: for this CPU and these features, not the host's
-             "NUMBA_CPU_FEATURES": HASWELL},
-    "x86-64": {"MKL_CBWR": "COMPATIBLE",
-               "ATEN_CPU_CAPABILITY": "default",  # ATen: the kernels every x86-64 CPU runs (they call libm)
-               "OPENBLAS_CORETYPE": "Prescott",  # OpenBLAS's SSE3 kernels
-               "NUMBA_CPU_NAME": "x86-64", "NUMBA_CPU_FEATURES": "+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2"},
+    "avx2": {
+        "MKL_CBWR": "COMPATIBLE",  # MKL: one code branch on every x86-64 CPU, Intel or AMD
+        "ATEN_CPU_CAPABILITY": "avx2",  # ATen: the AVX2 kernels (every Intel CPU since 2013, AMD since 2015)
+        "OPENBLAS_CORETYPE": "Haswell",  # numpy's OpenBLAS (the compiled engine's products): its AVX2 kernels
+        "NUMBA_CPU_NAME": "haswell",  # the compiled engine's code: for this CPU and these features, not the host's
+        "NUMBA_CPU_FEATURES": HASWELL,
+    },
+    "x86-64": {
+        "MKL_CBWR": "COMPATIBLE",
+        "ATEN_CPU_CAPABILITY": "default",  # ATen: the kernels every x86-64 CPU runs (they call libm)
+        "OPENBLAS_CORETYPE": "Prescott",  # OpenBLAS's SSE3 kernels
+        "NUMBA_CPU_NAME": "x86-64",
+        "NUMBA_CPU_FEATURES": "+64bit,+cmov,+cx8,+fxsr,+mmx,+sse,+sse2",
+    },
 }
 DEFAULT_LEVEL = "avx2"
 SETTINGS = LEVELS[DEFAULT_LEVEL]
@@ -74,8 +84,22 @@ VARIABLES = tuple(sorted({name for level in LEVELS.values() for name in level}))
 X86_64 = ("x86_64", "amd64")
 
 # MKL's CNR branches (mkl_cbwr.h) as mkl_cbwr_get(MKL_CBWR_ALL) returns them; 0x10000 flags the strict mode
-MKL_BRANCHES = {0: "OFF", 1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2",
-                9: "AVX", 10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}
+MKL_BRANCHES = {
+    0: "OFF",
+    1: "OFF",
+    2: "AUTO",
+    3: "COMPATIBLE",
+    4: "SSE2",
+    6: "SSSE3",
+    7: "SSE4_1",
+    8: "SSE4_2",
+    9: "AVX",
+    10: "AVX2",
+    11: "AVX512_MIC",
+    12: "AVX512",
+    13: "AVX512_MIC_E1",
+    14: "AVX512_E1",
+}
 MKL_STRICT = 0x10000
 
 
@@ -124,9 +148,12 @@ def apply(environ: MutableMapping[str, str] | None = None, strict: bool = True) 
     wanted = settings(env)
     env.update(wanted)
     if wanted.get("ATEN_CPU_CAPABILITY") == "avx2" and cpu_flags() and not {"avx2", "fma"} <= cpu_flags():
-        warnings.warn(f"this CPU has no AVX2: ATen runs its DEFAULT kernels, and the numbers may differ from those of "
-                      f"CPUs with AVX2 ({ENV}=x86-64 gives every x86-64 CPU the same bits)", RuntimeWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"this CPU has no AVX2: ATen runs its DEFAULT kernels, and the numbers may differ from those of "
+            f"CPUs with AVX2 ({ENV}=x86-64 gives every x86-64 CPU the same bits)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     elif wanted and env is os.environ and "torch" in sys.modules:
         try:
             check()
@@ -146,13 +173,17 @@ def check() -> None:
     expect = {"cpu_capability": wanted["ATEN_CPU_CAPABILITY"].upper(), "mkl_cbwr": wanted["MKL_CBWR"]}
     if expect["cpu_capability"] == "AVX2" and cpu_flags() and not {"avx2", "fma"} <= cpu_flags():
         del expect["cpu_capability"]  # ATen cannot run AVX2 kernels here: ``apply`` warned
-    wrong = [f"{name} is {eff[name]} (the mode asks for {want})" for name, want in expect.items()
-             if eff[name] is not None and eff[name] != want]
+    wrong = [
+        f"{name} is {eff[name]} (the mode asks for {want})"
+        for name, want in expect.items()
+        if eff[name] is not None and eff[name] != want
+    ]
     if wrong:
         raise PortableModeError(
             "torch computes outside the portable mode: " + "; ".join(wrong) + ". Torch's libraries read the settings "
             "once, when torch first computes: import qkov_lib (or call qkov_lib.core.portable.apply()) before anything "
-            f"computes with torch, or restart the kernel; {ENV}=0 turns the mode off.")
+            f"computes with torch, or restart the kernel; {ENV}=0 turns the mode off."
+        )
 
 
 def effective() -> dict[str, str | None]:
@@ -160,15 +191,21 @@ def effective() -> dict[str, str | None]:
     process sees it, the capability ATen's kernels run at and MKL's CNR branch (None where it cannot be read).
     Imports torch, and fixes both, as torch's first computation would."""
     import torch  # lazy: this module must load before torch (qkov_lib applies the mode first)
+
     mode = (level() or "off") if applicable() else f"not applicable ({platform.machine()})"
-    return {"portable": mode, **{name: os.environ.get(name) for name in VARIABLES},
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "mkl_cbwr": mkl_branch()}
+    return {
+        "portable": mode,
+        **{name: os.environ.get(name) for name in VARIABLES},
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkl_cbwr": mkl_branch(),
+    }
 
 
 def mkl_branch() -> str | None:
     """MKL's CNR branch in this process (OFF, AUTO, COMPATIBLE, ..., with ",STRICT"), read from the MKL that torch
     links statically (its internal ``mkl_serv_cbwr_get``); None where torch has no MKL or does not export it."""
     import torch  # lazy: as in ``effective``
+
     lib = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
     try:
         get = ctypes.CDLL(str(lib)).mkl_serv_cbwr_get

@@ -13,6 +13,7 @@ runner does, so executed chapters stay clean). ``kind`` decides, at each bar:
 ``notice`` says something once for a whole run, the processes it starts included (the compiled engine's "compiling
 the engine's kernels", which every worker would otherwise print), on stdout: it is news, not an error.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,13 +39,17 @@ def _notebook_kernel() -> bool:
     if "ipykernel.zmqshell" not in sys.modules or "IPython" not in sys.modules:
         return False
     shell = sys.modules["IPython"].get_ipython()
-    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell" \
+    return (
+        shell is not None
+        and type(shell).__name__ == "ZMQInteractiveShell"
         and not any(k == "QT_API" or k.startswith("SPYDER") for k in os.environ)
+    )
 
 
 def _widgets() -> type[tqdm] | None:
     """tqdm's notebook bar, or None without ipywidgets."""
     from tqdm import notebook  # lazy: it imports ipywidgets, which only a notebook kernel draws
+
     return notebook.tqdm if notebook.IProgress is not None else None
 
 

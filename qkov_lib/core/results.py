@@ -2,6 +2,7 @@
 metadata. The metadata lists every file of the chapter with its sha256 (``files``) and carries a digest of itself
 (``metadata_sha256``), so a reader can tell a complete, untouched set from a damaged, mixed or hand-edited one
 (``check``)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -88,11 +89,14 @@ def check(folder: Path, chapter: str) -> dict[str, Any]:
     with the recorded sha256; ResultsError naming the first thing that is not."""
     meta = read_meta(folder, chapter)
     if SEAL not in meta:
-        raise ResultsError(f"{folder / f'{chapter}.json'} has no seal (written by an older version or by hand); rerun "
-                           f"the chapter")
+        raise ResultsError(
+            f"{folder / f'{chapter}.json'} has no seal (written by an older version or by hand); rerun the chapter"
+        )
     if meta[SEAL] != _seal(meta):
-        raise ResultsError(f"{folder / f'{chapter}.json'} changed after it was written (its seal differs: edited by "
-                           f"hand?); rerun the chapter")
+        raise ResultsError(
+            f"{folder / f'{chapter}.json'} changed after it was written (its seal differs: edited by "
+            f"hand?); rerun the chapter"
+        )
     for name, digest in meta.get("files", {}).items():
         path = folder / name
         if not path.is_file():
@@ -111,7 +115,7 @@ def save(folder: Path, chapter: str, tables: dict[str, pd.DataFrame], meta: dict
         write_atomic(path, frame.to_csv(index=False))
         paths.append(path)
     meta = {**meta, "tables": sorted(tables), "files": {p.name: sha256_file(p) for p in paths}}
-    return paths + [write_meta(folder, chapter, meta)]
+    return [*paths, write_meta(folder, chapter, meta)]
 
 
 def write_meta(folder: Path, chapter: str, meta: dict[str, Any]) -> Path:
@@ -133,11 +137,16 @@ def load(folder: Path, chapter: str) -> tuple[dict[str, pd.DataFrame], dict[str,
 def git_commit() -> str | None:
     """The repository's HEAD commit, with '+dirty' when tracked files differ from it; None outside git."""
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, check=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("+dirty" if dirty else "")
-

@@ -1,4 +1,5 @@
 """The checks that config dataclasses and typed setups share: positive integers and lists of positive numbers."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -21,22 +22,29 @@ def require_positive_ints(obj: object, names: Iterable[str]) -> None:
 
 
 MAX_SEEDS = 1000  # each seed trains its own models: 1000 seeds of Figure 2 are 8000 models held at once
-SEED_LIMIT = 2 ** 32  # numpy's and torch's seeds are 32-bit where they meet (np.random.seed)
+SEED_LIMIT = 2**32  # numpy's and torch's seeds are 32-bit where they meet (np.random.seed)
 
 
 def require_seeds(seeds: Any) -> None:
     """Raise ValueError unless ``seeds`` is a non-empty list of at most ``MAX_SEEDS`` distinct integers in
     [0, 2**32) (each seed names one model)."""
-    if not (seeds and all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in seeds)
-            and len(set(seeds)) == len(seeds)):
+    if not (
+        seeds
+        and all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in seeds)
+        and len(set(seeds)) == len(seeds)
+    ):
         raise ValueError(f"seeds must be a non-empty list of distinct integers (got {list(seeds or ())!r})")
     if bad := [s for s in seeds if not 0 <= s < SEED_LIMIT]:
-        raise ValueError(f"seeds must be integers from 0 to {SEED_LIMIT - 1} (got {bad[0]!r}); give non-negative "
-                         f"seeds like [0, 1, 2]")
+        raise ValueError(
+            f"seeds must be integers from 0 to {SEED_LIMIT - 1} (got {bad[0]!r}); give non-negative "
+            f"seeds like [0, 1, 2]"
+        )
     if len(seeds) > MAX_SEEDS:
-        raise ValueError(f"seeds holds {len(seeds)} seeds, more than the {MAX_SEEDS} a run takes (each seed trains "
-                         f"models of its own, all held in memory together); split the study into runs of at most "
-                         f"{MAX_SEEDS} seeds")
+        raise ValueError(
+            f"seeds holds {len(seeds)} seeds, more than the {MAX_SEEDS} a run takes (each seed trains "
+            f"models of its own, all held in memory together); split the study into runs of at most "
+            f"{MAX_SEEDS} seeds"
+        )
 
 
 def require_positive_numbers(name: str, values: Any) -> None:

@@ -1,5 +1,6 @@
 """Independent tasks side by side: a pool of worker processes, each on one torch thread, so that a task's numbers do
 not depend on the machine's core count or on how many workers there are."""
+
 from __future__ import annotations
 
 import contextlib
@@ -13,7 +14,6 @@ from concurrent.futures import ProcessPoolExecutor
 
 import psutil
 import torch
-
 
 RUN_ENV = "QKOV_RUN"  # "<pid>:<start time>" of the runner whose chapter a process serves (kernels, their workers)
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent ends
@@ -72,8 +72,9 @@ def end_leftovers() -> list[str]:
     procs = leftovers()
     for proc in procs:
         with contextlib.suppress(psutil.Error):
-            named.append(f"pid {proc.pid} ({' '.join(proc.cmdline()[:3]) or proc.name()}, "
-                         f"{proc.memory_info().rss / 1e6:.0f} MB)")
+            named.append(
+                f"pid {proc.pid} ({' '.join(proc.cmdline()[:3]) or proc.name()}, {proc.memory_info().rss / 1e6:.0f} MB)"
+            )
             proc.kill()
     psutil.wait_procs(procs, timeout=5)
     return named

@@ -1,4 +1,5 @@
 """Where datasets come from: QKOV_DATA_DIR (offline copies) or the download cache (QKOV_CACHE_DIR)."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,10 @@ def data_dir() -> Path | None:
         return None
     path = Path(value).expanduser()
     if not path.is_dir():
-        raise DataError(f"{DATA_ENV}={value!r} is not a folder; point it at the offline dataset copies "
-                                f"(layout in data/README.md) or unset it to download into the cache")
+        raise DataError(
+            f"{DATA_ENV}={value!r} is not a folder; point it at the offline dataset copies "
+            f"(layout in data/README.md) or unset it to download into the cache"
+        )
     return path
 
 
@@ -34,6 +37,8 @@ def cache_dir() -> Path:
     blocking = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
     if blocking is not None:
         where = f"{CACHE_ENV}={value!r}" if value else f"the default cache {path}"
-        raise DataError(f"{where} cannot be a folder: {blocking} is a file; point {CACHE_ENV} at a folder (it is "
-                        f"created when missing) or move the file away")
+        raise DataError(
+            f"{where} cannot be a folder: {blocking} is a file; point {CACHE_ENV} at a folder (it is "
+            f"created when missing) or move the file away"
+        )
     return path

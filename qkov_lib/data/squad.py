@@ -5,6 +5,7 @@ Canonical release: ``train-v1.1.json`` for training and ``dev-v1.1.json`` for te
 Offline only ``dev-v1.1.json`` is there (``$QKOV_DATA_DIR/squad``): its articles are split at random (seeded) into
 ``test_fraction`` of the articles for testing and the rest for training, so that no paragraph is in both.
 """
+
 from __future__ import annotations
 
 import re
@@ -49,14 +50,17 @@ def _questions(path: Path) -> list[list[Question]]:
                     if not answers:
                         raise DataError(f"{path}: question {qa['id']} has no answer; the file is not SQuAD v1.1")
                     for text, start in zip(answers, starts):
-                        if context[start:start + len(text)] != text:
-                            raise DataError(f"{path}: question {qa['id']}'s answer {text!r} is not at offset {start} "
-                                            f"of its paragraph; the file is corrupt")
+                        if context[start : start + len(text)] != text:
+                            raise DataError(
+                                f"{path}: question {qa['id']}'s answer {text!r} is not at offset {start} "
+                                f"of its paragraph; the file is corrupt"
+                            )
                     qs.append(Question(article["title"], context, qa["question"], answers, starts))
             articles.append(qs)
     except (KeyError, TypeError) as err:
-        raise DataError(f"{path} lacks a SQuAD field ({type(err).__name__}: {err}); copy or download it again") \
-            from None
+        raise DataError(
+            f"{path} lacks a SQuAD field ({type(err).__name__}: {err}); copy or download it again"
+        ) from None
     return articles
 
 
@@ -66,18 +70,21 @@ def _flat(articles: list[list[Question]]) -> list[Question]:
 
 def _split_by_article(path: Path, test_fraction: float, seed: int) -> tuple[dict[str, list[Question]], dict]:
     articles = _questions(path)
-    n_test = int(round(test_fraction * len(articles)))
+    n_test = round(test_fraction * len(articles))
     if not 0 < n_test < len(articles):
         raise DataError(f"{path} has {len(articles)} article(s): too few to hold out {test_fraction:.0%} of them")
     test_ids = set(np.random.default_rng(seed).permutation(len(articles))[:n_test].tolist())
-    info = {"source": "offline copy of dev-v1.1.json, split by article",
-            "split": f"{n_test} of {len(articles)} articles for testing (seed {seed}), the rest for training"}
-    return {"train": _flat([a for i, a in enumerate(articles) if i not in test_ids]),
-            "test": _flat([a for i, a in enumerate(articles) if i in test_ids])}, info
+    info = {
+        "source": "offline copy of dev-v1.1.json, split by article",
+        "split": f"{n_test} of {len(articles)} articles for testing (seed {seed}), the rest for training",
+    }
+    return {
+        "train": _flat([a for i, a in enumerate(articles) if i not in test_ids]),
+        "test": _flat([a for i, a in enumerate(articles) if i in test_ids]),
+    }, info
 
 
-def load(download: bool = False, test_fraction: float = 0.2, seed: int = 0
-         ) -> tuple[dict[str, list[Question]], dict]:
+def load(download: bool = False, test_fraction: float = 0.2, seed: int = 0) -> tuple[dict[str, list[Question]], dict]:
     """Train and test questions and a provenance record: the offline dev file split by article first, else the
     canonical train and dev files from the cache (downloaded when ``download``); one clear error when neither is
     there."""
@@ -118,11 +125,12 @@ class Example:
 
     def text(self, start: int, end: int) -> str:
         """The paragraph's text under window tokens [start, end) (empty when the span is empty)."""
-        return self.paragraph[self.spans[start][0]:self.spans[end - 1][1]] if end > start else ""
+        return self.paragraph[self.spans[start][0] : self.spans[end - 1][1]] if end > start else ""
 
 
-def examples(questions: list[Question], window: int, max_question: int, max_answer: int, seed: int
-             ) -> tuple[list[Example], int]:
+def examples(
+    questions: list[Question], window: int, max_question: int, max_answer: int, seed: int
+) -> tuple[list[Example], int]:
     """Every question whose first answer has at most ``max_answer`` tokens, its paragraph cut to a window of
     ``window`` tokens placed at random (seeded) among the placements that hold the answer, so that the answer's
     position in the window says nothing; the question cut to ``max_question`` tokens. Returns the examples and how
@@ -140,17 +148,26 @@ def examples(questions: list[Question], window: int, max_question: int, max_answ
         lo, hi = max(0, b - window), max(0, min(a, len(tokens) - window))
         start = int(rng.integers(lo, hi + 1))
         question = tokenize(q.question)[0][:max_question]
-        out.append(Example(tokens[start:start + window], spans[start:start + window], question, (a - start, b - start),
-                           q.context, q.answers))
+        out.append(
+            Example(
+                tokens[start : start + window],
+                spans[start : start + window],
+                question,
+                (a - start, b - start),
+                q.context,
+                q.answers,
+            )
+        )
     return out, skipped
 
 
-def fixed_span_baseline(train: list[Example], test: list[Example], max_answer: int, n_select: int = 2000
-                        ) -> dict[str, float]:
+def fixed_span_baseline(
+    train: list[Example], test: list[Example], max_answer: int, n_select: int = 2000
+) -> dict[str, float]:
     """The trivial baseline: the window span of a fixed start and length with the best mean F1 on (an evenly spaced
     ``n_select`` of) the training examples, applied to the test examples; its start, length, EM and F1 (percent)."""
     window = max(len(e.context) for e in train)
-    train = train[::max(1, len(train) // n_select)]
+    train = train[:: max(1, len(train) // n_select)]
 
     def mean_f1(data: list[Example], start: int, length: int) -> float:
         return float(np.mean([f1_score(e.text(start, min(start + length, len(e.context))), e.golds) for e in data]))
@@ -158,9 +175,12 @@ def fixed_span_baseline(train: list[Example], test: list[Example], max_answer: i
     best = max(((s, n) for s in range(window) for n in range(1, max_answer + 1)), key=lambda sn: mean_f1(train, *sn))
     start, length = best
     preds = [e.text(start, min(start + length, len(e.context))) for e in test]
-    return {"start": start, "length": length,
-            "EM": 100 * float(np.mean([exact_match(p, e.golds) for p, e in zip(preds, test)])),
-            "F1": 100 * float(np.mean([f1_score(p, e.golds) for p, e in zip(preds, test)]))}
+    return {
+        "start": start,
+        "length": length,
+        "EM": 100 * float(np.mean([exact_match(p, e.golds) for p, e in zip(preds, test)])),
+        "F1": 100 * float(np.mean([f1_score(p, e.golds) for p, e in zip(preds, test)])),
+    }
 
 
 SPECIALS = ("<q>", "<a>", "<eos>")  # before the question, before the answer, after it
@@ -207,8 +227,8 @@ def encode(data: list[Example], vocab: Vocab, max_answer: int) -> QAEncoded:
     """``QAEncoded`` for ``data``; answers longer than ``max_answer`` tokens are cut (``examples`` leaves them
     out already)."""
     q, a, eos = (vocab.stoi[s] for s in SPECIALS)
-    prompts = [vocab.ids(e.context) + [q] + vocab.ids(e.question) + [a] for e in data]
-    answers = [vocab.ids(e.context[e.answer[0]:e.answer[1]])[:max_answer] + [eos] for e in data]
+    prompts = [[*vocab.ids(e.context), q, *vocab.ids(e.question), a] for e in data]
+    answers = [[*vocab.ids(e.context[e.answer[0] : e.answer[1]])[:max_answer], eos] for e in data]
     P, A = max(map(len, prompts)), max_answer + 1
     n = len(data)
     ids, prompt_ids = torch.zeros(n, P + A, dtype=torch.long), torch.zeros(n, P, dtype=torch.long)
@@ -216,9 +236,9 @@ def encode(data: list[Example], vocab: Vocab, max_answer: int) -> QAEncoded:
     relevant = torch.zeros(n, P, dtype=torch.bool)
     for i, (prompt, answer, e) in enumerate(zip(prompts, answers, data)):
         k, m = len(prompt), len(answer)
-        ids[i, :k + m] = torch.tensor(prompt + answer)
+        ids[i, : k + m] = torch.tensor(prompt + answer)
         prompt_ids[i, :k] = torch.tensor(prompt)
         rows[i] = torch.arange(k - 1, k - 1 + A).clamp(max=k + m - 2)
         targets[i, :m], weights[i, :m] = torch.tensor(answer), 1.0
-        relevant[i, e.answer[0]:e.answer[1]] = True
+        relevant[i, e.answer[0] : e.answer[1]] = True
     return QAEncoded(ids, rows, targets, weights, prompt_ids, relevant)

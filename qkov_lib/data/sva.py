@@ -13,6 +13,7 @@ train and a held-out part (``heldout_fraction`` of each file, seeded). The color
 with subjects; their words outside the training vocabulary are read as their part-of-speech tags, as the prefixes
 were made (``pos_tags``).
 """
+
 from __future__ import annotations
 
 import csv
@@ -58,8 +59,10 @@ def _tsv_rows(text: str, path: Path, need: tuple[str, ...]) -> list[dict[str, st
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t")
     missing = [c for c in need if c not in (reader.fieldnames or [])]
     if missing:
-        raise DataError(f"{path} lacks the column(s) {', '.join(missing)} (header: {reader.fieldnames}); it is not "
-                        f"the expected file, copy or download it again")
+        raise DataError(
+            f"{path} lacks the column(s) {', '.join(missing)} (header: {reader.fieldnames}); it is not "
+            f"the expected file, copy or download it again"
+        )
     rows = list(reader)
     for line, row in enumerate(rows, 2):
         if any(row[c] is None for c in need):
@@ -109,8 +112,10 @@ def _numpred() -> TextSplit:
     for fname, attractors in NUMPRED.items():
         path = offline_file(f"sva/rnn_agr_simple/{fname}")
         if path is None:
-            raise DataError(f"offline SVA copy incomplete: sva/rnn_agr_simple/{fname} is missing; copy the whole "
-                            f"rnn_agr_simple folder (data/README.md)")
+            raise DataError(
+                f"offline SVA copy incomplete: sva/rnn_agr_simple/{fname} is missing; copy the whole "
+                f"rnn_agr_simple folder (data/README.md)"
+            )
         t, lab = _prefixes(path)
         if not t:
             raise DataError(f"{path} holds no prefix; the copy is truncated, copy it again")
@@ -146,7 +151,7 @@ def _stratified(pool: TextSplit, fraction: float, seed: int) -> tuple[TextSplit,
     held = np.zeros(len(pool), dtype=bool)
     for group in np.unique(pool.groups):
         rows = np.flatnonzero(pool.groups == group)
-        held[rng.choice(rows, int(round(fraction * len(rows))), replace=False)] = True
+        held[rng.choice(rows, round(fraction * len(rows)), replace=False)] = True
     return pool.take(np.flatnonzero(~held), "train"), pool.take(np.flatnonzero(held), "heldout")
 
 
@@ -157,12 +162,14 @@ def _offline(heldout_fraction: float, seed: int) -> tuple[dict[str, TextSplit], 
     test = _subject_split(test_path, "test")
     pool, dropped = _without_test(_numpred(), test)
     train, heldout = _stratified(pool, heldout_fraction, seed)
-    info = {"source": "offline copies",
-            "train": f"number-prediction prefixes ({', '.join(NUMPRED)}; no subject index), "
-                     f"{dropped} prefixes matching a test sentence dropped",
-            "held-out": f"{heldout_fraction:.0%} of each file (seed {seed})",
-            "test": "colorlessgreen Linzen subset, parser-derived subjects where the parse agrees with the verb, words "
-                    "outside the vocabulary read as their part-of-speech tags"}
+    info = {
+        "source": "offline copies",
+        "train": f"number-prediction prefixes ({', '.join(NUMPRED)}; no subject index), "
+        f"{dropped} prefixes matching a test sentence dropped",
+        "held-out": f"{heldout_fraction:.0%} of each file (seed {seed})",
+        "test": "colorlessgreen Linzen subset, parser-derived subjects where the parse agrees with the verb, words "
+        "outside the vocabulary read as their part-of-speech tags",
+    }
     return {"train": train, "heldout": heldout, "test": test}, info
 
 
@@ -174,13 +181,16 @@ def _canonical(download: bool, train_fraction: float, seed: int) -> tuple[dict[s
         with gzip.open(path, "rb") as fh:
             text = fh.read()
     except (OSError, EOFError, zlib.error) as err:
-        raise DataError(f"{path} cannot be read ({err}); the download is truncated, delete it and fetch again") \
-            from None
+        raise DataError(
+            f"{path} cannot be read ({err}); the download is truncated, delete it and fetch again"
+        ) from None
     try:
         rows = _tsv_rows(text.decode("utf-8"), path, CANONICAL_COLUMNS)
     except UnicodeDecodeError as err:
-        raise DataError(f"{path}: byte {err.start} of the uncompressed text is not UTF-8; the file is corrupt, "
-                        f"delete it and fetch again") from None
+        raise DataError(
+            f"{path}: byte {err.start} of the uncompressed text is not UTF-8; the file is corrupt, "
+            f"delete it and fetch again"
+        ) from None
     tokens, labels, rel, groups = [], [], [], []
     for line, row in enumerate(rows, 2):
         where = f"{path} line {line}"
@@ -193,15 +203,16 @@ def _canonical(download: bool, train_fraction: float, seed: int) -> tuple[dict[s
         rel.append(_subject_mask(subj, verb))
         groups.append(_index(row, "n_diff_intervening", where))
     order = np.random.default_rng(seed).permutation(len(rows))
-    cut = int(round(train_fraction * len(rows)))
+    cut = round(train_fraction * len(rows))
 
     info = {"source": "canonical release", "split": f"random {train_fraction:.0%} train (seed {seed}), rest test"}
     every = TextSplit("all", tokens, np.asarray(labels), rel, np.asarray(groups))
     return {"train": every.take(np.sort(order[:cut]), "train"), "test": every.take(np.sort(order[cut:]), "test")}, info
 
 
-def load(download: bool = False, heldout_fraction: float = 0.1, train_fraction: float = 0.1, seed: int = 0
-         ) -> tuple[dict[str, TextSplit], dict]:
+def load(
+    download: bool = False, heldout_fraction: float = 0.1, train_fraction: float = 0.1, seed: int = 0
+) -> tuple[dict[str, TextSplit], dict]:
     """Train and test splits (offline also a held-out split) and a provenance record: offline copies first, then
     the canonical release in the cache (downloaded when ``download``); one clear error when neither is there."""
     for name, value in (("heldout_fraction", heldout_fraction), ("train_fraction", train_fraction)):

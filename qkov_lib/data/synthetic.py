@@ -4,6 +4,7 @@ Each class c has a query token q_c, a next token n_c (the label), C distinct tok
 tokens with every class. A sequence is ``seq_len - 1`` context tokens drawn i.i.d. from
 P(l | n) = gamma / C for l distinct to the class, (1 - gamma) / D for l common, then the query token.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -51,8 +52,10 @@ class SyntheticConfig:
             raise ValueError(f"distinct_weights must be one of {', '.join(WEIGHTS)} (got {self.distinct_weights!r})")
         check_seq_len("seq_len", self.seq_len)
         if self.vocab_size is not None and self.vocab_size < self.min_vocab:
-            raise ValueError(f"vocab_size = {self.vocab_size} cannot hold the {self.min_vocab} tokens the "
-                             f"{self.layout!r} layout needs; use vocab_size >= {self.min_vocab} or None")
+            raise ValueError(
+                f"vocab_size = {self.vocab_size} cannot hold the {self.min_vocab} tokens the "
+                f"{self.layout!r} layout needs; use vocab_size >= {self.min_vocab} or None"
+            )
 
     @property
     def min_vocab(self) -> int:
@@ -65,7 +68,7 @@ class SyntheticConfig:
         return self.vocab_size or self.min_vocab
 
     @property
-    def data(self) -> "SyntheticConfig":
+    def data(self) -> SyntheticConfig:
         """The task alone: a plain ``SyntheticConfig`` of these sizes and sampling (a chapter's setup that extends
         this class adds its own fields)."""
         return SyntheticConfig(**{f.name: getattr(self, f.name) for f in fields(SyntheticConfig)})
@@ -80,8 +83,7 @@ class SyntheticConfig:
                 raise ValueError(f"the official layout needs n_common >= {5 + k} (got {d})")
             return {"common": common, "distinct": distinct, "query": 5 + np.arange(k), "next": 1 + np.arange(k)}
         start = d + k * c
-        return {"common": common, "distinct": distinct, "query": start + np.arange(k),
-                "next": start + k + np.arange(k)}
+        return {"common": common, "distinct": distinct, "query": start + np.arange(k), "next": start + k + np.arange(k)}
 
     def context_distribution(self) -> np.ndarray:
         """P(l | class) as a [classes, vocab] matrix (rows sum to 1)."""
@@ -106,7 +108,7 @@ class SyntheticSplit:
     def __len__(self) -> int:
         return len(self.labels)
 
-    def apply(self, fn) -> "SyntheticSplit":
+    def apply(self, fn) -> SyntheticSplit:
         """The same split with ``fn`` applied to each of its tensors (move to a device, slice seeds, ...)."""
         return SyntheticSplit(*(fn(getattr(self, f)) for f in FIELDS))
 
@@ -154,8 +156,12 @@ def _distinct_mask(cfg: SyntheticConfig, tokens: np.ndarray, classes: np.ndarray
 
 
 def _as_split(cfg: SyntheticConfig, tokens: np.ndarray, classes: np.ndarray) -> SyntheticSplit:
-    return SyntheticSplit(torch.as_tensor(tokens), torch.as_tensor(cfg.token_ids()["next"][classes]),
-                          torch.as_tensor(classes), torch.as_tensor(_distinct_mask(cfg, tokens, classes)))
+    return SyntheticSplit(
+        torch.as_tensor(tokens),
+        torch.as_tensor(cfg.token_ids()["next"][classes]),
+        torch.as_tensor(classes),
+        torch.as_tensor(_distinct_mask(cfg, tokens, classes)),
+    )
 
 
 def sample_tokens(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:

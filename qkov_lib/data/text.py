@@ -1,5 +1,6 @@
 """Token-level classification data with relevance masks (Section 7): splits, a word-level vocabulary built from the
 training split, and id tensors with a read-out token appended (the position the classifier reads)."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -38,8 +39,7 @@ class TextSplit:
             raise DataError(f"the {self.name} split is empty; check the data files")
         for i, (toks, rel) in enumerate(zip(self.tokens, self.relevant)):
             if rel is not None and len(rel) != len(toks):
-                raise DataError(f"{self.name} example {i}: relevance mask of length {len(rel)} for "
-                                f"{len(toks)} tokens")
+                raise DataError(f"{self.name} example {i}: relevance mask of length {len(rel)} for {len(toks)} tokens")
         if self.groups is not None and len(self.groups) != len(self.tokens):
             raise DataError(f"{self.name}: {len(self.groups)} groups for {len(self.tokens)} examples")
         if self.backoff is not None and [len(b) for b in self.backoff] != [len(t) for t in self.tokens]:
@@ -48,26 +48,36 @@ class TextSplit:
     def __len__(self) -> int:
         return len(self.tokens)
 
-    def subset(self, n: int | None, seed: int = 0) -> "TextSplit":
+    def subset(self, n: int | None, seed: int = 0) -> TextSplit:
         """A seeded random subset of n examples (all when n is None or >= the size), order kept."""
         return self if n is None or n >= len(self) else self.take(seeded_rows(len(self), n, seed))
 
-    def take(self, rows: np.ndarray, name: str | None = None) -> "TextSplit":
+    def take(self, rows: np.ndarray, name: str | None = None) -> TextSplit:
         """The examples at ``rows``, in that order."""
-        return TextSplit(name or self.name, [self.tokens[i] for i in rows], self.labels[rows],
-                         [self.relevant[i] for i in rows], None if self.groups is None else self.groups[rows],
-                         None if self.backoff is None else [self.backoff[i] for i in rows])
+        return TextSplit(
+            name or self.name,
+            [self.tokens[i] for i in rows],
+            self.labels[rows],
+            [self.relevant[i] for i in rows],
+            None if self.groups is None else self.groups[rows],
+            None if self.backoff is None else [self.backoff[i] for i in rows],
+        )
 
 
 class Vocab:
     """Words of the training split seen at least ``min_freq`` times (at most ``max_size``), after the specials
     (<pad> = 0, <unk> = 1, <readout> = 2, then ``extra``)."""
 
-    def __init__(self, splits_tokens: list[list[str]], min_freq: int = 1, max_size: int | None = None,
-                 extra: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        splits_tokens: list[list[str]],
+        min_freq: int = 1,
+        max_size: int | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         counts = Counter(t for toks in splits_tokens for t in toks)
         words = [w for w, c in counts.most_common(max_size) if c >= min_freq and w not in extra]
-        self.itos = [PAD, UNK, READOUT, *extra] + words
+        self.itos = [PAD, UNK, READOUT, *extra, *words]
         self.stoi = {w: i for i, w in enumerate(self.itos)}
 
     def __len__(self) -> int:

@@ -1,6 +1,7 @@
 """Exact match and F1 of a predicted answer against SQuAD's gold answers, with SQuAD v1.1's answer normalisation
 (Rajpurkar et al., 2016): lower case, punctuation removed, the articles a/an/the removed, whitespace collapsed; each
 score is the best over the gold answers (Section 7, Table 1's SQuAD column)."""
+
 from __future__ import annotations
 
 import re

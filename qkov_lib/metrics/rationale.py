@@ -1,5 +1,6 @@
 """Attention-based interpretability metrics on real data (Section 7, Appendix D.6): attention rollout, the mass on
 relevant tokens (MRTA, AC, ACMC), and ERASER's sufficiency and comprehensiveness (DeYoung et al., 2020)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -24,8 +25,7 @@ def rollout(attns: Sequence[torch.Tensor], identity_weight: float = 0.0) -> torc
     return out
 
 
-def readout_attention(attns: Sequence[torch.Tensor], ids: torch.Tensor, identity_weight: float = 0.0
-                      ) -> torch.Tensor:
+def readout_attention(attns: Sequence[torch.Tensor], ids: torch.Tensor, identity_weight: float = 0.0) -> torch.Tensor:
     """The rollout row of each example's read-out position (its last non-padding token): [S, B, T]. ``attns`` as
     the classifier returns them: full maps [S, B, H, T, T] below the last layer, the read-out row [S, B, H, 1, T] at
     the last, mixed with the identity's read-out row."""
@@ -47,8 +47,9 @@ def word_mask(ids: torch.Tensor) -> torch.Tensor:
     return words.scatter(-1, words.sum(-1, keepdim=True) - 1, False)
 
 
-def top_tokens(scores: torch.Tensor, ids: torch.Tensor, k_percent: float, words: torch.Tensor | None = None
-               ) -> torch.Tensor:
+def top_tokens(
+    scores: torch.Tensor, ids: torch.Tensor, k_percent: float, words: torch.Tensor | None = None
+) -> torch.Tensor:
     """Boolean [S, B, T]: the ceil(k% of the words) highest-scoring words of each example; ``words`` the positions
     that count (default: every real word, neither the read-out token nor padding)."""
     words = word_mask(ids) if words is None else words
@@ -72,9 +73,15 @@ def erase(ids: torch.Tensor, drop: torch.Tensor, mode: str = "remove", mask_id: 
     return out.masked_fill(~torch.gather(keep, -1, order), 0)
 
 
-def faithfulness(predict: Callable[[torch.Tensor], torch.Tensor], ids: torch.Tensor, scores: torch.Tensor,
-                 k_percents: Sequence[float], mode: str = "remove", full: torch.Tensor | None = None,
-                 words: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def faithfulness(
+    predict: Callable[[torch.Tensor], torch.Tensor],
+    ids: torch.Tensor,
+    scores: torch.Tensor,
+    k_percents: Sequence[float],
+    mode: str = "remove",
+    full: torch.Tensor | None = None,
+    words: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """ERASER sufficiency and comprehensiveness per example [S, B], averaged over ``k_percents`` (AOPC):
     p(y^|x) - p(y^|top-k% kept) and p(y^|x) - p(y^|top-k% removed), y^ the prediction on the full input.
     ``predict`` maps ids [S, B, T] to class probabilities [S, B, C]; ``full`` passes predict(ids) when known;
@@ -102,17 +109,21 @@ def relevant_mass(attention: torch.Tensor, relevant: torch.Tensor) -> torch.Tens
     (``attention_mass_classification``, HateXplain_Same_LR_Final_Config.ipynb and
     HateXplain_Faster_QK_LR_Final_Config.ipynb cell 55, In [44]: the rollout row times the three masks, summed
     over tokens, averaged over the masks); their DTAP map (``plot_heatmaps``, cell 52, In [43]) bins the same mean
-    over the three masks (of one head's attention), so AC and ACMC read the mass as it is (``mass_metrics``). Their sufficiency and comprehensiveness
+    over the three masks (of one head's attention), so AC and ACMC read the mass as it is (``mass_metrics``). Their
+    sufficiency and comprehensiveness
     (``compute_comprehensiveness_sufficiency_classification``, cell 55) rank tokens by the rollout alone, the
     rationale entering only an unused overlap count, so weights do not enter ``faithfulness`` either."""
     return (attention * relevant).sum(-1)
 
 
-def mass_metrics(mass: torch.Tensor, prob_true: torch.Tensor, threshold: float = 0.5, confidence: float = 0.5
-                 ) -> dict[str, torch.Tensor]:
+def mass_metrics(
+    mass: torch.Tensor, prob_true: torch.Tensor, threshold: float = 0.5, confidence: float = 0.5
+) -> dict[str, torch.Tensor]:
     """Per seed over examples [S, N]: MRTA (mean mass on relevant tokens, %), AC (% with mass > threshold) and
     ACMC (% with mass > threshold and true-class probability > confidence), as in Appendix D.6."""
     high = mass > threshold
-    return {"MRTA": 100 * mass.mean(-1), "AC": 100 * high.float().mean(-1),
-            "ACMC": 100 * (high & (prob_true > confidence)).float().mean(-1)}
-
+    return {
+        "MRTA": 100 * mass.mean(-1),
+        "AC": 100 * high.float().mean(-1),
+        "ACMC": 100 * (high & (prob_true > confidence)).float().mean(-1),
+    }

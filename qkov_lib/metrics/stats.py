@@ -1,4 +1,5 @@
 """Means with 95% confidence intervals over seeds (Student t), and paired effects against a baseline."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,8 +20,9 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]
     return float(v.mean()), float(half)
 
 
-def paired_effects(summary: pd.DataFrame, base: str, metrics: Sequence[str], by: str = "panel",
-                   pair: str = "seed", level: float = 0.95) -> pd.DataFrame:
+def paired_effects(
+    summary: pd.DataFrame, base: str, metrics: Sequence[str], by: str = "panel", pair: str = "seed", level: float = 0.95
+) -> pd.DataFrame:
     """For every group other than ``base``: per metric, the baseline and group means and the mean paired
     difference (group - baseline, matched on ``pair``) with its confidence interval."""
     wide = summary.pivot_table(index=pair, columns=by, values=list(metrics))
@@ -31,7 +33,16 @@ def paired_effects(summary: pd.DataFrame, base: str, metrics: Sequence[str], by:
         for metric in metrics:
             diff = (wide[(metric, group)] - wide[(metric, base)]).dropna()
             mean, half = mean_ci(diff.to_numpy(), level)
-            rows.append({by: group, "metric": metric, "baseline": float(wide[(metric, base)].mean()),
-                         "with change": float(wide[(metric, group)].mean()), "effect": mean,
-                         "ci_low": mean - half, "ci_high": mean + half, "seeds": int(diff.size)})
+            rows.append(
+                {
+                    by: group,
+                    "metric": metric,
+                    "baseline": float(wide[(metric, base)].mean()),
+                    "with change": float(wide[(metric, group)].mean()),
+                    "effect": mean,
+                    "ci_low": mean - half,
+                    "ci_high": mean + half,
+                    "seeds": int(diff.size),
+                }
+            )
     return pd.DataFrame(rows)

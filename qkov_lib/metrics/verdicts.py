@@ -15,6 +15,7 @@ difference, where the claim compares two conditions of the same seeds): a claime
 the interval lies above it, fails if the interval lies at or below it, and is undecided otherwise. A deterministic
 check (an ODE, a symbolic identity, an exact instance) holds or fails.
 """
+
 from __future__ import annotations
 
 import html
@@ -74,8 +75,10 @@ class Claim:
 
 def claim_table(claims: Iterable[Claim]) -> pd.DataFrame:
     """The chapter's claims as a table (columns ``COLUMNS``), the form every chapter saves as ``claims``."""
-    return pd.DataFrame([[c.id, c.claim, c.kind, c.measured, c.verdict, c.rule, c.authors, c.estimate, c.low, c.high]
-                         for c in claims], columns=COLUMNS)
+    return pd.DataFrame(
+        [[c.id, c.claim, c.kind, c.measured, c.verdict, c.rule, c.authors, c.estimate, c.low, c.high] for c in claims],
+        columns=COLUMNS,
+    )
 
 
 PERCENT = (0.0, 100.0)  # the bounds of a percentage: accuracy, ACMC, AC, MRTA, a cell's share of examples
@@ -93,7 +96,7 @@ class Interval:
     n: int
 
     @classmethod
-    def of(cls, values: Sequence[float], bounds: tuple[float, float] | None = None) -> "Interval":
+    def of(cls, values: Sequence[float], bounds: tuple[float, float] | None = None) -> Interval:
         """The t interval of the values' mean; for a bounded quantity (``bounds``: ``PERCENT``, ``PROBABILITY``)
         the t interval clipped to the bounds, so that an accuracy near 100% never reads '98.7 [91.7, 105.6]'.
 
@@ -127,9 +130,11 @@ class Interval:
     def text(self, digits: int = 1, signed: bool = False) -> str:
         """'12.3 [10.1, 14.5]' (signed: '+2.3 [+0.4, +4.1]'); the mean alone for one seed. A value that rounds to
         zero is written as zero, never '-0.0'."""
+
         def f(x: float) -> str:
             x = 0.0 if round(x, digits) == 0 else x
             return f"{x:{'+' if signed else ''}.{digits}f}"
+
         return f(self.mean) if self.n < 2 else f"{f(self.mean)} [{f(self.low)}, {f(self.high)}]"
 
 
@@ -172,16 +177,25 @@ REPRODUCTION_RULE = (
     "profile (a number the authors stored for one seed: inside that interval widened by 2 points for a percentage, "
     "0.02 for a probability difference, since one seed's value scatters around the mean); differs: it lies outside; "
     "undecided: the official profile has not been run, its models did not learn the task (not evidence), it has one "
-    "seed (no interval), or the authors stored no number")
+    "seed (no interval), or the authors stored no number"
+)
 
 
 SINGLE_RUN_TOLERANCE = 0.10  # two single runs (one seed each side): within this share of the authors' number
-SINGLE_RUN_RULE = ("two single runs (the authors' one run against this book's one seed under official): reproduces "
-                   f"when within {SINGLE_RUN_TOLERANCE:.0%} of the authors' number, else differs")
+SINGLE_RUN_RULE = (
+    "two single runs (the authors' one run against this book's one seed under official): reproduces "
+    f"when within {SINGLE_RUN_TOLERANCE:.0%} of the authors' number, else differs"
+)
 
 
-def reproduces(authors: float | None, official: Interval | None, authors_seeds: int, unit: str = "%",
-               evidence: bool = True, single_runs: bool = False) -> str:
+def reproduces(
+    authors: float | None,
+    official: Interval | None,
+    authors_seeds: int,
+    unit: str = "%",
+    evidence: bool = True,
+    single_runs: bool = False,
+) -> str:
     """Whether this book under the ``official`` profile (the authors' setup) gives back a number the authors'
     notebooks stored (``REPRODUCTION_RULE``): ``authors`` (None: nothing stored), the mean over ``authors_seeds``
     seeds, against ``official``, this build's 95% interval over seeds (None: not run); ``evidence`` False when
@@ -201,8 +215,10 @@ def reproduces(authors: float | None, official: Interval | None, authors_seeds: 
 
 
 COLOURS |= {REPRODUCES: COLOURS[HOLDS], DIFFERS: COLOURS[FAILS]}  # the reproduction words, coloured alike (``word``)
-PRINTED_RULE = ("a number without seeds on either side (an ODE's solution): reproduces when this book's, rounded to "
-                "the digits the authors printed, is theirs, else differs")
+PRINTED_RULE = (
+    "a number without seeds on either side (an ODE's solution): reproduces when this book's, rounded to "
+    "the digits the authors printed, is theirs, else differs"
+)
 
 
 def as_printed(authors: float | None, ours: float | None) -> str:
@@ -219,15 +235,22 @@ OFFICIAL_COLUMN = "this book under official"
 VERDICT_COLUMN = "official gives the authors' number back?"
 
 
-def beside_official(table: pd.DataFrame, keys: Sequence[str], official: Mapping[str, Interval] | None,
-                    text: Callable[[Interval], str] | Mapping[str, Callable[[Interval], str]],
-                    single_runs: bool = False, printed: bool = False, evidence: bool = True) -> pd.DataFrame:
+def beside_official(
+    table: pd.DataFrame,
+    keys: Sequence[str],
+    official: Mapping[str, Interval] | None,
+    text: Callable[[Interval], str] | Mapping[str, Callable[[Interval], str]],
+    single_runs: bool = False,
+    printed: bool = False,
+    evidence: bool = True,
+) -> pd.DataFrame:
     """A table of the paper, the authors' notebooks and this run (``authors.three_way`` over ``keys``) with this
     book under ``official`` (``official``: key -> its interval over seeds; None: not run; a key it lacks: not run)
     and, per key, whether it gives the authors' number back (``reproduces``; ``printed``: numbers without seeds,
     ``as_printed``). ``text`` writes an interval: one function for every key, or one per key (a mapping: keys of
     different units or digits); ``evidence`` False when the official models did not learn the task, so that no
     verdict is drawn from them (undecided)."""
+
     def verdict(key: str) -> str:
         theirs, seeds, unit = authors.number(key)
         ours = official.get(key) if official is not None else None
@@ -238,9 +261,12 @@ def beside_official(table: pd.DataFrame, keys: Sequence[str], official: Mapping[
     def shown(key: str) -> str:
         return (text[key] if isinstance(text, Mapping) else text)(official[key])
 
-    return table.assign(**{OFFICIAL_COLUMN: [shown(k) if official is not None and k in official else "not run"
-                                             for k in keys],
-                           VERDICT_COLUMN: [verdict(k) for k in keys]})
+    return table.assign(
+        **{
+            OFFICIAL_COLUMN: [shown(k) if official is not None and k in official else "not run" for k in keys],
+            VERDICT_COLUMN: [verdict(k) for k in keys],
+        }
+    )
 
 
 def profile_tables(root: Path, profile: str, page: str) -> dict[str, pd.DataFrame] | None:
@@ -280,10 +306,16 @@ def weakest(parts: Sequence[Interval], claimed_up: bool = True) -> Interval:
 def rule(claimed: str, quantity: str, threshold: str, paired: bool = False) -> str:
     """The rule beside an interval verdict, in words: ``claimed`` is 'above', 'at least', 'below' or 'at most'."""
     what = f"the 95% interval over seeds of {'the paired difference in ' if paired else ''}{quantity}"
-    side = {"above": ("lies above", "lies at or below"), "at least": ("lies at or above", "lies below"),
-            "below": ("lies below", "lies at or above"), "at most": ("lies at or below", "lies above")}[claimed]
-    return f"holds if {what} {side[0]} {threshold}; fails if it {side[1]} {threshold}; undecided if it straddles " \
-           f"{threshold}"
+    side = {
+        "above": ("lies above", "lies at or below"),
+        "at least": ("lies at or above", "lies below"),
+        "below": ("lies below", "lies at or above"),
+        "at most": ("lies at or below", "lies above"),
+    }[claimed]
+    return (
+        f"holds if {what} {side[0]} {threshold}; fails if it {side[1]} {threshold}; undecided if it straddles "
+        f"{threshold}"
+    )
 
 
 def not_evidence(table: pd.DataFrame, reason: str) -> pd.DataFrame:
@@ -294,12 +326,17 @@ def not_evidence(table: pd.DataFrame, reason: str) -> pd.DataFrame:
 
 def word(verdict: str) -> str:
     """A verdict as HTML: the word in its colour (readable without the book's style sheet too)."""
-    return f'<span class="qkov-verdict qkov-{verdict.replace(" ", "-")}" style="color: {COLOURS[verdict]}; ' \
-           f'font-weight: 600; white-space: nowrap">{html.escape(verdict)}</span>'
+    return (
+        f'<span class="qkov-verdict qkov-{verdict.replace(" ", "-")}" style="color: {COLOURS[verdict]}; '
+        f'font-weight: 600; white-space: nowrap">{html.escape(verdict)}</span>'
+    )
 
 
-CLAIM_COLUMNS = (("claim", "claim"), ("this run", "this run (mean and 95% interval over seeds)"),
-                 ("rule", "how the verdict is read"))
+CLAIM_COLUMNS = (
+    ("claim", "claim"),
+    ("this run", "this run (mean and 95% interval over seeds)"),
+    ("rule", "how the verdict is read"),
+)
 
 
 def present(table: pd.DataFrame, columns: Sequence[tuple[str, str]] = CLAIM_COLUMNS, raw: Sequence[str] = ()) -> HTML:
@@ -309,16 +346,23 @@ def present(table: pd.DataFrame, columns: Sequence[tuple[str, str]] = CLAIM_COLU
     return HTML(claims_html(table, columns, raw))
 
 
-def claims_html(table: pd.DataFrame, columns: Sequence[tuple[str, str]] = CLAIM_COLUMNS, raw: Sequence[str] = ()
-                ) -> str:
+def claims_html(
+    table: pd.DataFrame, columns: Sequence[tuple[str, str]] = CLAIM_COLUMNS, raw: Sequence[str] = ()
+) -> str:
     """``present``'s HTML."""
+
     def cell(key: str, header: str, value: object) -> str:
         text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
         return f'<td data-label="{html.escape(header)}">{text if key in raw else html.escape(text)}</td>'
 
     head = "".join(f"<th>{html.escape(h)}</th>" for h in ("verdict", *(h for _, h in columns)))
-    body = "".join("<tr>" + f'<td data-label="verdict">{word(r["verdict"])}</td>'
-                   + "".join(cell(k, h, r[k]) for k, h in columns) + "</tr>" for _, r in table.iterrows())
+    body = "".join(
+        "<tr>"
+        + f'<td data-label="verdict">{word(r["verdict"])}</td>'
+        + "".join(cell(k, h, r[k]) for k, h in columns)
+        + "</tr>"
+        for _, r in table.iterrows()
+    )
     return f'<table class="qkov-claims"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
@@ -331,8 +375,12 @@ def verdict_table(rows: Iterable[tuple[str, Sequence[str]]], headers: Sequence[s
     """A table of verdicts: each row a verdict (shown as its coloured word, first) and its other cells (raw HTML),
     under ``headers`` (the verdict's included); its cells stack into cards on a narrow screen."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f'<td data-label="{html.escape(h)}">{c}</td>'
-                                    for h, c in zip(headers, (word(v), *cells))) + "</tr>" for v, cells in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td data-label="{html.escape(h)}">{c}</td>' for h, c in zip(headers, (word(v), *cells)))
+        + "</tr>"
+        for v, cells in rows
+    )
     return f'<table class="qkov-claims {css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 

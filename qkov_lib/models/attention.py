@@ -5,6 +5,7 @@ Parameters carry a leading seed dimension S, so S independent models train in on
 Because tokens are ids and x_t = E[token], both circuits reduce to small effective matrices over the vocabulary,
 QK[key, query] = E W_K W_Q^T E^T and OV[class, token] = W_O W_V E^T, which the forward pass indexes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -54,13 +55,15 @@ class AttentionConfig:
 
     def __post_init__(self) -> None:
         if self.parameterisation not in PARAMETERISATIONS:
-            raise ValueError(f"unknown parameterisation {self.parameterisation!r}; allowed: "
-                             f"{', '.join(PARAMETERISATIONS)}")
+            raise ValueError(
+                f"unknown parameterisation {self.parameterisation!r}; allowed: {', '.join(PARAMETERISATIONS)}"
+            )
         if not (isinstance(self.vocab, int) and self.vocab > 1):
             raise ValueError(f"vocab must be an integer > 1 (got {self.vocab!r})")
         if self.d_model is not None and not (isinstance(self.d_model, int) and self.d_model > 0):
-            raise ValueError(f"d_model must be a positive integer or None for one-hot embeddings "
-                             f"(got {self.d_model!r})")
+            raise ValueError(
+                f"d_model must be a positive integer or None for one-hot embeddings (got {self.d_model!r})"
+            )
         check_init(self.init, self.init_scale, self.collapsed_init)
 
     @property
@@ -116,16 +119,19 @@ def _pairs(cfg: AttentionConfig, gen: torch.Generator) -> dict[str, torch.Tensor
 
 def _pytorch_default(cfg: AttentionConfig, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """Every matrix as an ``nn.Linear`` weight [out, in] starts by default: U(-b, b), b = sigma / sqrt(in)."""
+
     def linear(rows: int, cols: int) -> torch.Tensor:
         return (torch.rand(rows, cols, generator=gen) * 2 - 1) * cfg.init_scale / cols**0.5
+
     d, m = cfg.d, cfg.outputs
     p = {"W_K": linear(d, d), "W_Q": linear(d, d)} if cfg.qk_factorised else {"W_QK": linear(d, d)}
     p |= {"W_O": linear(m, d), "W_V": linear(d, d)} if cfg.ov_factorised else {"W_OV": linear(m, d)}
     return p
 
 
-def init_params(cfg: AttentionConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
-                ) -> dict[str, torch.Tensor]:
+def init_params(
+    cfg: AttentionConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
+) -> dict[str, torch.Tensor]:
     """Parameters for each seed, stacked on a leading dimension; each seed's draw is independent of the others."""
     per_seed = []
     for seed in seeds:
@@ -147,8 +153,9 @@ def effective_circuits(params: dict[str, torch.Tensor], cfg: AttentionConfig) ->
     return w_qk, w_ov
 
 
-def forward(params: dict[str, torch.Tensor], cfg: AttentionConfig, tokens: torch.Tensor
-            ) -> tuple[torch.Tensor, torch.Tensor]:
+def forward(
+    params: dict[str, torch.Tensor], cfg: AttentionConfig, tokens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits [S, B, M] and attention [S, B, T] at the query (last) position, for tokens [S, B, T]."""
     qk, ov = effective_circuits(params, cfg)
     s, b, t = tokens.shape

@@ -7,6 +7,7 @@ stream, optionally with biases (b_Q, b_K, b_V [H, d_head], b_O [d], the MLP's b_
 output layer tied to the token embedding. The norms have no parameters, so that every trained weight is in
 the QK group (W_Q, W_K), the OV group (W_V, W_O) or 'other' (``optim.circuit_groups``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -40,30 +41,46 @@ class DecoderConfig:
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)} (got {self.activation!r})")
 
 
-def init_decoder(cfg: DecoderConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
-                 ) -> dict[str, torch.Tensor]:
+def init_decoder(
+    cfg: DecoderConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
+) -> dict[str, torch.Tensor]:
     """Normal(0, init_scale) weights, zero biases (drawing nothing), one independent draw per seed, stacked on
     dimension 0."""
     shapes = {"embed": (cfg.vocab, cfg.d_model), "pos": (cfg.max_len, cfg.d_model)}
     for layer in range(cfg.n_layers):
         p = f"blocks.{layer}."
-        shapes |= {p + "W_Q": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_K": (cfg.n_heads, cfg.d_model, cfg.d_head),
-                   p + "W_V": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_O": (cfg.n_heads, cfg.d_head, cfg.d_model),
-                   p + "mlp_in": (cfg.d_model, cfg.d_mlp), p + "mlp_out": (cfg.d_mlp, cfg.d_model)}
+        shapes |= {
+            p + "W_Q": (cfg.n_heads, cfg.d_model, cfg.d_head),
+            p + "W_K": (cfg.n_heads, cfg.d_model, cfg.d_head),
+            p + "W_V": (cfg.n_heads, cfg.d_model, cfg.d_head),
+            p + "W_O": (cfg.n_heads, cfg.d_head, cfg.d_model),
+            p + "mlp_in": (cfg.d_model, cfg.d_mlp),
+            p + "mlp_out": (cfg.d_mlp, cfg.d_model),
+        }
         if cfg.biases:
-            shapes |= {p + "b_Q": (cfg.n_heads, cfg.d_head), p + "b_K": (cfg.n_heads, cfg.d_head),
-                       p + "b_V": (cfg.n_heads, cfg.d_head), p + "b_O": (cfg.d_model,), p + "b_in": (cfg.d_mlp,),
-                       p + "b_out": (cfg.d_model,)}
+            shapes |= {
+                p + "b_Q": (cfg.n_heads, cfg.d_head),
+                p + "b_K": (cfg.n_heads, cfg.d_head),
+                p + "b_V": (cfg.n_heads, cfg.d_head),
+                p + "b_O": (cfg.d_model,),
+                p + "b_in": (cfg.d_mlp,),
+                p + "b_out": (cfg.d_model,),
+            }
     per_seed = []
     for seed in seeds:
         gen = torch.Generator().manual_seed(int(seed))
-        per_seed.append({k: torch.zeros(s) if is_bias(k) else cfg.init_scale * torch.randn(s, generator=gen)
-                         for k, s in shapes.items()})
+        per_seed.append(
+            {
+                k: torch.zeros(s) if is_bias(k) else cfg.init_scale * torch.randn(s, generator=gen)
+                for k, s in shapes.items()
+            }
+        )
     return {k: torch.stack([p[k] for p in per_seed]).to(device).requires_grad_() for k in shapes}
 
 
-def decode(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tensor
-           ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def decode(
+    params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """The final hidden states [S, B, T, d] and each layer's attention [S, B, H, T, T] (rows: queries; a query
     sees itself and the positions before it, never padding; in a row of padding only, the first position). ``ids``
     [S, B, T] or [B, T]; 0 is padding, which may only follow the real tokens of a row."""
@@ -95,8 +112,9 @@ def decode(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tenso
     return layer_norm(x, (d,)), attns
 
 
-def next_token_logits(params: dict[str, torch.Tensor], hidden: torch.Tensor, rows: torch.Tensor,
-                      allowed: torch.Tensor | None = None) -> torch.Tensor:
+def next_token_logits(
+    params: dict[str, torch.Tensor], hidden: torch.Tensor, rows: torch.Tensor, allowed: torch.Tensor | None = None
+) -> torch.Tensor:
     """Logits of the next token after positions ``rows`` ([B, R] shared by the seeds, or [S, B, R]); the output
     layer is the token embedding, transposed. Over the whole vocabulary [S, B, R, V], or, given ``allowed``
     [B, K] or [S, B, K] (token ids; 0 = no token), over those K tokens only [S, B, R, K], -inf where the id is 0."""
@@ -111,8 +129,14 @@ def next_token_logits(params: dict[str, torch.Tensor], hidden: torch.Tensor, row
 
 
 @torch.no_grad()
-def greedy(params: dict[str, torch.Tensor], cfg: DecoderConfig, prompts: torch.Tensor, steps: int, eos: int,
-           allowed: torch.Tensor | None = None) -> torch.Tensor:
+def greedy(
+    params: dict[str, torch.Tensor],
+    cfg: DecoderConfig,
+    prompts: torch.Tensor,
+    steps: int,
+    eos: int,
+    allowed: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Greedy continuations [S, B, steps] of left-aligned ``prompts`` [B, T] (0-padded on the right): each seed
     appends its most likely next token other than padding (among ``allowed`` [B, K] when given), and a row that
     produced ``eos`` keeps producing it."""
@@ -128,8 +152,9 @@ def greedy(params: dict[str, torch.Tensor], cfg: DecoderConfig, prompts: torch.T
         hidden, _ = decode(params, cfg, ids[:, :, :width])
         logits = next_token_logits(params, hidden, (lengths + step - 1)[:, None], allowed)[:, :, 0]
         if allowed is None:
-            token = logits.index_fill(-1, torch.zeros(1, dtype=torch.long, device=logits.device),
-                                      float("-inf")).argmax(-1)
+            token = logits.index_fill(-1, torch.zeros(1, dtype=torch.long, device=logits.device), float("-inf")).argmax(
+                -1
+            )
         else:
             token = allowed.expand(S, -1, -1).gather(-1, logits.argmax(-1, keepdim=True)).squeeze(-1)
         token = torch.where(done, torch.full_like(token, eos), token)

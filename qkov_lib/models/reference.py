@@ -2,6 +2,7 @@
 
 Slow on purpose: it is the cross-check of ``attention.forward`` and the per-seed baseline of the benchmark.
 """
+
 from __future__ import annotations
 
 import torch
@@ -9,8 +10,9 @@ import torch
 from .attention import AttentionConfig
 
 
-def literal_forward(params: dict[str, torch.Tensor], cfg: AttentionConfig, tokens: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def literal_forward(
+    params: dict[str, torch.Tensor], cfg: AttentionConfig, tokens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Logits [B, M] and attention [B, T] for one seed's parameters (no seed dimension) and tokens [B, T]."""
     x = torch.nn.functional.one_hot(tokens, cfg.vocab).float()
     if "E" in params:

@@ -6,6 +6,7 @@ optionally with biases (b_Q, b_K, b_V [H, d_head], b_O [d]; the MLP's b_in, b_ou
 real position, which holds the read-out token. Parameter names end in W_Q, W_K, W_V, W_O so that
 ``optim.circuit_groups`` puts them in the QK and OV groups; everything else is 'other'.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -33,8 +34,9 @@ class ClassifierConfig:
     biases: bool = False  # biases on Q, K, V, O and the MLP (zero at the start)
 
     def __post_init__(self) -> None:
-        require_positive_ints(self, ("vocab", "n_classes", "max_len", "d_model", "n_heads", "d_head", "n_layers",
-                                     "d_mlp"))
+        require_positive_ints(
+            self, ("vocab", "n_classes", "max_len", "d_model", "n_heads", "d_head", "n_layers", "d_mlp")
+        )
         if self.n_classes < 2:
             raise ValueError(f"n_classes must be >= 2 (got {self.n_classes})")
         if not self.init_scale > 0:
@@ -59,19 +61,32 @@ def is_bias(name: str) -> bool:
     return name.endswith("bias") or name.rsplit(".", 1)[-1].startswith("b_")
 
 
-def init_classifier(cfg: ClassifierConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
-                    ) -> dict[str, torch.Tensor]:
+def init_classifier(
+    cfg: ClassifierConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
+) -> dict[str, torch.Tensor]:
     """Normal(0, init_scale) weights, zero biases, one independent draw per seed, stacked on dimension 0 (biases
     draw nothing, so a model with biases starts its weights where one without them does)."""
-    shapes = {"embed": (cfg.vocab, cfg.d_model), "pos": (cfg.max_len, cfg.d_model),
-              "unembed": (cfg.d_model, cfg.n_classes), "unembed_bias": (cfg.n_classes,)}
+    shapes = {
+        "embed": (cfg.vocab, cfg.d_model),
+        "pos": (cfg.max_len, cfg.d_model),
+        "unembed": (cfg.d_model, cfg.n_classes),
+        "unembed_bias": (cfg.n_classes,),
+    }
     for layer in range(cfg.n_layers):
         p = f"blocks.{layer}."
-        shapes |= {p + "W_Q": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_K": (cfg.n_heads, cfg.d_model, cfg.d_head),
-                   p + "W_V": (cfg.n_heads, cfg.d_model, cfg.d_head), p + "W_O": (cfg.n_heads, cfg.d_head, cfg.d_model)}
+        shapes |= {
+            p + "W_Q": (cfg.n_heads, cfg.d_model, cfg.d_head),
+            p + "W_K": (cfg.n_heads, cfg.d_model, cfg.d_head),
+            p + "W_V": (cfg.n_heads, cfg.d_model, cfg.d_head),
+            p + "W_O": (cfg.n_heads, cfg.d_head, cfg.d_model),
+        }
         if cfg.biases:
-            shapes |= {p + "b_Q": (cfg.n_heads, cfg.d_head), p + "b_K": (cfg.n_heads, cfg.d_head),
-                       p + "b_V": (cfg.n_heads, cfg.d_head), p + "b_O": (cfg.d_model,)}
+            shapes |= {
+                p + "b_Q": (cfg.n_heads, cfg.d_head),
+                p + "b_K": (cfg.n_heads, cfg.d_head),
+                p + "b_V": (cfg.n_heads, cfg.d_head),
+                p + "b_O": (cfg.d_model,),
+            }
         if cfg.mlp:
             shapes |= {p + "mlp_in": (cfg.d_model, cfg.d_mlp), p + "mlp_out": (cfg.d_mlp, cfg.d_model)}
             if cfg.biases:
@@ -79,8 +94,12 @@ def init_classifier(cfg: ClassifierConfig, seeds: Sequence[int], device: torch.d
     per_seed = []
     for seed in seeds:
         gen = torch.Generator().manual_seed(int(seed))
-        per_seed.append({k: (torch.zeros(s) if is_bias(k) else cfg.init_scale * torch.randn(s, generator=gen))
-                         for k, s in shapes.items()})
+        per_seed.append(
+            {
+                k: (torch.zeros(s) if is_bias(k) else cfg.init_scale * torch.randn(s, generator=gen))
+                for k, s in shapes.items()
+            }
+        )
     return {k: torch.stack([p[k] for p in per_seed]).to(device).requires_grad_() for k in shapes}
 
 
@@ -101,9 +120,15 @@ def scaled_attention(scores: torch.Tensor, blocked: torch.Tensor, d_head: int) -
     return torch.softmax(scores.div_(d_head**0.5).masked_fill_(blocked, float("-inf")), dim=-1)
 
 
-def readout_heads(x: torch.Tensor, queries: torch.Tensor, blocked: torch.Tensor, w_q: torch.Tensor,
-                  w_k: torch.Tensor, w_v: torch.Tensor, biases: tuple[torch.Tensor, ...] | None = None
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def readout_heads(
+    x: torch.Tensor,
+    queries: torch.Tensor,
+    blocked: torch.Tensor,
+    w_q: torch.Tensor,
+    w_k: torch.Tensor,
+    w_v: torch.Tensor,
+    biases: tuple[torch.Tensor, ...] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The last layer's attention [S, B, H, 1, T] from the read-out row ``queries`` [S, B, 1, d] over x [S, B, T, d]
     (keys ``blocked`` [S, B, 1, 1, T] left out), and each head's output [S, B, H, 1, d_head]. Keys and values are
     not formed per position: q.(W_K^T x_t) = (W_K q).x_t and sum_t a_t W_V^T x_t = W_V^T (sum_t a_t x_t). With
@@ -121,8 +146,9 @@ def readout_heads(x: torch.Tensor, queries: torch.Tensor, blocked: torch.Tensor,
     return attn, heads if biases is None else heads + biases[2][:, None, :, None, :]
 
 
-def classify(params: dict[str, torch.Tensor], cfg: ClassifierConfig, ids: torch.Tensor
-             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def classify(
+    params: dict[str, torch.Tensor], cfg: ClassifierConfig, ids: torch.Tensor
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Logits [S, B, C] at the read-out position and each layer's attention (rows: queries): [S, B, H, T, T] below
     the last layer; at the last layer only the read-out row, [S, B, H, 1, T], since no other row reaches the logits
     (the last layer's other queries and MLP rows are not computed), nor its keys and values at every position

@@ -4,6 +4,7 @@ built book, where a chapter places it in a numbered, captioned figure (``glue_fi
 
 Every figure is titled by its caption, not inside the plot: titles inside a plot get clipped or run into the panel
 titles on a narrow screen. Panel titles are short and wrap; each axis title is written once per figure."""
+
 from __future__ import annotations
 
 import itertools
@@ -28,14 +29,17 @@ FONT = "Helvetica, Arial, sans-serif"
 TICK_SIZE = 13  # px: tick labels, heatmap cell numbers, legend entries (at least 12 on every screen)
 TITLE_SIZE = 14  # px: panel titles and axis titles
 
-pio.templates["qkov"] = go.layout.Template(layout=dict(
-    font=dict(family=FONT, size=TICK_SIZE, color="#24292f"),
-    xaxis=dict(tickfont_size=TICK_SIZE, title_font_size=TITLE_SIZE, automargin=True, exponentformat="power"),
-    yaxis=dict(tickfont_size=TICK_SIZE, title_font_size=TITLE_SIZE, automargin=True, exponentformat="power"),
-    legend=dict(font_size=TICK_SIZE, title_font_size=TICK_SIZE),
-    annotationdefaults=dict(font_size=TITLE_SIZE),
-    margin=dict(l=60, r=20, t=40, b=50),
-    hoverlabel=dict(font_size=TICK_SIZE)))
+pio.templates["qkov"] = go.layout.Template(
+    layout=dict(
+        font=dict(family=FONT, size=TICK_SIZE, color="#24292f"),
+        xaxis=dict(tickfont_size=TICK_SIZE, title_font_size=TITLE_SIZE, automargin=True, exponentformat="power"),
+        yaxis=dict(tickfont_size=TICK_SIZE, title_font_size=TITLE_SIZE, automargin=True, exponentformat="power"),
+        legend=dict(font_size=TICK_SIZE, title_font_size=TICK_SIZE),
+        annotationdefaults=dict(font_size=TITLE_SIZE),
+        margin=dict(l=60, r=20, t=40, b=50),
+        hoverlabel=dict(font_size=TICK_SIZE),
+    )
+)
 pio.templates.default = "plotly_white+qkov"
 
 _shown = itertools.count(1)
@@ -48,9 +52,12 @@ class Shown:
 
     def __init__(self, fig: go.Figure) -> None:
         self.fig = fig
-        self.html = fig.to_html(full_html=False, include_plotlyjs=False,
-                                config={"responsive": True, "displayModeBar": False},
-                                div_id=f"qkov-figure-{next(_shown)}")
+        self.html = fig.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            config={"responsive": True, "displayModeBar": False},
+            div_id=f"qkov-figure-{next(_shown)}",
+        )
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         return {"application/vnd.plotly.v1+json": self.fig.to_plotly_json(), "text/html": self.html}
@@ -107,8 +114,11 @@ def legend_below(fig: go.Figure, gap: int = 80) -> None:
     old = fig.layout.margin.b if fig.layout.margin.b is not None else 50
     bottom = gap + 24 * max(entries, 1) + 10
     height = (fig.layout.height or 450) + bottom - old
-    fig.update_layout(height=height, margin_b=bottom, legend=dict(orientation="h", yanchor="top", x=0,
-                                                                  y=-gap / (height - top - bottom)))
+    fig.update_layout(
+        height=height,
+        margin_b=bottom,
+        legend=dict(orientation="h", yanchor="top", x=0, y=-gap / (height - top - bottom)),
+    )
 
 
 def log_axes(fig: go.Figure, x: bool = False, y: bool = False, **where) -> None:
@@ -130,37 +140,67 @@ def log_axes(fig: go.Figure, x: bool = False, y: bool = False, **where) -> None:
         for ref, (low, high) in spans.items():
             if high >= 10 * low:  # a label every power of ten, or every few on a long axis
                 fig.layout[ref.replace(letter, f"{letter}axis", 1)].update(
-                    dtick=max(1, math.ceil(math.log10(high / low) / 6)))
+                    dtick=max(1, math.ceil(math.log10(high / low) / 6))
+                )
 
 
-def dtap_grid(maps: Sequence[np.ndarray], titles: Sequence[str], bins: Sequence[float], cols: int = 2,
-              zmax: float | None = None, x_label: str = "attention on the distinct tokens",
-              y_label: str = "probability of the correct answer", unit: str = "%") -> go.Figure:
+def dtap_grid(
+    maps: Sequence[np.ndarray],
+    titles: Sequence[str],
+    bins: Sequence[float],
+    cols: int = 2,
+    zmax: float | None = None,
+    x_label: str = "attention on the distinct tokens",
+    y_label: str = "probability of the correct answer",
+    unit: str = "%",
+) -> go.Figure:
     """A grid of DTAP heatmaps (the share of test examples per cell, to the nearest whole number), high probability
     at the top as in the paper; two panels to a row sharing their axes' labels, so that a cell's number stays
     readable on a phone."""
     rows = -(-len(maps) // cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles), horizontal_spacing=0.04,
-                        vertical_spacing=0.45 / rows, x_title=x_label, y_title=y_label, shared_xaxes=True,
-                        shared_yaxes=True)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=list(titles),
+        horizontal_spacing=0.04,
+        vertical_spacing=0.45 / rows,
+        x_title=x_label,
+        y_title=y_label,
+        shared_xaxes=True,
+        shared_yaxes=True,
+    )
     edges = [f"{b:g}".removeprefix("0") if 0 < b < 1 else f"{b:g}" for b in bins]
-    centres = [f"{lo}–{hi}" for lo, hi in zip(edges[:-1], edges[1:])]
+    centres = [f"{lo}–{hi}" for lo, hi in itertools.pairwise(edges)]
     zmax = zmax if zmax is not None else max(float(np.max(m)) for m in maps)
     for i, m in enumerate(maps):
-        fig.add_trace(go.Heatmap(z=m, x=centres, y=centres, zmin=0, zmax=zmax, colorscale="Blues",
-                                 showscale=False, text=np.round(m).astype(int), texttemplate="%{text}",
-                                 textfont=dict(size=TICK_SIZE), xgap=1, ygap=1,
-                                 hovertemplate=f"attention %{{x}}<br>probability %{{y}}<br>%{{z:.2f}}{unit}"
-                                               "<extra></extra>"),
-                      row=i // cols + 1, col=i % cols + 1)
+        fig.add_trace(
+            go.Heatmap(
+                z=m,
+                x=centres,
+                y=centres,
+                zmin=0,
+                zmax=zmax,
+                colorscale="Blues",
+                showscale=False,
+                text=np.round(m).astype(int),
+                texttemplate="%{text}",
+                textfont=dict(size=TICK_SIZE),
+                xgap=1,
+                ygap=1,
+                hovertemplate=f"attention %{{x}}<br>probability %{{y}}<br>%{{z:.2f}}{unit}<extra></extra>",
+            ),
+            row=i // cols + 1,
+            col=i % cols + 1,
+        )
     fig.update_xaxes(tickangle=-45)
     clear_axis_titles(fig, x_label, y_label)
     fig.update_layout(height=240 * rows + 150, margin=dict(l=100, r=10, t=40, b=110))
     return fig
 
 
-def dtap_conditions(maps: dict[str, np.ndarray], bins: Sequence[float], x_label: str,
-                    y_label: str = "probability of the correct answer") -> go.Figure:
+def dtap_conditions(
+    maps: dict[str, np.ndarray], bins: Sequence[float], x_label: str, y_label: str = "probability of the correct answer"
+) -> go.Figure:
     """Figures 5-7: each condition's DTAP mean over seeds (left) and standard deviation over seeds (right), one
     condition to a row; ``maps`` [seeds, y, x] per condition."""
     titles, panels = [], []
@@ -171,8 +211,13 @@ def dtap_conditions(maps: dict[str, np.ndarray], bins: Sequence[float], x_label:
     return dtap_grid(panels, titles, bins, cols=2, x_label=x_label, y_label=y_label)
 
 
-def learning_curves(curves: pd.DataFrame, y: str = "train_nll", y_label: str = "training loss (cross-entropy)",
-                    x: str = "step", x_label: str = "training step") -> go.Figure:
+def learning_curves(
+    curves: pd.DataFrame,
+    y: str = "train_nll",
+    y_label: str = "training loss (cross-entropy)",
+    x: str = "step",
+    x_label: str = "training step",
+) -> go.Figure:
     """One line per run (mean over seeds) against training steps, log axes; ``curves`` has label, ``x``, seed and
     ``y``."""
     fig = go.Figure()
@@ -190,30 +235,64 @@ def learning_curves(curves: pd.DataFrame, y: str = "train_nll", y_label: str = "
 def band(fig: go.Figure, x, mean, std, color: str, name: str, row: int, col: int, show: bool) -> None:
     """A mean line with a shaded mean ± std band."""
     fill = "rgba" + color[3:-1] + ",0.18)" if color.startswith("rgb(") else color
-    fig.add_trace(go.Scatter(x=x, y=mean + std, line=dict(width=0), hoverinfo="skip", showlegend=False,
-                             legendgroup=name), row=row, col=col)
-    fig.add_trace(go.Scatter(x=x, y=mean - std, line=dict(width=0), fill="tonexty", fillcolor=fill,
-                             hoverinfo="skip", showlegend=False, legendgroup=name), row=row, col=col)
-    fig.add_trace(go.Scatter(x=x, y=mean, name=name, legendgroup=name, showlegend=show, line_color=color),
-                  row=row, col=col)
+    fig.add_trace(
+        go.Scatter(x=x, y=mean + std, line=dict(width=0), hoverinfo="skip", showlegend=False, legendgroup=name),
+        row=row,
+        col=col,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=mean - std,
+            line=dict(width=0),
+            fill="tonexty",
+            fillcolor=fill,
+            hoverinfo="skip",
+            showlegend=False,
+            legendgroup=name,
+        ),
+        row=row,
+        col=col,
+    )
+    fig.add_trace(
+        go.Scatter(x=x, y=mean, name=name, legendgroup=name, showlegend=show, line_color=color), row=row, col=col
+    )
 
 
 def hex_to_rgb(color: str) -> str:
     if color.startswith("#"):
-        r, g, b = (int(color[i:i + 2], 16) for i in (1, 3, 5))
+        r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
         return f"rgb({r},{g},{b})"
     return color
 
 
 def style_legend(fig: go.Figure, name: str, dash: str, description: str) -> None:
     """A legend entry for a line style (e.g. dashed: a bound), in grey, with no data of its own."""
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=description, legendgroup=f"style-{name}",
-                             line=dict(color="#6e7781", dash=dash, width=1.5), hoverinfo="skip"))
+    fig.add_trace(
+        go.Scatter(
+            x=[None],
+            y=[None],
+            mode="lines",
+            name=description,
+            legendgroup=f"style-{name}",
+            line=dict(color="#6e7781", dash=dash, width=1.5),
+            hoverinfo="skip",
+        )
+    )
 
 
-def line_panels(data: pd.DataFrame, x: str, panels: Sequence[tuple[str, str]], group: str,
-                x_label: str, log_x: bool = True, log_y: Sequence[bool] = (), dashed: str | None = None,
-                dashed_label: str = "", cols: int = 2) -> go.Figure:
+def line_panels(
+    data: pd.DataFrame,
+    x: str,
+    panels: Sequence[tuple[str, str]],
+    group: str,
+    x_label: str,
+    log_x: bool = True,
+    log_y: Sequence[bool] = (),
+    dashed: str | None = None,
+    dashed_label: str = "",
+    cols: int = 2,
+) -> go.Figure:
     """One panel per (column, title) of ``panels``, ``cols`` to a row: a line per value of ``group`` against ``x``.
 
     ``dashed`` names a boolean column whose True rows are drawn dashed as separate lines (e.g. a reference ODE),
@@ -221,8 +300,14 @@ def line_panels(data: pd.DataFrame, x: str, panels: Sequence[tuple[str, str]], g
     """
     cols = min(cols, len(panels))
     rows = -(-len(panels) // cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[t for _, t in panels], horizontal_spacing=0.14,
-                        vertical_spacing=0.45 / rows, x_title=x_label)
+    fig = make_subplots(
+        rows=rows,
+        cols=cols,
+        subplot_titles=[t for _, t in panels],
+        horizontal_spacing=0.14,
+        vertical_spacing=0.45 / rows,
+        x_title=x_label,
+    )
     styles = [(False, "solid")] + ([(True, "dash")] if dashed else [])
     for i, (key, part) in enumerate(data.groupby(group, sort=False)):
         for flag, dash in styles:
@@ -231,10 +316,18 @@ def line_panels(data: pd.DataFrame, x: str, panels: Sequence[tuple[str, str]], g
                 continue
             name = f"{key}"
             for j, (column, _) in enumerate(panels):
-                fig.add_trace(go.Scatter(x=sub[x], y=sub[column], name=name, legendgroup=name,
-                                         showlegend=j == 0 and not flag,
-                                         line=dict(color=PALETTE[i % len(PALETTE)], dash=dash)),
-                              row=j // cols + 1, col=j % cols + 1)
+                fig.add_trace(
+                    go.Scatter(
+                        x=sub[x],
+                        y=sub[column],
+                        name=name,
+                        legendgroup=name,
+                        showlegend=j == 0 and not flag,
+                        line=dict(color=PALETTE[i % len(PALETTE)], dash=dash),
+                    ),
+                    row=j // cols + 1,
+                    col=j % cols + 1,
+                )
     if dashed:
         style_legend(fig, dashed, "dash", dashed_label or f"dashed: {dashed}")
     clear_axis_titles(fig, x_label, None)

@@ -1,6 +1,7 @@
 """The real-data pages for reading (Section 7, Table 1): numbers over seeds as text ('12.3 ± 4.5', '12.3 [10.1,
 14.5]', never '-0.0'), Table 1 turned for a page column, each seed's measures, accuracy by group, and a loader's
 provenance. ``runs.real_data`` computes them; this module only writes them."""
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,11 @@ TABLE_METRICS = ("accuracy", "MRTA", "AC", "ACMC", "sufficiency", "comprehensive
 
 
 DIGITS = {"sufficiency": 3, "comprehensiveness": 3}  # probability differences; the other measures in percent
-MEASURES = {**LABELS, "sufficiency": "sufficiency (probability drop)",
-            "comprehensiveness": "comprehensiveness (probability drop)"}  # a measure's name and unit on a page
+MEASURES = {
+    **LABELS,
+    "sufficiency": "sufficiency (probability drop)",
+    "comprehensiveness": "comprehensiveness (probability drop)",
+}  # a measure's name and unit on a page
 
 
 def _fixed(value: float, digits: int) -> str:
@@ -48,17 +52,21 @@ def mean_pm(values: Sequence[float], digits: int) -> str:
     return _pm(*mean_ci(np.asarray(values, dtype=float)), digits)
 
 
-def table1_display(table: pd.DataFrame, by: str | list[str] = "condition", metrics: Sequence[str] = TABLE_METRICS
-                   ) -> pd.DataFrame:
+def table1_display(
+    table: pd.DataFrame, by: str | list[str] = "condition", metrics: Sequence[str] = TABLE_METRICS
+) -> pd.DataFrame:
     """``table1`` for reading: one "mean ± half-width" column per metric (percentages to 0.1, probability
     differences to 0.001; the mean alone for one seed), so a row fits the page."""
     shown = table.set_index(by)
-    return pd.DataFrame({m: [_pm(v, h, DIGITS.get(m, 1)) for v, h in zip(shown[m], shown[f"{m} ±"])]
-                         for m in metrics}, index=shown.index)
+    return pd.DataFrame(
+        {m: [_pm(v, h, DIGITS.get(m, 1)) for v, h in zip(shown[m], shown[f"{m} ±"])] for m in metrics},
+        index=shown.index,
+    )
 
 
-def table1_page(table: pd.DataFrame, by: str | list[str] = "condition", metrics: Sequence[str] = TABLE_METRICS
-                ) -> pd.DataFrame:
+def table1_page(
+    table: pd.DataFrame, by: str | list[str] = "condition", metrics: Sequence[str] = TABLE_METRICS
+) -> pd.DataFrame:
     """``table1_display`` turned for a page column: one row per measure, named in plain words with its unit, and
     one column per condition ('2 layers, baseline' where ``by`` holds the depth too)."""
     shown = table1_display(table, by, metrics)
@@ -74,8 +82,9 @@ def table1_page(table: pd.DataFrame, by: str | list[str] = "condition", metrics:
     return out
 
 
-def per_seed_display(per_seed: pd.DataFrame, by: Sequence[str] = ("condition", "seed"),
-                     metrics: Sequence[str] = TABLE_METRICS) -> pd.DataFrame:
+def per_seed_display(
+    per_seed: pd.DataFrame, by: Sequence[str] = ("condition", "seed"), metrics: Sequence[str] = TABLE_METRICS
+) -> pd.DataFrame:
     """Each seed's measures for reading, narrow enough for a page column: plain-word headers (``tables.LABELS``:
     percentages marked, sufficiency and comprehensiveness bare, so say once that they are probability drops), the
     same digits as Table 1's row, conditions by their short names ('faster QK')."""
@@ -94,10 +103,12 @@ def short_names(maps: Mapping[str, Any]) -> dict[str, Any]:
 
 def about_data(info: Mapping[str, Any]) -> pd.DataFrame:
     """A loader's provenance record (``Prepared.info``) as a two-column table: what, and its value in words."""
+
     def words(value: Any) -> str:
         if isinstance(value, Mapping):
             return ", ".join(f"{k} {v}" for k, v in value.items())
         return f"{value:,}" if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else str(value)
+
     return pd.DataFrame({"value": [words(v) for v in info.values()]}, index=pd.Index(list(info)))
 
 
@@ -106,8 +117,12 @@ def group_table(by_group: pd.DataFrame, name: Callable[[Any], str] = str) -> pd.
     accuracy ± 95% CI half-width over seeds (percent, 0.1; the mean alone for one seed); ``name`` labels a group."""
     rows = []
     for (split, group), part in by_group.groupby(["split", "group"], sort=False):
-        row = {"split": split, "group": name(group), "examples": int(part["examples"].iloc[0]),
-               "majority class": f"{part['majority'].iloc[0]:.1f}"}
+        row = {
+            "split": split,
+            "group": name(group),
+            "examples": int(part["examples"].iloc[0]),
+            "majority class": f"{part['majority'].iloc[0]:.1f}",
+        }
         for cond, runs in part.groupby("condition", sort=False):
             row[cond] = mean_pm(runs["accuracy"].to_numpy(), 1)
         rows.append(row)

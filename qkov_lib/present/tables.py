@@ -1,6 +1,7 @@
 """Tables for reading: the tidy CSVs keep their keys (``top_right_cell``, ``hit_cap``); the page shows plain words with
 units, numbers to a fixed number of digits, empty cells empty, and intervals written one way: '+2.3 [+0.4, +4.1]',
 the mean and its 95% interval over seeds (said once, in the table's caption or column)."""
+
 from __future__ import annotations
 
 import html
@@ -12,22 +13,62 @@ import pandas as pd
 from IPython.display import HTML
 
 LABELS = {  # a tidy column's key -> what a reader sees
-    "panel": "panel", "label": "run", "seed": "seed", "condition": "condition", "layers": "layers",
-    "ACMC": "ACMC (%)", "AC": "AC (%)", "MRTA": "MRTA (%)", "accuracy": "accuracy (%)", "F1": "F1 (%)",
-    "EM": "exact match (%)", "sufficiency": "sufficiency", "comprehensiveness": "comprehensiveness",
-    "top_right_cell": "top-right cell (%)", "top_left": "top-left (%)", "query_attention %": "on the query (%)",
-    "steps": "steps", "hit_cap": "stopped at the step cap", "capped": "seeds at the step cap",
-    "final_train_nll": "final training loss", "test_nll": "test loss", "train_loss": "training loss",
-    "incentive": "incentive", "incentive_per_delta": "incentive per unit attention", "alpha": "attention α",
-    "epoch": "epoch", "ratio": "r = η_QK/η_OV", "stopping_loss": "stopping loss", "mu_ov": "μ_OV", "mu_qk": "μ_QK",
-    "t": "time t", "init": "initialisation", "init_scale": "initial scale", "lr": "learning rate",
-    "scaled_scores": "scores scaled by 1/√d", "mult_set": "QK multipliers", "qk_mult": "QK multiplier",
-    "n_classes": "classes", "max_mu_gap": "largest gap to the ODE", "max_off_ansatz": "largest part off the ansatz",
-    "final_alpha": "final attention α", "final_loss": "final loss", "examples": "examples",
-    "majority class": "majority class (%)", "split": "split", "group": "group", "peak": "peak incentive",
-    "peak_epoch": "epoch of the peak", "fade_epoch": "epoch it fades", "model": "model",
-    "nominal ratio": "nominal QK/OV ratio", "optimizer": "optimiser", "metric": "measure",
-    "baseline": "baseline", "with change": "with the change", "effect": "change",
+    "panel": "panel",
+    "label": "run",
+    "seed": "seed",
+    "condition": "condition",
+    "layers": "layers",
+    "ACMC": "ACMC (%)",
+    "AC": "AC (%)",
+    "MRTA": "MRTA (%)",
+    "accuracy": "accuracy (%)",
+    "F1": "F1 (%)",
+    "EM": "exact match (%)",
+    "sufficiency": "sufficiency",
+    "comprehensiveness": "comprehensiveness",
+    "top_right_cell": "top-right cell (%)",
+    "top_left": "top-left (%)",
+    "query_attention %": "on the query (%)",
+    "steps": "steps",
+    "hit_cap": "stopped at the step cap",
+    "capped": "seeds at the step cap",
+    "final_train_nll": "final training loss",
+    "test_nll": "test loss",
+    "train_loss": "training loss",
+    "incentive": "incentive",
+    "incentive_per_delta": "incentive per unit attention",
+    "alpha": "attention α",
+    "epoch": "epoch",
+    "ratio": "r = η_QK/η_OV",
+    "stopping_loss": "stopping loss",
+    "mu_ov": "μ_OV",
+    "mu_qk": "μ_QK",
+    "t": "time t",
+    "init": "initialisation",
+    "init_scale": "initial scale",
+    "lr": "learning rate",
+    "scaled_scores": "scores scaled by 1/√d",
+    "mult_set": "QK multipliers",
+    "qk_mult": "QK multiplier",
+    "n_classes": "classes",
+    "max_mu_gap": "largest gap to the ODE",
+    "max_off_ansatz": "largest part off the ansatz",
+    "final_alpha": "final attention α",
+    "final_loss": "final loss",
+    "examples": "examples",
+    "majority class": "majority class (%)",
+    "split": "split",
+    "group": "group",
+    "peak": "peak incentive",
+    "peak_epoch": "epoch of the peak",
+    "fade_epoch": "epoch it fades",
+    "model": "model",
+    "nominal ratio": "nominal QK/OV ratio",
+    "optimizer": "optimiser",
+    "metric": "measure",
+    "baseline": "baseline",
+    "with change": "with the change",
+    "effect": "change",
 }
 
 
@@ -54,8 +95,9 @@ def number(value: object, digits: int = 1) -> str:
     return str(value)
 
 
-def readable(table: pd.DataFrame, digits: Mapping[str, int] | int = 1, labels: Mapping[str, str] | None = None
-             ) -> pd.DataFrame:
+def readable(
+    table: pd.DataFrame, digits: Mapping[str, int] | int = 1, labels: Mapping[str, str] | None = None
+) -> pd.DataFrame:
     """``table`` for reading: its index and columns in plain words (``LABELS``, then ``labels``), its numbers as text
     with ``digits`` decimals (one for all, or per column key), empty cells empty, a one-level index's name in the
     header row's first cell."""
@@ -81,6 +123,8 @@ def folded(table: pd.DataFrame, summary: str, header: bool = True) -> HTML:
     """A table folded under a one-line summary that opens on a click (``<details>``): for what a reader may want to
     look up (each seed's numbers, the data's sizes) without it pushing the page's results apart."""
     body = table.to_html(header=header, border=0, escape=True)
-    return HTML('<details style="margin: 0.5em 0 1em 0; padding: 0.3em 0.6em; border: 1px solid #d0d7de; '
-                'border-radius: 6px; font-size: 0.9em"><summary style="cursor: pointer; color: #57606a">'
-                f'{html.escape(summary)}</summary><div style="overflow-x: auto">{body}</div></details>')
+    return HTML(
+        '<details style="margin: 0.5em 0 1em 0; padding: 0.3em 0.6em; border: 1px solid #d0d7de; '
+        'border-radius: 6px; font-size: 0.9em"><summary style="cursor: pointer; color: #57606a">'
+        f'{html.escape(summary)}</summary><div style="overflow-x: auto">{body}</div></details>'
+    )

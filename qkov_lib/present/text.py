@@ -1,5 +1,6 @@
 """Text for reading: numbers in scientific notation with superscript powers ('6.9 × 10⁻¹⁶'), and tables whose
 headers and cells hold LaTeX, as HTML that MathJax typesets in the book and in JupyterLab."""
+
 from __future__ import annotations
 
 import html
@@ -45,9 +46,12 @@ def math_html(text: object) -> str:
     has one."""
     text = "" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text)
     parts = _MATH.split(text)
-    return "".join(html.escape(p).replace("\n", "<br>") if i % 2 == 0 else
-                   f'<span class="math notranslate nohighlight">\\({html.escape(p)}\\)</span>'
-                   for i, p in enumerate(parts))
+    return "".join(
+        html.escape(p).replace("\n", "<br>")
+        if i % 2 == 0
+        else f'<span class="math notranslate nohighlight">\\({html.escape(p)}\\)</span>'
+        for i, p in enumerate(parts)
+    )
 
 
 def math_table(table: pd.DataFrame, index: bool = True) -> HTML:
@@ -64,6 +68,8 @@ def math_table(table: pd.DataFrame, index: bool = True) -> HTML:
 
 def _html_index(idx: pd.Index) -> pd.Index:
     if isinstance(idx, pd.MultiIndex):
-        return pd.MultiIndex.from_tuples([tuple(math_html(v) for v in t) for t in idx],
-                                         names=[math_html(n) if n is not None else None for n in idx.names])
+        return pd.MultiIndex.from_tuples(
+            [tuple(math_html(v) for v in t) for t in idx],
+            names=[math_html(n) if n is not None else None for n in idx.names],
+        )
     return pd.Index([math_html(v) for v in idx], name=math_html(idx.name) if idx.name is not None else None)

@@ -1,6 +1,7 @@
 """Rendering the book with Jupyter Book 1.x: its configuration (the repository, when one is named) and its JavaScript,
 served from the build so that the book works offline: plotly.js from the plotly package, and MathJax (2.7) from an
 installed copy, Debian's ``libjs-mathjax`` or the folder named by $QKOV_MATHJAX."""
+
 from __future__ import annotations
 
 import hashlib
@@ -27,8 +28,16 @@ BRANCH_ENV = "QKOV_BRANCH"  # the branch the chapters' launch and source links n
 MATHJAX_ENV = "QKOV_MATHJAX"
 MATHJAX_SYSTEM = Path("/usr/share/javascript/mathjax")  # apt-get install libjs-mathjax
 # what the TeX-AMS_CHTML configuration loads: TeX input, CommonHTML output, its web fonts, English messages
-MATHJAX_PARTS = ("MathJax.js", "config/TeX-AMS_CHTML.js", "extensions", "jax/input/TeX", "jax/output/CommonHTML",
-                 "jax/element", "fonts/HTML-CSS/TeX/woff", "localization/en")
+MATHJAX_PARTS = (
+    "MathJax.js",
+    "config/TeX-AMS_CHTML.js",
+    "extensions",
+    "jax/input/TeX",
+    "jax/output/CommonHTML",
+    "jax/element",
+    "fonts/HTML-CSS/TeX/woff",
+    "localization/en",
+)
 # loaded when no copy is installed: the same MathJax from a CDN, so formulas then need the internet
 CDN_SHIM = """// No local MathJax was found when this book was built (see the README: libjs-mathjax or QKOV_MATHJAX);
 // formulas are typeset by MathJax from a CDN, which needs the internet.
@@ -100,6 +109,7 @@ def book_inputs(root: Path, config: Path) -> str:
     contents, the book's own pages, style sheet and bibliography, and the Sphinx extension's code. Sphinx notices a
     changed notebook by itself; a change here rebuilds every page (``--all``): Sphinx copies the style sheet only
     when it writes pages, so an edit of it alone would otherwise not reach the built book."""
+
     def own(path: Path) -> bool:
         parts = path.relative_to(root / "book").parts
         return parts[0] != "chapters" and not (parts[0] == "_static" and parts[1] in GENERATED_STATIC)
@@ -127,21 +137,28 @@ def link_branch(branch: str | None = None) -> str:
     """The branch the links name: ``branch``, else $QKOV_BRANCH, else main (a branch name git allows in a URL)."""
     name = branch or os.environ.get(BRANCH_ENV) or "main"
     if not re.fullmatch(r"[A-Za-z0-9._/-]+", name) or name.startswith(("-", "/")) or ".." in name:
-        raise ParameterError(f"branch {name!r} is not a branch name for a link (letters, digits, '.', '_', '-', "
-                             f"'/'), e.g. main")
+        raise ParameterError(
+            f"branch {name!r} is not a branch name for a link (letters, digits, '.', '_', '-', '/'), e.g. main"
+        )
     return name
 
 
-def build_book(root: Path = REPO_ROOT, out_dir: Path | None = None, strict: bool = True,
-               repo_url: str | None = None, branch: str | None = None) -> Path:
+def build_book(
+    root: Path = REPO_ROOT,
+    out_dir: Path | None = None,
+    strict: bool = True,
+    repo_url: str | None = None,
+    branch: str | None = None,
+) -> Path:
     """Render the book with Jupyter Book 1.x from executed chapters (no execution at build time); returns index.html.
     ``repo_url`` (default $QKOV_REPO_URL) adds the repository link and each chapter's launch links, which name
     ``branch`` (default $QKOV_BRANCH, else main)."""
     out_dir = out_dir or root / "book" / "chapters"
     missing = [c for c in chapter_names() if not (out_dir / f"{c}.ipynb").exists()]
     if missing:
-        raise ParameterError(f"chapters not yet executed: {', '.join(missing)}; run "
-                             f"'python -m qkov_lib reproduce' first")
+        raise ParameterError(
+            f"chapters not yet executed: {', '.join(missing)}; run 'python -m qkov_lib reproduce' first"
+        )
     static = root / "book" / "_static"
     copy_plotly(static)
     if not copy_mathjax(static):
@@ -157,6 +174,7 @@ def build_book(root: Path = REPO_ROOT, out_dir: Path | None = None, strict: bool
     if proc.returncode == 0:
         results.write_atomic(stamp, json.dumps({"inputs": inputs, "strict": strict}) + "\n")
     else:
-        raise RuntimeError(f"jupyter-book build failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}"
-                           f"\n{proc.stderr[-4000:]}")
+        raise RuntimeError(
+            f"jupyter-book build failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        )
     return root / "_build" / "html" / "index.html"

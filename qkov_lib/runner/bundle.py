@@ -13,6 +13,7 @@ time, metadata last, under the chapter's lock, and the sweep cells after them.
 
 The manifest is this project's own rather than BagIt's: BagIt's checksums and validator would replace ~20 lines of
 hashing, but not the checks that matter here (the layout, the profile, unit membership, size caps)."""
+
 from __future__ import annotations
 
 import gzip
@@ -59,14 +60,19 @@ class BundleError(RuntimeError):
 
 def _sweep_hook(name: str, module: ModuleType) -> Callable[[str], list[Path]]:
     """A chapter's folders of sweep cells under a profile, relative to the results root (its current code)."""
+
     def folders(profile: str) -> list[Path]:
-        return [folder.relative_to(results.results_root()) for folder in module.sweep_folders(resolve(name, profile)[1])]
+        return [
+            folder.relative_to(results.results_root()) for folder in module.sweep_folders(resolve(name, profile)[1])
+        ]
+
     return folders
 
 
 # the chapters that run a sweep: each declares ``sweep_folders(setup)`` in its module, as it declares ``DATASETS``
 SWEEP_FOLDERS: dict[str, Callable[[str], list[Path]]] = {
-    name: _sweep_hook(name, module) for name, module in catalog.CHAPTERS.items() if hasattr(module, "sweep_folders")}
+    name: _sweep_hook(name, module) for name, module in catalog.CHAPTERS.items() if hasattr(module, "sweep_folders")
+}
 
 
 @dataclass
@@ -100,8 +106,13 @@ def sweep_files(profile: str, results_root: Path, chapters: Sequence[str] | None
     """The finished cells of every sweep the profile's chapters (``chapters``, default all) use under this code,
     also of a chapter without an intact unit (a sweep the time budget stopped: the next build continues from its
     cells)."""
-    return [cell for chapter, folders in SWEEP_FOLDERS.items() if chapters is None or chapter in chapters
-            for rel in folders(profile) for cell in sorted((results_root / rel).glob("*.csv"))]
+    return [
+        cell
+        for chapter, folders in SWEEP_FOLDERS.items()
+        if chapters is None or chapter in chapters
+        for rel in folders(profile)
+        for cell in sorted((results_root / rel).glob("*.csv"))
+    ]
 
 
 def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
@@ -117,8 +128,11 @@ def _sweep_names(profile: str) -> set[str]:
 
 def _write_bundle(tmp: str, manifest: dict[str, Any], paths: dict[str, Path]) -> None:
     """The tar.gz: the manifest, then every file it lists; no time stamps (the same units give the same bytes)."""
-    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
-            tarfile.open(fileobj=gz, mode="w") as tar:
+    with (
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w") as tar,
+    ):
         text = json.dumps(manifest, indent=1).encode()
         tar.addfile(_tarinfo(MANIFEST, len(text)), io.BytesIO(text))
         for entry in manifest["files"]:
@@ -126,14 +140,17 @@ def _write_bundle(tmp: str, manifest: dict[str, Any], paths: dict[str, Path]) ->
                 tar.addfile(_tarinfo(entry["path"], entry["size"]), fh)
 
 
-def pack(profile: str, target: Path, results_root: Path = RESULTS_ROOT, chapters: Sequence[str] | None = None
-         ) -> Packed:
+def pack(
+    profile: str, target: Path, results_root: Path = RESULTS_ROOT, chapters: Sequence[str] | None = None
+) -> Packed:
     """Write the profile's intact units and its sweeps' cells to ``target`` (tar.gz, streamed through a temporary
     file beside it: the target is whole or as it was); ``chapters`` packs those chapters' alone."""
     folder = results_root / profile
     if not folder.is_dir():
-        raise BundleError(f"there are no results of profile {profile!r} in {results_root}; run `python -m qkov_lib "
-                          f"reproduce --profile {profile}` first, or name the folder with --results")
+        raise BundleError(
+            f"there are no results of profile {profile!r} in {results_root}; run `python -m qkov_lib "
+            f"reproduce --profile {profile}` first, or name the folder with --results"
+        )
     if target.is_dir():
         raise BundleError(f"{target} is a folder; give the bundle's file name, like {target / f'{profile}.tar.gz'}")
     units, left_out = unit_files(folder)
@@ -141,14 +158,24 @@ def pack(profile: str, target: Path, results_root: Path = RESULTS_ROOT, chapters
         units = {c: files for c, files in units.items() if c in chapters}
         left_out = {c: why for c, why in left_out.items() if c in chapters}
     if not units:
-        raise BundleError(f"{folder} holds no intact unit to pack ({len(left_out)} left out: "
-                          f"{'; '.join(left_out.values()) or 'none found'}); rerun the chapters first")
-    paths = {p.relative_to(results_root).as_posix(): p
-             for p in [p for files in units.values() for p in files] + sweep_files(profile, results_root, chapters)}
-    manifest = {"format": FORMAT, "version": VERSION, "profile": profile, "commit": results.git_commit(),
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "files": [{"path": name, "sha256": results.sha256_file(p), "size": p.stat().st_size}
-                          for name, p in paths.items()]}
+        raise BundleError(
+            f"{folder} holds no intact unit to pack ({len(left_out)} left out: "
+            f"{'; '.join(left_out.values()) or 'none found'}); rerun the chapters first"
+        )
+    paths = {
+        p.relative_to(results_root).as_posix(): p
+        for p in [p for files in units.values() for p in files] + sweep_files(profile, results_root, chapters)
+    }
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "profile": profile,
+        "commit": results.git_commit(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "files": [
+            {"path": name, "sha256": results.sha256_file(p), "size": p.stat().st_size} for name, p in paths.items()
+        ],
+    }
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -159,8 +186,10 @@ def pack(profile: str, target: Path, results_root: Path = RESULTS_ROOT, chapters
         _write_bundle(tmp, manifest, paths)
         os.replace(tmp, target)
     except OSError as err:
-        raise BundleError(f"cannot write {target} ({err.strerror}); free space or fix permissions, then pack "
-                          f"again (nothing was written)") from None
+        raise BundleError(
+            f"cannot write {target} ({err.strerror}); free space or fix permissions, then pack "
+            f"again (nothing was written)"
+        ) from None
     finally:
         Path(tmp).unlink(missing_ok=True)
     cells = sum(1 for name in paths if name.startswith(f"{SWEEPS}/"))
@@ -177,8 +206,14 @@ def _place(name: str, profile: str, sweeps: set[str]) -> str | None:
     unit = UNIT_FILE.fullmatch(parts[-1]) if parts else None
     if len(parts) == 2 and parts[0] == profile and unit and unit["chapter"] in catalog.CHAPTERS:
         return unit["chapter"]
-    if len(parts) == SWEEP_DEPTH and parts[0] == SWEEPS and parts[1] in sweeps and SWEEP_PART.fullmatch(parts[2]) \
-            and parts[3].endswith(".csv") and SWEEP_PART.fullmatch(parts[3].removesuffix(".csv")):
+    if (
+        len(parts) == SWEEP_DEPTH
+        and parts[0] == SWEEPS
+        and parts[1] in sweeps
+        and SWEEP_PART.fullmatch(parts[2])
+        and parts[3].endswith(".csv")
+        and SWEEP_PART.fullmatch(parts[3].removesuffix(".csv"))
+    ):
         return SWEEPS
     return None
 
@@ -192,34 +227,59 @@ def _manifest(tar: tarfile.TarFile, where: Path) -> dict[str, Any]:
             raise ValueError
         manifest = json.loads(tar.extractfile(member).read())
     except KeyError:
-        raise BundleError(f"{where} is not a results bundle (it has no {MANIFEST}); give a file written by "
-                          f"`python -m qkov_lib results pack`") from None
+        raise BundleError(
+            f"{where} is not a results bundle (it has no {MANIFEST}); give a file written by "
+            f"`python -m qkov_lib results pack`"
+        ) from None
     except (ValueError, AttributeError):
-        raise BundleError(f"{where} is not a results bundle ({MANIFEST} is not readable JSON); give a file written "
-                          f"by `python -m qkov_lib results pack`") from None
+        raise BundleError(
+            f"{where} is not a results bundle ({MANIFEST} is not readable JSON); give a file written "
+            f"by `python -m qkov_lib results pack`"
+        ) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise BundleError(f"{where} is not a results bundle (its manifest is not of format {FORMAT!r}); give a file "
-                          f"written by `python -m qkov_lib results pack`")
+        raise BundleError(
+            f"{where} is not a results bundle (its manifest is not of format {FORMAT!r}); give a file "
+            f"written by `python -m qkov_lib results pack`"
+        )
     if manifest.get("version") != VERSION:
-        raise BundleError(f"{where} is a results bundle of format version {manifest.get('version')!r}; this library "
-                          f"reads version {VERSION}: {PACK_HINT}")
+        raise BundleError(
+            f"{where} is a results bundle of format version {manifest.get('version')!r}; this library "
+            f"reads version {VERSION}: {PACK_HINT}"
+        )
     files = manifest.get("files")
-    if not (isinstance(manifest.get("profile"), str) and isinstance(files, list) and all(
-            isinstance(f, dict) and isinstance(f.get("path"), str) and isinstance(f.get("sha256"), str)
-            and isinstance(f.get("size"), int) and not isinstance(f.get("size"), bool) for f in files)):
-        raise BundleError(f"{where} has a malformed manifest (a profile and a list of files, each with its path, "
-                          f"sha256 and size); {PACK_HINT}")
+    if not (
+        isinstance(manifest.get("profile"), str)
+        and isinstance(files, list)
+        and all(
+            isinstance(f, dict)
+            and isinstance(f.get("path"), str)
+            and isinstance(f.get("sha256"), str)
+            and isinstance(f.get("size"), int)
+            and not isinstance(f.get("size"), bool)
+            for f in files
+        )
+    ):
+        raise BundleError(
+            f"{where} has a malformed manifest (a profile and a list of files, each with its path, "
+            f"sha256 and size); {PACK_HINT}"
+        )
     if manifest["profile"] not in PROFILES:
-        raise BundleError(f"{where} names profile {manifest['profile']!r}, which is not one of this book's "
-                          f"({', '.join(PROFILES)}); refusing it: {PACK_HINT}")
+        raise BundleError(
+            f"{where} names profile {manifest['profile']!r}, which is not one of this book's "
+            f"({', '.join(PROFILES)}); refusing it: {PACK_HINT}"
+        )
     for f in files:
         cap = MAX_METADATA if f["path"].endswith(".json") else MAX_MEMBER
         if not 0 <= f["size"] <= cap:
-            raise BundleError(f"{where} lists {f['path']!r} at {f['size']} bytes, past the cap of {cap} for such a "
-                              f"file; refusing it: {PACK_HINT}")
+            raise BundleError(
+                f"{where} lists {f['path']!r} at {f['size']} bytes, past the cap of {cap} for such a "
+                f"file; refusing it: {PACK_HINT}"
+            )
     if sum(f["size"] for f in files) > MAX_TOTAL:
-        raise BundleError(f"{where} lists {sum(f['size'] for f in files)} bytes in all, past the cap of "
-                          f"{MAX_TOTAL}; refusing it: {PACK_HINT}")
+        raise BundleError(
+            f"{where} lists {sum(f['size'] for f in files)} bytes in all, past the cap of "
+            f"{MAX_TOTAL}; refusing it: {PACK_HINT}"
+        )
     return manifest
 
 
@@ -232,33 +292,42 @@ def _members(tar: tarfile.TarFile, manifest: dict[str, Any], where: Path) -> dic
         raise BundleError(f"{where}'s manifest lists a file twice; {PACK_HINT}")
     for name in listed:
         if _place(name, profile, sweeps) is None:
-            raise BundleError(f"{where}'s manifest names a path outside the results layout ({name!r}: not "
-                              f"{profile}/<chapter>.<json|ipynb|csv> of a chapter of this book, nor "
-                              f"{SWEEPS}/<sweep>/<digest>/<cell>.csv); refusing it: {PACK_HINT}")
+            raise BundleError(
+                f"{where}'s manifest names a path outside the results layout ({name!r}: not "
+                f"{profile}/<chapter>.<json|ipynb|csv> of a chapter of this book, nor "
+                f"{SWEEPS}/<sweep>/<digest>/<cell>.csv); refusing it: {PACK_HINT}"
+            )
     members: dict[str, tarfile.TarInfo] = {}
     for member in tar.getmembers():
         if member.name == MANIFEST:
             continue
         if _place(member.name, profile, sweeps) is None:
-            raise BundleError(f"{where} holds a path outside the results layout ({member.name!r}: it escapes the "
-                              f"folder or is not {profile}/<chapter>.<json|ipynb|csv> or {SWEEPS}/...); refusing "
-                              f"it: {PACK_HINT}")
+            raise BundleError(
+                f"{where} holds a path outside the results layout ({member.name!r}: it escapes the "
+                f"folder or is not {profile}/<chapter>.<json|ipynb|csv> or {SWEEPS}/...); refusing "
+                f"it: {PACK_HINT}"
+            )
         if not member.isfile():
-            raise BundleError(f"{where} holds {member.name}, which is not a plain file (a link or a folder); "
-                              f"refusing it: {PACK_HINT}")
+            raise BundleError(
+                f"{where} holds {member.name}, which is not a plain file (a link or a folder); refusing it: {PACK_HINT}"
+            )
         if member.name in members:
             raise BundleError(f"{where} holds {member.name} twice; {PACK_HINT}")
         if member.name not in listed:
-            raise BundleError(f"{where} holds {member.name}, which its manifest does not list (the bundle was "
-                              f"altered); {PACK_HINT}")
+            raise BundleError(
+                f"{where} holds {member.name}, which its manifest does not list (the bundle was altered); {PACK_HINT}"
+            )
         if member.size != listed[member.name]:
-            raise BundleError(f"{where} holds {member.name} at {member.size} bytes, but its manifest says "
-                              f"{listed[member.name]} (the bundle was altered); {PACK_HINT}")
+            raise BundleError(
+                f"{where} holds {member.name} at {member.size} bytes, but its manifest says "
+                f"{listed[member.name]} (the bundle was altered); {PACK_HINT}"
+            )
         members[member.name] = member
     missing = sorted(set(listed) - set(members))
     if missing:
-        raise BundleError(f"{where}'s manifest lists {missing[0]}, which the archive lacks (the bundle is "
-                          f"incomplete); {PACK_HINT}")
+        raise BundleError(
+            f"{where}'s manifest lists {missing[0]}, which the archive lacks (the bundle is incomplete); {PACK_HINT}"
+        )
     return members
 
 
@@ -274,8 +343,10 @@ def _stream(source: io.BufferedReader, path: Path, entry: dict[str, Any], where:
             digest.update(block)
             out.write(block)
     if size != entry["size"] or digest.hexdigest() != entry["sha256"]:
-        raise BundleError(f"{where} is damaged: {entry['path']} differs from its manifest (sha256); copy the "
-                          f"bundle again, or {PACK_HINT}")
+        raise BundleError(
+            f"{where} is damaged: {entry['path']} differs from its manifest (sha256); copy the "
+            f"bundle again, or {PACK_HINT}"
+        )
 
 
 def _unit_members(manifest: dict[str, Any], staged: Path, where: Path) -> dict[str, list[str]]:
@@ -289,8 +360,9 @@ def _unit_members(manifest: dict[str, Any], staged: Path, where: Path) -> dict[s
     for chapter, names in units.items():
         meta_name = f"{profile}/{chapter}.json"
         if meta_name not in digests:
-            raise BundleError(f"{where} holds {names[0]}, which belongs to no unit (the bundle has no {meta_name}); "
-                              f"{PACK_HINT}")
+            raise BundleError(
+                f"{where} holds {names[0]}, which belongs to no unit (the bundle has no {meta_name}); {PACK_HINT}"
+            )
         try:
             listed = results.read_meta(staged / profile, chapter).get("files", {})
         except results.ResultsError as err:
@@ -298,13 +370,16 @@ def _unit_members(manifest: dict[str, Any], staged: Path, where: Path) -> dict[s
         for name in names:
             file = PurePosixPath(name).name
             if name != meta_name and listed.get(file) != digests[name]:
-                raise BundleError(f"{where} holds {name}, which its unit's metadata does not list (or lists with "
-                                  f"another sha256); {PACK_HINT}")
+                raise BundleError(
+                    f"{where} holds {name}, which its unit's metadata does not list (or lists with "
+                    f"another sha256); {PACK_HINT}"
+                )
     return units
 
 
-def _extract(tar: tarfile.TarFile, manifest: dict[str, Any], members: Mapping[str, tarfile.TarInfo],
-             into: Path, where: Path) -> None:
+def _extract(
+    tar: tarfile.TarFile, manifest: dict[str, Any], members: Mapping[str, tarfile.TarInfo], into: Path, where: Path
+) -> None:
     """Stream every file under ``into``: the units' metadata first, which must list every other unit file, then
     the rest; each checked against its size and sha256 as it is written."""
     profile = manifest["profile"]
@@ -313,15 +388,17 @@ def _extract(tar: tarfile.TarFile, manifest: dict[str, Any], members: Mapping[st
     for entry in metas:
         _stream(tar.extractfile(members[entry["path"]]), into / entry["path"], entry, where)
     _unit_members(manifest, into, where)
-    for entry in entries[len(metas):]:
+    for entry in entries[len(metas) :]:
         _stream(tar.extractfile(members[entry["path"]]), into / entry["path"], entry, where)
     for meta in metas:
         chapter = PurePosixPath(meta["path"]).stem
         try:
             results.check(into / profile, chapter)
         except results.ResultsError as err:
-            raise BundleError(f"{where}'s unit {chapter} fails its own check ({err}); nothing was restored, the "
-                              f"local unit is kept: {PACK_HINT}") from None
+            raise BundleError(
+                f"{where}'s unit {chapter} fails its own check ({err}); nothing was restored, the "
+                f"local unit is kept: {PACK_HINT}"
+            ) from None
 
 
 def _check_gzip(where: Path) -> None:
@@ -329,8 +406,10 @@ def _check_gzip(where: Path) -> None:
     checks (damaged), is one BundleError."""
     with open(where, "rb") as fh:
         if fh.read(2) != GZIP_MAGIC:
-            raise BundleError(f"{where} is not a results bundle (not a tar.gz archive); give a file written by "
-                              f"`python -m qkov_lib results pack`")
+            raise BundleError(
+                f"{where} is not a results bundle (not a tar.gz archive); give a file written by "
+                f"`python -m qkov_lib results pack`"
+            )
     try:
         with gzip.open(where, "rb") as fh:
             while fh.read(1 << 20):
@@ -347,8 +426,10 @@ def _reading(where: Path) -> Iterator[None]:
     try:
         yield
     except tarfile.ReadError as err:
-        raise BundleError(f"{where} is not a results bundle (no tar archive inside the gzip: {err}); give a file "
-                          f"written by `python -m qkov_lib results pack`") from None
+        raise BundleError(
+            f"{where} is not a results bundle (no tar archive inside the gzip: {err}); give a file "
+            f"written by `python -m qkov_lib results pack`"
+        ) from None
 
 
 def read(source: Path) -> dict[str, Any]:
@@ -362,18 +443,24 @@ def check_into(source: Path, into: Path, profile: str | None = None) -> dict[str
     """Extract the bundle into ``into`` after checking it, and check every unit there; its manifest. ``profile``,
     when given, must be the bundle's."""
     if not source.is_file():
-        raise BundleError(f"{source} does not exist or is not a file; give the path of a bundle written by "
-                          f"`python -m qkov_lib results pack`")
+        raise BundleError(
+            f"{source} does not exist or is not a file; give the path of a bundle written by "
+            f"`python -m qkov_lib results pack`"
+        )
     _check_gzip(source)
     with _reading(source), tarfile.open(source, "r:gz") as tar:
         manifest = _manifest(tar, source)
         if profile is not None and manifest["profile"] != profile:
-            raise BundleError(f"{source} holds the results of profile {manifest['profile']!r}, not {profile!r}; give "
-                              f"a bundle of {profile!r}")
+            raise BundleError(
+                f"{source} holds the results of profile {manifest['profile']!r}, not {profile!r}; give "
+                f"a bundle of {profile!r}"
+            )
         members = _members(tar, manifest, source)
         need, free = sum(f["size"] for f in manifest["files"]), shutil.disk_usage(into).free
         if need > free:
-            raise BundleError(f"{source} needs {need / 1e6:.0f} MB to unpack and {into.parent} has "
-                              f"{free / 1e6:.0f} MB free; free space, then unpack again")
+            raise BundleError(
+                f"{source} needs {need / 1e6:.0f} MB to unpack and {into.parent} has "
+                f"{free / 1e6:.0f} MB free; free space, then unpack again"
+            )
         _extract(tar, manifest, members, into, source)
     return manifest

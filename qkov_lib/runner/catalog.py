@@ -3,6 +3,7 @@ its typed setup under a profile, the chapters a run selects and the overrides ea
 
 ``CHAPTERS`` and ``NOTEBOOKS_DIR`` are read at call time, so that a test can point the runner at chapters of its
 own."""
+
 from __future__ import annotations
 
 import importlib
@@ -12,7 +13,8 @@ from types import ModuleType
 from typing import Any
 
 from .. import chapters
-from ..core.chapter import ParameterError, parameters, resolve as resolve_setup
+from ..core.chapter import ParameterError, parameters
+from ..core.chapter import resolve as resolve_setup
 from ..core.contents import chapter_names, run_order
 from ..core.paths import NOTEBOOKS_DIR
 
@@ -38,8 +40,9 @@ def source(chapter: str) -> Path:
     return NOTEBOOKS_DIR / f"{chapter}.md"
 
 
-def resolve(chapter: str, profile: str, overrides: dict[str, Any] | None = None,
-            has_gpu: bool | None = None) -> tuple[str, Any]:
+def resolve(
+    chapter: str, profile: str, overrides: dict[str, Any] | None = None, has_gpu: bool | None = None
+) -> tuple[str, Any]:
     """(concrete profile, typed setup) of a chapter by name (``chapter.resolve``)."""
     return resolve_setup(chapter_module(chapter), profile, overrides, has_gpu)
 
@@ -68,8 +71,10 @@ def select(only: Sequence[str] | None) -> list[str]:
     if only is None:
         return order
     if not only:
-        raise ParameterError("--only names no chapter; give comma-separated names (`python -m qkov_lib chapters` "
-                             "lists them), or leave --only out to run every chapter")
+        raise ParameterError(
+            "--only names no chapter; give comma-separated names (`python -m qkov_lib chapters` "
+            "lists them), or leave --only out to run every chapter"
+        )
     for i, name in enumerate(only):
         chapter_module(name)
         if name in only[:i]:

@@ -1,5 +1,6 @@
 """Everything a run checks before any chapter starts: the arguments, the environment's settings, the folders it
 writes; each bad one is one ParameterError naming the problem and the fix."""
+
 from __future__ import annotations
 
 import os
@@ -9,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core import portable
+from ..core.budget import DEADLINE_ENV
 from ..core.chapter import ParameterError, concrete_profile
 from ..core.device import cpu_workers, engine_backend, pick_device
-from ..core.budget import DEADLINE_ENV
 from ..data import CACHE_ENV, DATA_ENV, cache_dir, data_dir
 from ..runs.sweep import SCHEDULER_ENV
 from .catalog import resolve, select, split_overrides
@@ -35,8 +36,9 @@ def folder_path(value: str | Path, flag: str) -> Path:
     is not UTF-8."""
     text = os.fspath(value)
     if not text.strip():
-        raise ParameterError(f"{flag} names no folder (the name is empty); name a folder, or leave {flag} out for "
-                             f"the default")
+        raise ParameterError(
+            f"{flag} names no folder (the name is empty); name a folder, or leave {flag} out for the default"
+        )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -52,8 +54,10 @@ def check_environment() -> None:
         if os.environ.get(var):
             os.environ[var] = str(folder_path(os.environ[var], var))
     if os.environ.get(DEADLINE_ENV) is not None:
-        raise ParameterError(f"{DEADLINE_ENV}={os.environ[DEADLINE_ENV]!r} is set, but the runner sets it for each "
-                             f"chapter from --budget-minutes: unset it, and pass --budget-minutes M for a time budget")
+        raise ParameterError(
+            f"{DEADLINE_ENV}={os.environ[DEADLINE_ENV]!r} is set, but the runner sets it for each "
+            f"chapter from --budget-minutes: unset it, and pass --budget-minutes M for a time budget"
+        )
     try:
         device = pick_device()
         engine_backend(device)
@@ -65,12 +69,15 @@ def check_environment() -> None:
         raise ParameterError(str(err)) from None
 
 
-def prepare(profile: str, pairs: Sequence[tuple[str, Any]], only: Sequence[str] | None,
-             budget_minutes: float | None) -> tuple[list[str], str, dict[str, dict[str, Any]]]:
+def prepare(
+    profile: str, pairs: Sequence[tuple[str, Any]], only: Sequence[str] | None, budget_minutes: float | None
+) -> tuple[list[str], str, dict[str, dict[str, Any]]]:
     """Check every argument and setting up front: the chapters, the concrete profile, each chapter's overrides."""
     if budget_minutes is not None and not budget_minutes > 0:
-        raise ParameterError(f"--budget-minutes {budget_minutes} is not a positive number of minutes; give one, or "
-                             f"leave it out to run every stale chapter")
+        raise ParameterError(
+            f"--budget-minutes {budget_minutes} is not a positive number of minutes; give one, or "
+            f"leave it out to run every stale chapter"
+        )
     chapters = select(only)
     check_environment()
     profile = concrete_profile(profile)
@@ -84,8 +91,11 @@ def warn_serial(chapter: str, profile: str, setup: Any) -> None:
     """One line when $QKOV_DASK_SCHEDULER is set but the chapter's sweep runs serially (its profile says so)."""
     address = os.environ.get(SCHEDULER_ENV)
     if address and getattr(setup, "scheduler", None) == "serial":
-        print(f"note: {SCHEDULER_ENV}={address} is not used by {chapter}: profile {profile} runs its sweep serially "
-              f"(scheduler='serial'); add -p scheduler {address} to run it there", file=sys.stderr)
+        print(
+            f"note: {SCHEDULER_ENV}={address} is not used by {chapter}: profile {profile} runs its sweep serially "
+            f"(scheduler='serial'); add -p scheduler {address} to run it there",
+            file=sys.stderr,
+        )
 
 
 def results_folders(results_root: Path, profile: str, create: bool) -> Path:
@@ -94,8 +104,9 @@ def results_folders(results_root: Path, profile: str, create: bool) -> Path:
     final = results_root / profile
     for path, what in ((results_root, "--results"), (final, f"profile {profile}'s results folder")):
         if path.exists() and not path.is_dir():
-            raise ParameterError(f"{what} {path} is a file, not a folder; move the file away, or name another "
-                                 f"folder with --results")
+            raise ParameterError(
+                f"{what} {path} is a file, not a folder; move the file away, or name another folder with --results"
+            )
     if create:
         writable_folder(results_root, "--results")
         writable_folder(final, "--results")

@@ -1,5 +1,6 @@
 """Running a chapter's notebook with papermill into a staging folder, and what the runner then writes into the
 executed notebook: its tidied metadata, the banner under its title, the note of a run that found no data."""
+
 from __future__ import annotations
 
 import os
@@ -12,12 +13,13 @@ import papermill
 from papermill.exceptions import PapermillExecutionError
 
 from ..core import results
+from ..core.budget import DEADLINE_ENV
 from ..core.paths import PACKAGE_DIR
-from ..core.progress import PROGRESS_ENV, TERMINAL, kind as progress_kind
+from ..core.progress import PROGRESS_ENV, TERMINAL
+from ..core.progress import kind as progress_kind
 from ..core.results import UNAVAILABLE
 from ..core.workers import RUN_ENV, run_marker
 from ..data.registry import DataUnavailable
-from ..core.budget import DEADLINE_ENV
 from ..runs.sweep import OutOfTime
 from . import catalog
 
@@ -31,33 +33,51 @@ class ChapterOutOfTime(ChapterFailed):
     kept, and the chapter is left for the next run like one not started."""
 
 
-def run_notebook(chapter: str, profile: str, overrides: dict[str, Any], staging: Path, results_root: Path,
-             progress: bool = True, deadline: float | None = None) -> str | None:
+def run_notebook(
+    chapter: str,
+    profile: str,
+    overrides: dict[str, Any],
+    staging: Path,
+    results_root: Path,
+    progress: bool = True,
+    deadline: float | None = None,
+) -> str | None:
     """Run the chapter with papermill into ``staging`` (notebook and results), its sweeps stopping at ``deadline``
     (seconds since the epoch). Returns None, or the message of the DataUnavailable error that stopped it; raises
     ChapterOutOfTime when the deadline stopped a sweep, ChapterFailed for any other error."""
     nb = jupytext.read(catalog.source(chapter))
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     executed = staging / f"{chapter}.ipynb"
-    env = {results.RESULTS_ENV: str(staging), results.ROOT_ENV: str(results_root), PROGRESS_ENV: "0",
-           DEADLINE_ENV: "" if deadline is None else repr(deadline),
-           RUN_ENV: run_marker(),  # the kernel and its workers carry it: the next run finds them if this one is killed
-           # the kernel imports this very qkov_lib, not whichever checkout an editable install points to
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), os.environ.get("PYTHONPATH")]))}
+    env = {
+        results.RESULTS_ENV: str(staging),
+        results.ROOT_ENV: str(results_root),
+        PROGRESS_ENV: "0",
+        DEADLINE_ENV: "" if deadline is None else repr(deadline),
+        RUN_ENV: run_marker(),  # the kernel and its workers carry it: the next run finds them if this one is killed
+        # the kernel imports this very qkov_lib, not whichever checkout an editable install points to
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), os.environ.get("PYTHONPATH")])),
+    }
     previous = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # progress off: the runner shows cell progress
     try:
-        papermill.execute_notebook(nb, str(executed), parameters={"profile": profile, "overrides": overrides},
-                                   kernel_name="python3", cwd=str(catalog.source(chapter).parent),
-                                   progress_bar=progress and progress_kind() == TERMINAL,  # a log: no cell bar
-                                   extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no transport notice
+        papermill.execute_notebook(
+            nb,
+            str(executed),
+            parameters={"profile": profile, "overrides": overrides},
+            kernel_name="python3",
+            cwd=str(catalog.source(chapter).parent),
+            progress_bar=progress and progress_kind() == TERMINAL,  # a log: no cell bar
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        )  # no transport notice
     except PapermillExecutionError as err:
         if err.ename == DataUnavailable.__name__:
             return str(err.evalue)
         if err.ename == OutOfTime.__name__:
             raise ChapterOutOfTime(str(err.evalue)) from None
-        raise ChapterFailed(f"chapter {chapter!r} failed in cell {err.cell_index} (execution count "
-                            f"{err.exec_count}): {err.ename}: {err.evalue}") from None
+        raise ChapterFailed(
+            f"chapter {chapter!r} failed in cell {err.cell_index} (execution count "
+            f"{err.exec_count}): {err.ename}: {err.evalue}"
+        ) from None
     finally:
         for key, value in previous.items():
             if value is None:
@@ -81,7 +101,7 @@ def tidy(executed: Path) -> None:
         cell.id = f"cell-{i}"
         tags = cell.metadata.get("tags", [])
         if {"parameters", "injected-parameters"} & set(tags) and "remove-cell" not in tags:
-            cell.metadata["tags"] = tags + ["remove-cell"]  # the book shows the effective parameters once
+            cell.metadata["tags"] = [*tags, "remove-cell"]  # the book shows the effective parameters once
     nbformat.write(nb, executed)
 
 
@@ -95,8 +115,9 @@ def banner(meta: dict[str, Any]) -> str:
     if "date" in meta:
         parts.append(meta["date"])
     if "wall_time_s" in meta:
-        parts.append(f"{meta['wall_time_s'] / 60:.1f} min" if meta["wall_time_s"] >= 60 else
-                     f"{meta['wall_time_s']:.0f} s")
+        parts.append(
+            f"{meta['wall_time_s'] / 60:.1f} min" if meta["wall_time_s"] >= 60 else f"{meta['wall_time_s']:.0f} s"
+        )
     return "*This page was run with " + " · ".join(parts) + ".*"
 
 
@@ -121,13 +142,26 @@ def without_data(staging: Path, chapter: str, profile: str, params: dict[str, An
     path = staging / f"{chapter}.ipynb"
     nb = nbformat.read(path, as_version=4)
     cells = [c for c in nb.cells if "papermill-error-cell-tag" not in c.metadata.get("tags", [])]
-    stop = next(i for i, c in enumerate(cells) if any(o.get("ename") == DataUnavailable.__name__
-                                                      for o in c.get("outputs", [])))
-    note = ("**This chapter stopped here: its data is not available where this page was built.** The message above "
-            f"says how to get it; then `python -m qkov_lib reproduce --only {chapter}` runs the rest.")
+    stop = next(
+        i for i, c in enumerate(cells) if any(o.get("ename") == DataUnavailable.__name__ for o in c.get("outputs", []))
+    )
+    note = (
+        "**This chapter stopped here: its data is not available where this page was built.** The message above "
+        f"says how to get it; then `python -m qkov_lib reproduce --only {chapter}` runs the rest."
+    )
     cells[stop].outputs = [o for o in cells[stop].outputs if o.get("name") != "stderr"]  # library warnings, paths
-    nb.cells = cells[:stop + 1] + [nbformat.v4.new_markdown_cell(note)]
+    nb.cells = [*cells[: stop + 1], nbformat.v4.new_markdown_cell(note)]
     nbformat.write(nb, path)
-    results.save(staging, chapter, {},
-                 {"chapter": chapter, "profile": profile, "parameters": params, "status": UNAVAILABLE,
-                  "message": message, "git_commit": results.git_commit()})
+    results.save(
+        staging,
+        chapter,
+        {},
+        {
+            "chapter": chapter,
+            "profile": profile,
+            "parameters": params,
+            "status": UNAVAILABLE,
+            "message": message,
+            "git_commit": results.git_commit(),
+        },
+    )

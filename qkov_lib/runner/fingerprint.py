@@ -1,5 +1,6 @@
 """A chapter's fingerprint: what its published unit depends on, part by part, and why a unit can or cannot be
 reused (``stale_reason``)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -26,8 +27,9 @@ def chapter_code(chapter: str) -> codehash.CodeState:
     return codehash.chapter_code(catalog.source(chapter))
 
 
-def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root: Path = RESULTS_ROOT
-                ) -> dict[str, str]:
+def fingerprint(
+    chapter: str, profile: str, params: dict[str, Any], results_root: Path = RESULTS_ROOT
+) -> dict[str, str]:
     """What a chapter's output depends on, part by part: its source (its cells, not the notebook's metadata, which
     JupyterLab rewrites on opening), its resolved parameters, its code (the library
     modules it can execute, docstrings aside, and the numerical libraries' versions), the files and settings of the
@@ -38,11 +40,13 @@ def fingerprint(chapter: str, profile: str, params: dict[str, Any], results_root
     module = catalog.chapter_module(chapter)
     datasets = getattr(module, "DATASETS", ())
     code = chapter_code(chapter)
-    parts = {"source": codehash.source_digest(catalog.source(chapter)),
-             "parameters": sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
-             "code": code.digest,
-             "arithmetic": sha(json.dumps(portable.settings(), sort_keys=True).encode()),
-             "engine": sha(json.dumps(computed_by(code), sort_keys=True).encode())}
+    parts = {
+        "source": codehash.source_digest(catalog.source(chapter)),
+        "parameters": sha(json.dumps({"profile": profile, "params": params}, sort_keys=True).encode()),
+        "code": code.digest,
+        "arithmetic": sha(json.dumps(portable.settings(), sort_keys=True).encode()),
+        "engine": sha(json.dumps(computed_by(code), sort_keys=True).encode()),
+    }
     if datasets:
         parts["data"] = sha(json.dumps(data_identities(chapter), sort_keys=True).encode())
     if chapter in GATHERERS:
@@ -65,16 +69,21 @@ def without_data(identities: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def same_data(recorded: Any, now: dict[str, dict[str, Any]]) -> bool:
-    """Whether a unit's data (``recorded``, its metadata's ``data_identity``) is the data here: the same release and files,
-    or, for a dataset of which nothing is on this disk, the canonical release (whose files the registry names): a
+    """Whether a unit's data (``recorded``, its metadata's ``data_identity``) is the data here: the same release and
+    files, or, for a dataset of which nothing is on this disk, the canonical release (whose files the registry names): a
     unit computed on the canonical data stays current where the data is absent; one computed on other copies does
     not."""
     if not isinstance(recorded, dict) or set(recorded) != set(now):
         return False
-    return all(recorded[name] == identity
-               or (identity["release"] is None and isinstance(recorded[name], dict)
-                   and recorded[name].get("release") == "canonical")
-               for name, identity in now.items())
+    return all(
+        recorded[name] == identity
+        or (
+            identity["release"] is None
+            and isinstance(recorded[name], dict)
+            and recorded[name].get("release") == "canonical"
+        )
+        for name, identity in now.items()
+    )
 
 
 def units_digest(folder: Path, chapter: str | None) -> str:
@@ -125,8 +134,11 @@ def _named(part: str, chapter: str, meta: dict[str, Any]) -> str:
     unit recorded its code."""
     if part == "engine" and isinstance(meta.get("computed_by"), dict):
         now = computed_by(chapter_code(chapter))
-        what = [f"{k} {meta['computed_by'].get(k, 'none')} -> {now.get(k, 'none')}" for k in sorted(now)
-                if meta["computed_by"].get(k) != now.get(k)]
+        what = [
+            f"{k} {meta['computed_by'].get(k, 'none')} -> {now.get(k, 'none')}"
+            for k in sorted(now)
+            if meta["computed_by"].get(k) != now.get(k)
+        ]
         return f"engine ({', '.join(what)})" if what else part
     if part != "code" or not isinstance(meta.get("code"), dict):
         return part

@@ -13,6 +13,7 @@ source is written back byte for byte. The book and papermill never see it: they 
     jupyter lab --ServerApp.contents_manager_class=qkov_lib.runner.lab.ChapterContentsManager
 
 JupyterLab's own packages (``requirements-lab.txt``) are needed to import this module, not to build the book."""
+
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +36,10 @@ ASK_TIMEOUT = 60  # seconds; importing ipykernel takes one or two
 # JupyterLab's settings for the chapters: no autosave, so a parameter tried out in a chapter (its results go to
 # data/results/interactive) is never written into the published source unless saved on purpose (which makes the
 # chapter stale); no news pop-up
-SETTINGS = {"@jupyterlab/docmanager-extension:plugin": {"autosave": False},
-            "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}
+SETTINGS = {
+    "@jupyterlab/docmanager-extension:plugin": {"autosave": False},
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"},
+}
 
 
 def kernel_language_info(argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any] | None:
@@ -46,8 +49,14 @@ def kernel_language_info(argv: list[str], env: dict[str, str] | None = None) -> 
         return None
     python = sys.executable if argv[0] in SERVER_PYTHON else argv[0]
     try:
-        done = subprocess.run([python, "-c", ASK_IPYKERNEL], capture_output=True, text=True, check=True,
-                              timeout=ASK_TIMEOUT, env={**os.environ, **(env or {})})
+        done = subprocess.run(
+            [python, "-c", ASK_IPYKERNEL],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=ASK_TIMEOUT,
+            env={**os.environ, **(env or {})},
+        )
         info = json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
@@ -62,8 +71,9 @@ class ChapterContentsManager(build_async_jupytext_contents_manager_class(AsyncLa
         super().__init__(**kwargs)
         self._language_info: dict[str, dict[str, Any] | None] = {}  # kernel name -> its language_info
 
-    async def get(self, path: str, content: bool = True, type: str | None = None, format: str | None = None,
-                  **kwargs: Any) -> dict[str, Any]:
+    async def get(
+        self, path: str, content: bool = True, type: str | None = None, format: str | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
         model = await super().get(path, content=content, type=type, format=format, **kwargs)
         if model["type"] == "notebook" and model.get("content") and not path.endswith(".ipynb"):
             metadata = model["content"]["metadata"]
@@ -85,8 +95,11 @@ class ChapterContentsManager(build_async_jupytext_contents_manager_class(AsyncLa
             else:
                 info = await asyncio.to_thread(kernel_language_info, list(spec.argv), dict(spec.env))
                 if info is None:
-                    self.log.warning("the language_info of kernel %s is unknown: a chapter opened with it shows as "
-                                     "unsaved until saved", kernel)
+                    self.log.warning(
+                        "the language_info of kernel %s is unknown: a chapter opened with it shows as "
+                        "unsaved until saved",
+                        kernel,
+                    )
             self._language_info[kernel] = info
         return self._language_info[kernel]
 

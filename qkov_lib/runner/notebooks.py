@@ -11,6 +11,7 @@ published, and shows its figures where their cells are (``plots.glue_figure``).
 ``colab_notebook`` writes the variant a chapter page's "open in Colab" link opens (the publishing job writes one per
 chapter, ``qkov_lib/runner/publish.py``): a first cell that installs this companion at the published commit (and fetches
 the chapter's datasets), and ``profile = "auto"``, which on a GPU runtime is ``paper``."""
+
 from __future__ import annotations
 
 import importlib
@@ -54,8 +55,9 @@ def _write(name: str, nb: Any, target: Path | str | None) -> Path:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".ipynb", dir=target.parent)
     except OSError as err:
-        raise ParameterError(f"cannot write the notebook into {str(target.parent)!r} ({err.strerror}); name a "
-                             f"writable folder with -o") from None
+        raise ParameterError(
+            f"cannot write the notebook into {str(target.parent)!r} ({err.strerror}); name a writable folder with -o"
+        ) from None
     os.close(fd)
     try:
         jupytext.write(nb, tmp, fmt="ipynb")
@@ -86,8 +88,7 @@ def colab_link(owner: str, repo: str, name: str, branch: str = COLAB_BRANCH) -> 
     return f"{COLAB}/{owner}/{repo}/blob/{branch}/{name}.ipynb"
 
 
-def colab_install_cell(name: str, repo_url: str, commit: str, source: str | None = None,
-                       src: str = COLAB_SRC) -> str:
+def colab_install_cell(name: str, repo_url: str, commit: str, source: str | None = None, src: str = COLAB_SRC) -> str:
     """The first cell of chapter ``name``'s Colab notebook: pip checks the companion out at ``commit`` from
     ``repo_url`` (``source``, a pip VCS URL such as ``git+file://localhost/path``, replaces ``git+<repo_url>``;
     a test points it at a local clone) into ``src`` and installs it editable with what the chapters import; the
@@ -98,14 +99,16 @@ def colab_install_cell(name: str, repo_url: str, commit: str, source: str | None
     datasets = tuple(getattr(module, "DATASETS", ()))
     packages = COLAB_PACKAGES + tuple(p for d in datasets for p in DATASET_PACKAGES.get(d, ()))
     url = f"{source or 'git+' + repo_url.rstrip('/')}@{commit}#egg=qkov_lib"
-    lines = [f"# Run this cell first. It installs this companion at commit {commit[:12]} (the commit the book was",
-             f"# published at) into {src}/{CHECKOUT}: the library, editable, and what the chapters import that",
-             "# Colab lacks (Colab's torch, NumPy, pandas and plotly stay as they are). On a GPU runtime",
-             '# (Runtime > Change runtime type) profile = "auto" below runs the paper\'s settings; on a CPU',
-             '# runtime it runs "default"; set profile = "smoke" for a quick first run.',
-             f'%pip install -q --src {src} -e "{url}" ' + " ".join(f'"{p}"' for p in packages),
-             "import sys",
-             f'sys.path.insert(0, "{src}/{CHECKOUT}")  # this kernel imports the library without a restart']
+    lines = [
+        f"# Run this cell first. It installs this companion at commit {commit[:12]} (the commit the book was",
+        f"# published at) into {src}/{CHECKOUT}: the library, editable, and what the chapters import that",
+        "# Colab lacks (Colab's torch, NumPy, pandas and plotly stay as they are). On a GPU runtime",
+        '# (Runtime > Change runtime type) profile = "auto" below runs the paper\'s settings; on a CPU',
+        '# runtime it runs "default"; set profile = "smoke" for a quick first run.',
+        f'%pip install -q --src {src} -e "{url}" ' + " ".join(f'"{p}"' for p in packages),
+        "import sys",
+        f'sys.path.insert(0, "{src}/{CHECKOUT}")  # this kernel imports the library without a restart',
+    ]
     if datasets:
         lines.append("# the data this chapter reads (into the checkout's data/cache; python -m qkov_lib fetch)")
         lines += [f"!{{sys.executable}} -m qkov_lib fetch {d}" for d in datasets]
@@ -118,7 +121,7 @@ def colab_notebook(name: str, repo_url: str, commit: str, source: str | None = N
     nb = _read(name)
     params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     if len(params) != 1 or not PROFILE_LINE.search(params[0].source):
-        raise ParameterError(f"chapter {name!r} has no parameters cell with a line profile = \"...\"")
+        raise ParameterError(f'chapter {name!r} has no parameters cell with a line profile = "..."')
     params[0].source = PROFILE_LINE.sub(lambda m: f'profile = "auto"{m.group(1)}', params[0].source, count=1)
     nb.cells.insert(0, nbformat.v4.new_code_cell(colab_install_cell(name, repo_url, commit, source, src)))
     nb.metadata.pop("jupytext", None)  # no paired text file on Colab
@@ -127,8 +130,9 @@ def colab_notebook(name: str, repo_url: str, commit: str, source: str | None = N
     return nb
 
 
-def write_colab_notebook(name: str, target: Path | str | None, repo_url: str, commit: str,
-                         source: str | None = None, src: str = COLAB_SRC) -> Path:
+def write_colab_notebook(
+    name: str, target: Path | str | None, repo_url: str, commit: str, source: str | None = None, src: str = COLAB_SRC
+) -> Path:
     """Write chapter ``name``'s Colab notebook (``colab_notebook``) at ``target``, as ``write_notebook`` does."""
     return _write(name, colab_notebook(name, repo_url, commit, source, src), target)
 

@@ -1,5 +1,6 @@
 """What a run would do before it does it: each chapter current or stale (and why), its last wall time, the time
 budget (a stale chapter that would not fit is deferred), and the page a deferred chapter shows."""
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,9 @@ def last_wall_time(final: Path, chapter: str) -> float | None:
     return float(wall) if isinstance(wall, (int, float)) else None
 
 
-def chapter_state(chapter: str, profile: str, overrides: dict[str, Any], results_root: Path, force: bool = False
-                  ) -> Plan:
+def chapter_state(
+    chapter: str, profile: str, overrides: dict[str, Any], results_root: Path, force: bool = False
+) -> Plan:
     """Whether the chapter's published unit is current, and why not (read-only: takes no lock, writes nothing)."""
     profile, setup = resolve(chapter, profile, overrides)
     final = results_root / profile
@@ -54,8 +56,14 @@ def chapter_state(chapter: str, profile: str, overrides: dict[str, Any], results
     return Plan(chapter, profile, reason, last_wall_time(final, chapter))
 
 
-def plan(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Sequence[str] | None = None,
-         force: bool = False, results_root: Path = RESULTS_ROOT, budget_minutes: float | None = None) -> list[Plan]:
+def plan(
+    profile: str = "auto",
+    pairs: Sequence[tuple[str, Any]] = (),
+    only: Sequence[str] | None = None,
+    force: bool = False,
+    results_root: Path = RESULTS_ROOT,
+    budget_minutes: float | None = None,
+) -> list[Plan]:
     """What ``reproduce`` would do, chapter by chapter, without running or writing anything (``--dry-run``). With a
     budget, the stale chapters whose last wall time would no longer fit are marked deferred."""
     chapters, profile, per_chapter = prepare(profile, pairs, only, budget_minutes)
@@ -93,13 +101,25 @@ def defer(chapter: str, profile: str, reason: str, final: Path, out_dir: Path, s
     """Leave a stale chapter for the next run (the time budget is spent): the book shows its last unit, with a line
     saying it was not rerun and why; or, when there is none intact, a page saying the chapter is not computed yet.
     The published unit is left as it is."""
-    note = (f"*Not rerun in this build, for want of time ({reason}): this page is from the run named above. "
-            f"The next build reruns it.*")
+    note = (
+        f"*Not rerun in this build, for want of time ({reason}): this page is from the run named above. "
+        f"The next build reruns it.*"
+    )
     if not show_last(final, chapter, note, out_dir):
         when = f"in the middle of it: {reason}" if started else "before this chapter"
-        write_page(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
-            f"# {title(chapter, catalog.source(chapter).parent)}\n\n*Not computed yet (profile `{profile}`): this "
-            f"build's time budget ran out {when}. The next build runs it.*")]), chapter, out_dir)
+        write_page(
+            nbformat.v4.new_notebook(
+                cells=[
+                    nbformat.v4.new_markdown_cell(
+                        f"# {title(chapter, catalog.source(chapter).parent)}\n\n"
+                        f"*Not computed yet (profile `{profile}`): this build's time budget ran out {when}. "
+                        "The next build runs it.*"
+                    )
+                ]
+            ),
+            chapter,
+            out_dir,
+        )
 
 
 def show_last(final: Path, chapter: str, note: str, out_dir: Path) -> bool:

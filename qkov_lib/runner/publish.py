@@ -17,6 +17,7 @@
    Colab" link points (``notebooks.colab_link``).
 
 The exit status is ``make book``'s (1 when a chapter failed)."""
+
 from __future__ import annotations
 
 import html
@@ -43,10 +44,10 @@ COLAB_DIR = "colab"  # <site>/<profile>/colab/<chapter>.ipynb: the chapters for 
 STAMP = "publish.json"  # <site>/<profile>/publish.json: what the index page says about that build
 DESCRIPTIONS = {  # the index page's line per profile
     "default": "every chapter at reduced sizes on a CPU, rebuilt on every push to main (only the chapters a change "
-               "touches rerun)",
+    "touches rerun)",
     "paper": "the paper's settings, run by hand on a GPU runner",
     "official": "the authors' notebooks' settings where they differ from the paper, on a CPU, rebuilt after the "
-                "default book on every push to main (only the chapters a change touches rerun)",
+    "default book on every push to main (only the chapters a change touches rerun)",
     "smoke": "tiny settings that check the pipeline, not the claims",
 }
 Build = Callable[[Sequence[str]], int]  # make's arguments -> exit status
@@ -61,18 +62,24 @@ def restore(path: Path, profile: str, results_root: Path, log: Callable[[str], N
     """Unpack the profile's last bundle into ``results_root``; False (and a line in the log) when there is none or
     it cannot be used, which means starting fresh."""
     if not path.is_file():
-        log(f"no results bundle at {path}: starting fresh (every chapter without current results in "
-            f"{results_root} runs)")
+        log(
+            f"no results bundle at {path}: starting fresh (every chapter without current results in "
+            f"{results_root} runs)"
+        )
         return False
     try:
         done = unpack.unpack(path, results_root, profile)
     except bundle.BundleError as err:
-        log(f"the results bundle cannot be used ({err}): starting fresh (every chapter without current results in "
-            f"{results_root} runs)")
+        log(
+            f"the results bundle cannot be used ({err}): starting fresh (every chapter without current results in "
+            f"{results_root} runs)"
+        )
         return False
     commit = (done.manifest.get("commit") or "an unknown commit")[:12]
-    log(f"restored {len(done.units)} units of {profile} and {done.sweep_cells} sweep cells from {path} (packed at "
-        f"{commit}); the book reruns only the stale chapters")
+    log(
+        f"restored {len(done.units)} units of {profile} and {done.sweep_cells} sweep cells from {path} (packed at "
+        f"{commit}); the book reruns only the stale chapters"
+    )
     return True
 
 
@@ -99,12 +106,15 @@ def write_colab(folder: Path, repo_url: str, commit: str, names: Sequence[str] |
     """Each chapter (``names``, default the book's) as its Colab notebook, installing the companion from
     ``repo_url`` at ``commit``, in ``folder`` (made if missing); the paths written."""
     folder.mkdir(parents=True, exist_ok=True)
-    return [notebooks.write_colab_notebook(name, folder, repo_url, commit)
-            for name in (chapter_names() if names is None else names)]
+    return [
+        notebooks.write_colab_notebook(name, folder, repo_url, commit)
+        for name in (chapter_names() if names is None else names)
+    ]
 
 
-def place_site(html_dir: Path, site: Path, profile: str, stamp: dict[str, Any],
-               extra: Callable[[Path], Any] | None = None) -> Path:
+def place_site(
+    html_dir: Path, site: Path, profile: str, stamp: dict[str, Any], extra: Callable[[Path], Any] | None = None
+) -> Path:
     """Copy the built book to ``<site>/<profile>/`` (replacing the previous one whole; ``extra`` adds its own files
     to the new folder first) and write the index page for every profile the site holds; returns the index page."""
     if not (html_dir / "index.html").is_file():
@@ -133,33 +143,53 @@ def place_site(html_dir: Path, site: Path, profile: str, stamp: dict[str, Any],
 def index_page(site: Path) -> str:
     """A small page linking every profile's book under ``site``, with the commit and date each was built at."""
     items = []
-    for folder in sorted(p for p in site.iterdir() if p.is_dir() and (p / "index.html").is_file()
-                         and not p.name.startswith(".")):
+    for folder in sorted(
+        p for p in site.iterdir() if p.is_dir() and (p / "index.html").is_file() and not p.name.startswith(".")
+    ):
         try:
             stamp = json.loads((folder / STAMP).read_text())
         except (OSError, ValueError):
             stamp = {}
-        built = f" Built at commit <code>{html.escape(str(stamp.get('commit') or '?')[:12])}</code> on " \
-                f"{html.escape(str(stamp.get('date', '?')))}." if stamp else ""
-        items.append(f'<li><a href="{folder.name}/index.html"><strong>{html.escape(folder.name)}</strong></a>: '
-                     f"{html.escape(DESCRIPTIONS.get(folder.name, 'another profile'))}.{built}</li>")
-    return ("<!doctype html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            "<title>Faster Query-Key Learning Sharpens Attention: a reproducible companion</title></head>\n"
-            "<body style=\"font-family: sans-serif; max-width: 48em; margin: 2em auto; line-height: 1.5\">\n"
-            "<h1>Faster Query-Key Learning Sharpens Attention: a reproducible companion</h1>\n"
-            "<p>The same book, run under each profile (each chapter's module says what a profile changes); every page says at which "
-            "commit it was computed.</p>\n<ul>\n" + "\n".join(items) + "\n</ul>\n</body>\n</html>\n")
+        built = (
+            f" Built at commit <code>{html.escape(str(stamp.get('commit') or '?')[:12])}</code> on "
+            f"{html.escape(str(stamp.get('date', '?')))}."
+            if stamp
+            else ""
+        )
+        items.append(
+            f'<li><a href="{folder.name}/index.html"><strong>{html.escape(folder.name)}</strong></a>: '
+            f"{html.escape(DESCRIPTIONS.get(folder.name, 'another profile'))}.{built}</li>"
+        )
+    return (
+        '<!doctype html>\n<html lang="en">\n<head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        "<title>Faster Query-Key Learning Sharpens Attention: a reproducible companion</title></head>\n"
+        '<body style="font-family: sans-serif; max-width: 48em; margin: 2em auto; line-height: 1.5">\n'
+        "<h1>Faster Query-Key Learning Sharpens Attention: a reproducible companion</h1>\n"
+        "<p>The same book, run under each profile (each chapter's module says what a profile changes); every page says "
+        "at which commit it was computed.</p>\n<ul>\n" + "\n".join(items) + "\n</ul>\n</body>\n</html>\n"
+    )
 
 
-def publish(profile: str, bundle_path: Path, site: Path, budget_minutes: float | None = None,
-            repo_url: str | None = None, strict: bool = False, fetch: bool = False,
-            results_root: Path = RESULTS_ROOT, html_dir: Path = HTML, build: Build = make,
-            log: Callable[[str], None] = print) -> int:
+def publish(
+    profile: str,
+    bundle_path: Path,
+    site: Path,
+    budget_minutes: float | None = None,
+    repo_url: str | None = None,
+    strict: bool = False,
+    fetch: bool = False,
+    results_root: Path = RESULTS_ROOT,
+    html_dir: Path = HTML,
+    build: Build = make,
+    log: Callable[[str], None] = print,
+) -> int:
     """Restore, build (only stale chapters rerun), pack and place the site; the build's exit status."""
     if budget_minutes is not None and not budget_minutes > 0:
-        raise ParameterError(f"--budget-minutes {budget_minutes} is not a positive number of minutes; give one, or "
-                             f"leave it out to rerun every stale chapter")
+        raise ParameterError(
+            f"--budget-minutes {budget_minutes} is not a positive number of minutes; give one, or "
+            f"leave it out to rerun every stale chapter"
+        )
     say = lambda line: log(f"publish: {line}")  # noqa: E731
     restore(bundle_path, profile, results_root, say)
     if fetch:
@@ -177,11 +207,17 @@ def publish(profile: str, bundle_path: Path, site: Path, budget_minutes: float |
         return status
     stale = [p for p in plan(profile, results_root=results_root) if p.reason is not None]
     if stale:
-        say(f"{len(stale)} chapter(s) stale after this build (a deferred one's page says so; the next build reruns "
-            f"them):\n" + format_plan(stale))
+        say(
+            f"{len(stale)} chapter(s) stale after this build (a deferred one's page says so; the next build reruns "
+            f"them):\n" + format_plan(stale)
+        )
     commit = results.git_commit()
-    stamp = {"profile": profile, "commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-             "not_current": [p.chapter for p in stale]}
+    stamp = {
+        "profile": profile,
+        "commit": commit,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "not_current": [p.chapter for p in stale],
+    }
     colab = colab_writer(repo_url, commit, say)
 
     def extra(folder: Path) -> None:
@@ -189,12 +225,12 @@ def publish(profile: str, bundle_path: Path, site: Path, budget_minutes: float |
         say(f"{len(index['chapters'])} units in {published.FOLDER}/ beside the book (`make book` starts from them)")
         if colab is not None:
             colab(folder)
+
     say(f"site: {place_site(html_dir, site, profile, stamp, extra)}")
     return status
 
 
-def colab_writer(repo_url: str | None, commit: str | None, log: Callable[[str], None]
-                 ) -> Callable[[Path], Any] | None:
+def colab_writer(repo_url: str | None, commit: str | None, log: Callable[[str], None]) -> Callable[[Path], Any] | None:
     """What puts the Colab notebooks into a profile's new site folder (``<folder>/colab/``): nothing without a
     repository address or outside git (said in the log); a dirty checkout's notebooks install its HEAD commit."""
     if not repo_url or not commit:
@@ -207,18 +243,23 @@ def colab_writer(repo_url: str | None, commit: str | None, log: Callable[[str], 
     def write(folder: Path) -> None:
         written = write_colab(folder / COLAB_DIR, repo_url, head)
         log(f"{len(written)} Colab notebooks in {COLAB_DIR}/, installing the companion at {head[:12]}")
+
     return write
 
 
 def add_commands(sub: Any) -> None:
     """``publish`` on the command line's subparsers."""
-    cmd = sub.add_parser("publish", help="the publishing workflow: restore a profile's results, rebuild the book "
-                                         "(only stale chapters), pack the results, place the site")
+    cmd = sub.add_parser(
+        "publish",
+        help="the publishing workflow: restore a profile's results, rebuild the book "
+        "(only stale chapters), pack the results, place the site",
+    )
     cmd.add_argument("--profile", required=True, choices=PROFILES)
     cmd.add_argument("--bundle", type=Path, required=True, help="the results bundle to restore from and write to")
     cmd.add_argument("--site", type=Path, required=True, help="the Pages folder: the book goes to SITE/<profile>/")
-    cmd.add_argument("--budget-minutes", type=float, metavar="M", help="start no stale chapter that would end the "
-                                                                        "run past M minutes")
+    cmd.add_argument(
+        "--budget-minutes", type=float, metavar="M", help="start no stale chapter that would end the run past M minutes"
+    )
     cmd.add_argument("--repo-url", help="the repository's web address (REPO_URL of make book)")
     cmd.add_argument("--strict", action="store_true", help="a chapter without its data fails the build")
     cmd.add_argument("--fetch", action="store_true", help="download the datasets first (best effort)")
@@ -228,8 +269,16 @@ def add_commands(sub: Any) -> None:
 def command(args: Any) -> int:
     """Run ``publish``."""
     try:
-        return publish(args.profile, args.bundle, args.site, args.budget_minutes, args.repo_url, args.strict,
-                       args.fetch, args.results)
+        return publish(
+            args.profile,
+            args.bundle,
+            args.site,
+            args.budget_minutes,
+            args.repo_url,
+            args.strict,
+            args.fetch,
+            args.results,
+        )
     except FileNotFoundError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

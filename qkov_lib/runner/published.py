@@ -10,6 +10,7 @@ index's size and sha256 as it streams, then unpacked through the bundle's staged
 unit's seal), and each unit's fingerprint is checked again before it moves in; a unit that is current here is never
 replaced. Anything wrong (offline, a timeout, an HTTP error, a redirect to another host, a damaged or foreign file)
 is one line, nothing local changes, and the run computes what it must."""
+
 from __future__ import annotations
 
 import hashlib
@@ -46,8 +47,10 @@ TIMEOUT_S = 20.0  # per network operation
 MIN_RATE = 20_000  # bytes/s: a download slower than this over its whole length is given up
 ARCHIVE = "{chapter}.tar.gz"
 SHA256 = re.compile(r"[0-9a-f]{64}")
-GITHUB = re.compile(r"(?:https://github\.com/|git@github\.com:|ssh://git@github\.com/)(?P<owner>[A-Za-z0-9-]+)/"
-                    r"(?P<repo>[A-Za-z0-9._-]+?)(?:\.git)?/?")
+GITHUB = re.compile(
+    r"(?:https://github\.com/|git@github\.com:|ssh://git@github\.com/)(?P<owner>[A-Za-z0-9-]+)/"
+    r"(?P<repo>[A-Za-z0-9._-]+?)(?:\.git)?/?"
+)
 
 
 class FetchError(RuntimeError):
@@ -59,6 +62,7 @@ class Unreachable(FetchError):
 
 
 # ---- writing (the publishing job) -------------------------------------------------------------------------------
+
 
 def write(folder: Path, profile: str, results_root: Path) -> dict[str, Any]:
     """Pack each intact unit of ``profile`` that holds results as a bundle of its own into ``folder`` and write the
@@ -72,17 +76,30 @@ def write(folder: Path, profile: str, results_root: Path) -> dict[str, Any]:
             continue
         target = folder / ARCHIVE.format(chapter=chapter)
         bundle.pack(profile, target, results_root, chapters=[chapter])
-        entries[chapter] = {"file": target.name, "size": target.stat().st_size, "sha256": results.sha256_file(target),
-                            "fingerprint": meta.get("fingerprint"), "data_identity": meta.get("data_identity"),
-                            "files": sorted(meta.get("files", {})), "commit": meta.get("git_commit"),
-                            "wall_time_s": meta.get("runner_wall_time_s")}
-    index = {"format": FORMAT, "version": VERSION, "profile": profile, "commit": results.git_commit(),
-             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "chapters": entries}
+        entries[chapter] = {
+            "file": target.name,
+            "size": target.stat().st_size,
+            "sha256": results.sha256_file(target),
+            "fingerprint": meta.get("fingerprint"),
+            "data_identity": meta.get("data_identity"),
+            "files": sorted(meta.get("files", {})),
+            "commit": meta.get("git_commit"),
+            "wall_time_s": meta.get("runner_wall_time_s"),
+        }
+    index = {
+        "format": FORMAT,
+        "version": VERSION,
+        "profile": profile,
+        "commit": results.git_commit(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "chapters": entries,
+    }
     results.write_atomic(folder / INDEX, json.dumps(index, indent=1, sort_keys=True) + "\n")
     return index
 
 
 # ---- where from -------------------------------------------------------------------------------------------------
+
 
 def pages_url(remote: str | None) -> str | None:
     """The GitHub Pages address of a GitHub repository's remote URL (https or ssh), None for any other remote."""
@@ -96,8 +113,16 @@ def pages_url(remote: str | None) -> str | None:
 def origin_url() -> str | None:
     """The checkout's ``origin`` remote, None outside git or without one."""
     try:
-        return subprocess.run(["git", "config", "--get", "remote.origin.url"], cwd=REPO_ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip() or None
+        return (
+            subprocess.run(
+                ["git", "config", "--get", "remote.origin.url"],
+                cwd=REPO_ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
 
@@ -109,23 +134,27 @@ def site_url() -> tuple[str | None, str]:
         return value.strip().rstrip("/") or None, f"{RESULTS_URL_ENV} is empty"
     remote = origin_url()
     url = pages_url(remote)
-    return url, (f"the Pages site of {remote}" if url else f"{RESULTS_URL_ENV} is unset and the checkout's origin "
-                                                            f"({remote or 'none'}) is not a GitHub repository")
+    return url, (
+        f"the Pages site of {remote}"
+        if url
+        else f"{RESULTS_URL_ENV} is unset and the checkout's origin ({remote or 'none'}) is not a GitHub repository"
+    )
 
 
 # ---- downloads --------------------------------------------------------------------------------------------------
 
+
 class _SameHost(urllib.request.HTTPRedirectHandler):
     """Follow a redirect only to the same scheme and host: a published site never sends its files elsewhere."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 (urllib's signature)
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
         old, new = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
         if (old.scheme, old.netloc) != (new.scheme, new.netloc):
             raise FetchError(f"{req.full_url} redirects to another host ({new.scheme}://{new.netloc}); refusing it")
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-def _open(url: str, timeout: float):  # noqa: ANN202 (an http.client response)
+def _open(url: str, timeout: float):
     scheme = urllib.parse.urlsplit(url).scheme
     if scheme not in ("http", "https", "file"):
         raise FetchError(f"{RESULTS_URL_ENV}={url!r} is not an http(s) or file address")
@@ -154,8 +183,9 @@ def _stream(url: str, out: Callable[[bytes], None], limit: int, timeout: float) 
                 if size > limit:
                     raise FetchError(f"{url} is larger than the {limit} bytes it should be; refusing it")
                 if time.monotonic() > end:
-                    raise FetchError(f"{url} came too slowly (over {end - time.monotonic() + timeout:.0f} s); "
-                                     f"giving up")
+                    raise FetchError(
+                        f"{url} came too slowly (over {end - time.monotonic() + timeout:.0f} s); giving up"
+                    )
                 out(block)
         except (TimeoutError, OSError) as err:
             raise Unreachable(f"{url} stopped answering ({type(err).__name__}: {err})") from None
@@ -187,13 +217,18 @@ def _check_entry(where: str, chapter: str, entry: Any) -> None:
     if chapter not in catalog.CHAPTERS:
         raise FetchError(f"{where} names chapter {chapter!r}, which this book has not; refusing the index")
     if not isinstance(entry, dict) or entry.get("file") != ARCHIVE.format(chapter=chapter):
-        raise FetchError(f"{where} names a file outside the published layout for {chapter} "
-                         f"({entry.get('file') if isinstance(entry, dict) else entry!r}); refusing the index")
+        raise FetchError(
+            f"{where} names a file outside the published layout for {chapter} "
+            f"({entry.get('file') if isinstance(entry, dict) else entry!r}); refusing the index"
+        )
     size = entry.get("size")
     if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= bundle.MAX_TOTAL:
         raise FetchError(f"{where} gives {chapter} a size of {size!r} bytes; refusing the index")
-    if not (isinstance(entry.get("sha256"), str) and SHA256.fullmatch(entry["sha256"])
-            and isinstance(entry.get("fingerprint"), dict)):
+    if not (
+        isinstance(entry.get("sha256"), str)
+        and SHA256.fullmatch(entry["sha256"])
+        and isinstance(entry.get("fingerprint"), dict)
+    ):
         raise FetchError(f"{where} gives {chapter} no sha256 or fingerprint; refusing the index")
 
 
@@ -201,9 +236,11 @@ def download(url: str, target: Path, entry: dict[str, Any], timeout: float = TIM
     """Stream one archive to ``target``, checking its size and sha256 against the index's entry as it comes."""
     digest = hashlib.sha256()
     with open(target, "wb") as fh:
+
         def out(block: bytes) -> None:
             digest.update(block)
             fh.write(block)
+
         size = _stream(url, out, entry["size"], timeout)
     if size != entry["size"]:
         raise FetchError(f"{url} ended after {size} of its {entry['size']} bytes (truncated); not used")
@@ -212,6 +249,7 @@ def download(url: str, target: Path, entry: dict[str, Any], timeout: float = TIM
 
 
 # ---- taking them in ----------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Fetched:
@@ -225,8 +263,15 @@ class Fetched:
     commit: str | None = None
 
 
-def fetch(profile: str, chapters: Sequence[str], overrides: dict[str, dict[str, Any]], results_root: Path,
-          url: str | None = None, timeout: float = TIMEOUT_S, say: Callable[[str], None] = print) -> Fetched:
+def fetch(
+    profile: str,
+    chapters: Sequence[str],
+    overrides: dict[str, dict[str, Any]],
+    results_root: Path,
+    url: str | None = None,
+    timeout: float = TIMEOUT_S,
+    say: Callable[[str], None] = print,
+) -> Fetched:
     """Take in, before anything runs, every published unit of ``chapters`` (and of the profiles their pages set
     beside them) whose fingerprint is this checkout's and which is not current here; one line on the outcome."""
     done = Fetched()
@@ -237,8 +282,9 @@ def fetch(profile: str, chapters: Sequence[str], overrides: dict[str, dict[str, 
                 say(f"no published results to start from: {where}; every stale chapter runs here")
             return done
     try:
-        for other in sorted({b for c in chapters for b in getattr(catalog.chapter_module(c), "BESIDE", ())
-                             if b != profile}):
+        for other in sorted(
+            {b for c in chapters for b in getattr(catalog.chapter_module(c), "BESIDE", ()) if b != profile}
+        ):
             beside = [c for c in chapters if other in getattr(catalog.chapter_module(c), "BESIDE", ())]
             try:
                 _take(other, beside, {c: {} for c in beside}, results_root, url, timeout, Fetched(), say)
@@ -254,8 +300,16 @@ def fetch(profile: str, chapters: Sequence[str], overrides: dict[str, dict[str, 
     return done
 
 
-def _take(profile: str, chapters: Sequence[str], overrides: dict[str, dict[str, Any]], results_root: Path,
-          url: str, timeout: float, done: Fetched, say: Callable[[str], None]) -> None:
+def _take(
+    profile: str,
+    chapters: Sequence[str],
+    overrides: dict[str, dict[str, Any]],
+    results_root: Path,
+    url: str,
+    timeout: float,
+    done: Fetched,
+    say: Callable[[str], None],
+) -> None:
     """Fetch ``profile``'s units of ``chapters``: the others first, then the pages that gather them (their inputs
     are the others' units, as fetched)."""
     index = read_index(url, profile, timeout)
@@ -273,8 +327,16 @@ def _take(profile: str, chapters: Sequence[str], overrides: dict[str, dict[str, 
                 done.to_run[chapter] = (entry or {}).get("wall_time_s")
                 continue
             try:
-                _take_one(f"{url}/{profile}/{FOLDER}/{entry['file']}", Path(tmp), chapter, concrete, entry, fp,
-                          results_root, timeout)
+                _take_one(
+                    f"{url}/{profile}/{FOLDER}/{entry['file']}",
+                    Path(tmp),
+                    chapter,
+                    concrete,
+                    entry,
+                    fp,
+                    results_root,
+                    timeout,
+                )
             except Unreachable:
                 raise
             except (FetchError, bundle.BundleError) as err:
@@ -284,14 +346,26 @@ def _take(profile: str, chapters: Sequence[str], overrides: dict[str, dict[str, 
             done.taken.append(chapter)
 
 
-def _take_one(url: str, tmp: Path, chapter: str, profile: str, entry: dict[str, Any], fp: dict[str, str],
-              results_root: Path, timeout: float) -> None:
+def _take_one(
+    url: str,
+    tmp: Path,
+    chapter: str,
+    profile: str,
+    entry: dict[str, Any],
+    fp: dict[str, str],
+    results_root: Path,
+    timeout: float,
+) -> None:
     """Download one chapter's archive and move its unit in through the bundle's checks, refusing it unless its
     own metadata carries this checkout's fingerprint."""
     archive = tmp / entry["file"]
     download(url, archive, entry, timeout)
-    unpack(archive, results_root, profile, accept=lambda name, meta: (
-        f"it holds {name}, not {chapter}" if name != chapter else unit_reason(meta, name, fp)))
+    unpack(
+        archive,
+        results_root,
+        profile,
+        accept=lambda name, meta: f"it holds {name}, not {chapter}" if name != chapter else unit_reason(meta, name, fp),
+    )
 
 
 def _outcome(done: Fetched, total: int, url: str) -> str:
@@ -300,11 +374,21 @@ def _outcome(done: Fetched, total: int, url: str) -> str:
     if not done.taken and not done.to_run:
         return f"every chapter is current here already; nothing taken from the published results at {url}"
     known = [t for t in done.to_run.values() if t is not None]
-    minutes = (f", about {max(1, round(sum(known) / 60))} min (from their published wall times"
-               f"{'; some unknown' if len(known) < len(done.to_run) else ''})") if known else ""
+    minutes = (
+        (
+            f", about {max(1, round(sum(known) / 60))} min (from their published wall times"
+            f"{'; some unknown' if len(known) < len(done.to_run) else ''})"
+        )
+        if known
+        else ""
+    )
     here = f"; {len(done.current)} current here already" if done.current else ""
     if not done.taken:
-        return (f"the published results at {url}{commit} match none of the {len(done.to_run)} stale chapters "
-                f"(their code, parameters or data differ here){here}; {len(done.to_run)} to run{minutes}")
-    return (f"{len(done.taken)} of {total} chapters from the published results{commit}{here}; "
-            f"{len(done.to_run)} to run{minutes}")
+        return (
+            f"the published results at {url}{commit} match none of the {len(done.to_run)} stale chapters "
+            f"(their code, parameters or data differ here){here}; {len(done.to_run)} to run{minutes}"
+        )
+    return (
+        f"{len(done.taken)} of {total} chapters from the published results{commit}{here}; "
+        f"{len(done.to_run)} to run{minutes}"
+    )

@@ -6,6 +6,7 @@ fingerprint of what the results depend on), checks it, and only then moves it in
 at a time per results folder (a lock); a staging folder left by a killed run is removed by the next run. The steps
 live beside this module: ``catalog`` (the chapters), ``checks`` (everything checked up front), ``fingerprint``,
 ``execute`` (papermill), ``units`` (locks, staging, seal, move in) and ``plan`` (dry run, time budget)."""
+
 from __future__ import annotations
 
 import shutil
@@ -27,12 +28,13 @@ from ..data import DATA_ENV, data_dir
 from ..data.registry import not_found
 from . import execute, published, units
 from .bundle import BundleError
-from .unpack import recover
 from .catalog import resolve
 from .checks import folder_path, prepare, results_folders, writable_folder
 from .execute import ChapterFailed
 from .fingerprint import data_identities, fingerprint, stale_reason, without_data
 from .plan import chapter_state, defer, over_budget, show_last
+from .unpack import recover
+
 
 @dataclass
 class Summary:
@@ -44,8 +46,15 @@ class Summary:
     failures: list[str] = field(default_factory=list)
 
 
-def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: Path = BOOK_CHAPTERS,
-                results_root: Path = RESULTS_ROOT, force: bool = False, deadline: float | None = None) -> str:
+def run_chapter(
+    chapter: str,
+    profile: str,
+    overrides: dict[str, Any],
+    out_dir: Path = BOOK_CHAPTERS,
+    results_root: Path = RESULTS_ROOT,
+    force: bool = False,
+    deadline: float | None = None,
+) -> str:
     """Run one chapter unless its published unit is intact and current. Returns 'ran', 'skipped', 'restored' (the
     unit was current; the book's copy of its notebook was missing or different and was copied back in), 'no data'
     (the chapter's dataset is not available; its unit says so) or 'kept' (this run had no data, and the last unit
@@ -90,8 +99,10 @@ def run_chapter(chapter: str, profile: str, overrides: dict[str, Any], out_dir: 
             units.seal(staging, chapter, fp, time.perf_counter() - start)
             units.move_in(chapter, staging, final, out_dir)
         except OSError as err:
-            raise ChapterFailed(f"chapter {chapter!r} ran but its results could not be written ({err}); free space "
-                                f"or fix permissions, then run it again") from None
+            raise ChapterFailed(
+                f"chapter {chapter!r} ran but its results could not be written ({err}); free space "
+                f"or fix permissions, then run it again"
+            ) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         (final / units.FAILED / f"{chapter}.ipynb").unlink(missing_ok=True)
@@ -114,21 +125,34 @@ def _keep(chapter: str, good: dict[str, Any], message: str, final: Path, out_dir
     commit = str(good["git_commit"])[:12] if good.get("git_commit") else "an unknown commit"
     tqdm.write(f"kept the results of {commit} for {chapter}; this run had no data: {message}")
     when = f"commit `{commit}`" if good.get("git_commit") else commit
-    show_last(final, chapter, f"*This build had no data for this chapter, so the page shows its last results, "
-                              f"computed at {when} ({_on(good)}). To rerun it: {message}*", out_dir)
+    show_last(
+        final,
+        chapter,
+        f"*This build had no data for this chapter, so the page shows its last results, "
+        f"computed at {when} ({_on(good)}). To rerun it: {message}*",
+        out_dir,
+    )
     return "kept"
 
 
 def _on(meta: dict[str, Any]) -> str:
     """The data a unit was computed on, in words."""
     releases = {i.get("release") for i in meta.get("data_identity", {}).values() if isinstance(i, dict)}
-    return {frozenset({"canonical"}): "on the canonical release", frozenset({"offline"}): "on the offline copies"
-            }.get(frozenset(releases), "on the data it records")
+    return {frozenset({"canonical"}): "on the canonical release", frozenset({"offline"}): "on the offline copies"}.get(
+        frozenset(releases), "on the data it records"
+    )
 
 
-def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only: Sequence[str] | None = None,
-              force: bool = False, out_dir: Path | str = BOOK_CHAPTERS, results_root: Path | str = RESULTS_ROOT,
-              budget_minutes: float | None = None, fetch: bool = True) -> Summary:
+def reproduce(
+    profile: str = "auto",
+    pairs: Sequence[tuple[str, Any]] = (),
+    only: Sequence[str] | None = None,
+    force: bool = False,
+    out_dir: Path | str = BOOK_CHAPTERS,
+    results_root: Path | str = RESULTS_ROOT,
+    budget_minutes: float | None = None,
+    fetch: bool = True,
+) -> Summary:
     """Run the selected chapters; every parameter and setting is checked before any chapter starts. With ``fetch``
     (and without ``force``), the published results are read first and every unit of theirs that is current here is
     taken in (``published.fetch``). A chapter whose dataset is not available ends with a page saying how to get it
@@ -158,8 +182,10 @@ def reproduce(profile: str = "auto", pairs: Sequence[tuple[str, Any]] = (), only
                 state = chapter_state(c, profile, per_chapter[c], results_root, force)
                 if state.reason and over_budget(start - began, state.estimate_s, budget_minutes):
                     last = "unknown" if state.estimate_s is None else f"{state.estimate_s / 60:.1f} min"
-                    tqdm.write(f"not starting {c} ({state.reason}; its last run took {last}): the "
-                               f"{budget_minutes:g}-minute budget would be exceeded")
+                    tqdm.write(
+                        f"not starting {c} ({state.reason}; its last run took {last}): the "
+                        f"{budget_minutes:g}-minute budget would be exceeded"
+                    )
                     defer(c, state.profile, state.reason, results_root / state.profile, out_dir)
                     status = "deferred"
             end = None if budget_minutes is None else time.time() + budget_minutes * 60 - (start - began)

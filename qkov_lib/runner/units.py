@@ -1,5 +1,6 @@
 """A chapter's unit on disk: the lock a run holds, its staging folder, the seal (every file's sha256 and the
 fingerprint), and the move into the profile's folder, metadata last; the notebook of a failed run, kept."""
+
 from __future__ import annotations
 
 import errno
@@ -36,6 +37,7 @@ def try_lock(fd: int) -> bool:
         import fcntl  # platform: POSIX only
     except ImportError:  # Windows
         import msvcrt  # platform: Windows only
+
         try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
             return True
@@ -51,8 +53,10 @@ def try_lock(fd: int) -> bool:
 def refuse_link(path: Path, what: str) -> None:
     """LinkedPath when ``path`` is a symbolic link: the runner never writes through one."""
     if path.is_symlink():
-        raise LinkedPath(f"{path} is a symbolic link, not {what}; refusing to write through it: remove the link "
-                         f"(rm '{path}') and run again")
+        raise LinkedPath(
+            f"{path} is a symbolic link, not {what}; refusing to write through it: remove the link "
+            f"(rm '{path}') and run again"
+        )
 
 
 def open_private(path: Path, what: str) -> int:
@@ -69,8 +73,10 @@ def open_private(path: Path, what: str) -> int:
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
         os.close(fd)
-        raise LinkedPath(f"{path} is not a plain file of its own (a hard link, a device or a pipe), not {what}; "
-                         f"refusing to write to it: remove it (rm '{path}') and run again")
+        raise LinkedPath(
+            f"{path} is not a plain file of its own (a hard link, a device or a pipe), not {what}; "
+            f"refusing to write to it: remove it (rm '{path}') and run again"
+        )
     return fd
 
 
@@ -83,8 +89,10 @@ def chapter_lock(results_root: Path, chapter: str) -> Iterator[None]:
     with os.fdopen(fd, "r+") as fh:
         if not try_lock(fh.fileno()):
             holder = fh.read().strip() or "another process"
-            raise ChapterBusy(f"chapter {chapter!r} is already running into {results_root} ({holder}); wait for "
-                              f"it to finish, or pass another --results folder")
+            raise ChapterBusy(
+                f"chapter {chapter!r} is already running into {results_root} ({holder}); wait for "
+                f"it to finish, or pass another --results folder"
+            )
         fh.seek(0)
         fh.truncate()
         fh.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
@@ -95,8 +103,11 @@ def chapter_lock(results_root: Path, chapter: str) -> Iterator[None]:
 def clear_stale_staging(results_root: Path, chapter: str) -> int:
     """Remove staging folders of ``chapter`` left by runs that were killed; call only while holding its lock. A
     link in their place is refused (LinkedPath), never followed."""
-    stale = [p for p in results_root.glob(f"{STAGING}{chapter}*")
-             if p.name == f"{STAGING}{chapter}" or p.name.startswith(f"{STAGING}{chapter}-")]
+    stale = [
+        p
+        for p in results_root.glob(f"{STAGING}{chapter}*")
+        if p.name == f"{STAGING}{chapter}" or p.name.startswith(f"{STAGING}{chapter}-")
+    ]
     for path in stale:
         refuse_link(path, "the runner's staging folder")
         shutil.rmtree(path, ignore_errors=True)
@@ -127,9 +138,13 @@ def seal(staging: Path, chapter: str, fp: dict[str, str], wall: float) -> None:
         raise ChapterFailed(f"chapter {chapter!r} wrote files not named {chapter}.*: {', '.join(strays)}")
     meta = results.read_meta(staging, chapter)
     code = chapter_code(chapter)
-    meta.update(fingerprint=fp, code=code.as_meta(), computed_by=computed_by(code), runner_wall_time_s=round(wall, 3),
-                files={p.name: results.sha256_file(p) for p in sorted(staging.iterdir())
-                       if p.name != f"{chapter}.json"})
+    meta.update(
+        fingerprint=fp,
+        code=code.as_meta(),
+        computed_by=computed_by(code),
+        runner_wall_time_s=round(wall, 3),
+        files={p.name: results.sha256_file(p) for p in sorted(staging.iterdir()) if p.name != f"{chapter}.json"},
+    )
     if identities := data_identities(chapter):
         meta["data_identity"] = identities  # which release and files: what ``fingerprint.same_data`` compares
     results.write_meta(staging, chapter, meta)

@@ -5,6 +5,7 @@ process for as long as it lives) and checks every file and unit there; only then
 the bundle holds, it marks the staging folder ready and moves the units in, metadata last, and the sweep cells after
 them. A kill before the mark leaves nothing changed; one after it is finished by the next unpack or ``reproduce``
 (``recover``)."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,8 @@ import shutil
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,12 +84,16 @@ def recover(results_root: Path) -> list[str]:
             if (staging / READY).is_file():
                 done = json.loads((staging / READY).read_text())
                 moved, cells = _move_all(staging, done["profile"], results_root)
-                lines.append(f"finished an unpack of {done['source']} that was interrupted (packed at "
-                             f"{str(done.get('commit') or 'an unknown commit')[:12]}): moved in the {len(moved)} "
-                             f"unit(s) and {cells} sweep cell(s) it had left ({', '.join(moved) or 'none'})")
+                lines.append(
+                    f"finished an unpack of {done['source']} that was interrupted (packed at "
+                    f"{str(done.get('commit') or 'an unknown commit')[:12]}): moved in the {len(moved)} "
+                    f"unit(s) and {cells} sweep cell(s) it had left ({', '.join(moved) or 'none'})"
+                )
             else:
-                lines.append(f"removed the staging folder of an unpack interrupted before its checks ended "
-                             f"({staging.name}); nothing had changed")
+                lines.append(
+                    f"removed the staging folder of an unpack interrupted before its checks ended "
+                    f"({staging.name}); nothing had changed"
+                )
         finally:
             os.close(fd)
         shutil.rmtree(staging, ignore_errors=True)
@@ -121,8 +126,9 @@ def _move_all(staging: Path, profile: str, results_root: Path) -> tuple[list[str
 Accept = Callable[[str, dict[str, Any]], "str | None"]  # (chapter, its staged metadata) -> why it is refused, or None
 
 
-def unpack(source: Path, results_root: Path = RESULTS_ROOT, profile: str | None = None,
-           accept: Accept | None = None) -> Unpacked:
+def unpack(
+    source: Path, results_root: Path = RESULTS_ROOT, profile: str | None = None, accept: Accept | None = None
+) -> Unpacked:
     """Restore a bundle into ``results_root``: stream it into a staging folder beside the target and check every
     file and unit there; only then, holding the lock of every chapter it holds, move the units in (each replacing
     the unit of the same chapter) and the sweep cells. ``profile``, when given, must be the bundle's. On any error
@@ -137,26 +143,30 @@ def unpack(source: Path, results_root: Path = RESULTS_ROOT, profile: str | None 
         tmp = Path(tempfile.mkdtemp(dir=results_root, prefix=STAGED))
         held = _hold(tmp)  # a folder of its own: no other process holds it
     except OSError as err:
-        raise BundleError(f"cannot write into {results_root} ({err.strerror}); name a writable folder with "
-                          f"--results") from None
+        raise BundleError(
+            f"cannot write into {results_root} ({err.strerror}); name a writable folder with --results"
+        ) from None
     except units.ChapterFailed as err:
         raise BundleError(str(err)) from None
     try:
         try:
             manifest = check_into(source, tmp, profile)
         except OSError as err:
-            raise BundleError(f"cannot write into {results_root} ({err.strerror}); free space or fix permissions, "
-                              f"then unpack again") from None
+            raise BundleError(
+                f"cannot write into {results_root} ({err.strerror}); free space or fix permissions, then unpack again"
+            ) from None
         name = manifest["profile"]
         final = results_root / name
         if final.exists() and not final.is_dir():
-            raise BundleError(f"{final} is a file, not the folder of profile {name}'s results; move it away, then "
-                              f"unpack again")
+            raise BundleError(
+                f"{final} is a file, not the folder of profile {name}'s results; move it away, then unpack again"
+            )
         for chapter in sorted(p.stem for p in (tmp / name).glob("*.json")) if accept else []:
             if why := accept(chapter, results.read_meta(tmp / name, chapter)):
                 raise BundleError(f"{source}'s unit {chapter} is refused ({why}); nothing was restored")
-        results.write_atomic(tmp / READY, json.dumps({"source": str(source), "profile": name,
-                                                      "commit": manifest.get("commit")}))
+        results.write_atomic(
+            tmp / READY, json.dumps({"source": str(source), "profile": name, "commit": manifest.get("commit")})
+        )
         moved, cells = _move_all(tmp, name, results_root)
     finally:
         if held is not None:
@@ -186,15 +196,19 @@ def command(args: Any) -> int:
             packed = pack(args.profile, args.file, folder_path(args.results, "--results"))
             for chapter, why in packed.left_out.items():
                 print(f"left out {chapter}: {why}", file=sys.stderr)
-            print(f"packed {len(packed.units)} units of profile {args.profile} and {packed.sweep_cells} sweep cells "
-                  f"into {args.file} ({args.file.stat().st_size / 1e6:.1f} MB)")
+            print(
+                f"packed {len(packed.units)} units of profile {args.profile} and {packed.sweep_cells} sweep cells "
+                f"into {args.file} ({args.file.stat().st_size / 1e6:.1f} MB)"
+            )
         else:
             done = unpack(args.file, folder_path(args.results, "--results"), args.profile)
             for line in done.recovered:
                 print(line)
             commit = (done.manifest.get("commit") or "an unknown commit")[:12]
-            print(f"restored {len(done.units)} units of profile {done.manifest['profile']} (packed at {commit}) and "
-                  f"{done.sweep_cells} sweep cells into {args.results}")
+            print(
+                f"restored {len(done.units)} units of profile {done.manifest['profile']} (packed at {commit}) and "
+                f"{done.sweep_cells} sweep cells into {args.results}"
+            )
     except (BundleError, ParameterError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

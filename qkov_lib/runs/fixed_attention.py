@@ -4,6 +4,7 @@ With attention fixed, the model sees the effective input x~ = (alpha/m) sum_{dis
 sum_{common} x_j and the loss L(alpha) = -log softmax_y(W_O W_V x~) (factorised) or with a collapsed W_OV.
 Many (alpha, seed) models train at once as one stack of the synthetic engine (``engine``, attention given).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -19,8 +20,8 @@ from ..data.synthetic import SyntheticSplit
 from ..models import AttentionConfig, init_params
 from ..train.backends import train_stack
 from ..train.counts import CountSet, FixedBatches
-from ..train.stack import Member, RunSpec, StackConfig
 from ..train.optim import RateSchedule
+from ..train.stack import Member, RunSpec, StackConfig
 
 OTHERS = ("common", "all")
 
@@ -52,7 +53,7 @@ def effective_input(feats: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     return torch.lerp(feats[..., 1, :], feats[..., 0, :], alpha.view(-1, *[1] * (feats.dim() - 2)))
 
 
-BIAS_SEED = 2 ** 32  # the bias's generator: this plus the seed, apart from every weight generator's seed
+BIAS_SEED = 2**32  # the bias's generator: this plus the seed, apart from every weight generator's seed
 
 
 @dataclass(frozen=True)
@@ -68,11 +69,13 @@ class OVModel:
     def name(self) -> str:
         return ("factorised" if self.factorised else "collapsed") + (" + bias" if self.bias else "")
 
-    def init_params(self, vocab: int, seeds: Sequence[int], device: torch.device | str = "cpu"
-                    ) -> dict[str, torch.Tensor]:
+    def init_params(
+        self, vocab: int, seeds: Sequence[int], device: torch.device | str = "cpu"
+    ) -> dict[str, torch.Tensor]:
         """Same draw as the Figure 2 model for each seed, keeping the OV parameters only."""
-        cfg = AttentionConfig("FAFO" if self.factorised else "FACO", vocab=vocab, init=self.init,
-                              init_scale=self.init_scale)
+        cfg = AttentionConfig(
+            "FAFO" if self.factorised else "FACO", vocab=vocab, init=self.init, init_scale=self.init_scale
+        )
         params = {k: v for k, v in init_params(cfg, seeds, device).items() if k in ("W_O", "W_V", "W_OV")}
         if self.bias:
             params["b_OV"] = self._bias(vocab, seeds).to(device).requires_grad_()
@@ -84,8 +87,12 @@ class OVModel:
         if self.init != "pytorch":
             return torch.zeros(len(seeds), vocab)
         bound = self.init_scale / vocab**0.5
-        return torch.stack([(torch.rand(vocab, generator=torch.Generator().manual_seed(BIAS_SEED + int(s))) * 2 - 1)
-                            * bound for s in seeds])
+        return torch.stack(
+            [
+                (torch.rand(vocab, generator=torch.Generator().manual_seed(BIAS_SEED + int(s))) * 2 - 1) * bound
+                for s in seeds
+            ]
+        )
 
     @staticmethod
     def logits(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
@@ -100,27 +107,34 @@ def _nll_sum(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return -torch.log_softmax(logits, -1).gather(-1, labels[..., None]).sum((1, 2))
 
 
-def _losses(params: dict[str, torch.Tensor], feats: torch.Tensor, rows: torch.Tensor, labels: torch.Tensor,
-            alphas: Sequence[torch.Tensor], chunk: int = 2048) -> list[torch.Tensor]:
+def _losses(
+    params: dict[str, torch.Tensor],
+    feats: torch.Tensor,
+    rows: torch.Tensor,
+    labels: torch.Tensor,
+    alphas: Sequence[torch.Tensor],
+    chunk: int = 2048,
+) -> list[torch.Tensor]:
     """Mean cross-entropy per model [K] over a split (feats [R, N, 2, V], model k on row ``rows[k]``) at each of
     ``alphas``. The logits are linear in x~, so one pass serves every alpha: logits(alpha) = lerp(L_other,
     L_distinct, alpha)."""
     totals = [torch.zeros(len(rows), device=rows.device) for _ in alphas]
     for start in range(0, labels.shape[1], chunk):
-        part = feats[rows, start:start + chunk]
+        part = feats[rows, start : start + chunk]
         k, n, _, v = part.shape
         both = OVModel.logits(params, part.reshape(k, 2 * n, v)).view(k, n, 2, -1)
-        y = labels[rows, start:start + chunk]
+        y = labels[rows, start : start + chunk]
         for total, a in zip(totals, alphas):
             total += _nll_sum(torch.lerp(both[:, :, 1], both[:, :, 0], a.view(-1, 1, 1)), y)
     return [t / labels.shape[1] for t in totals]
 
 
-def _loss_at(params: dict[str, torch.Tensor], x: torch.Tensor, labels: torch.Tensor, chunk: int = 2048
-             ) -> torch.Tensor:
+def _loss_at(params: dict[str, torch.Tensor], x: torch.Tensor, labels: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
     """Mean cross-entropy per model [K] on its own effective inputs x [K, n, V] with labels [K, n]."""
-    total = sum(_nll_sum(OVModel.logits(params, x[:, s:s + chunk]), labels[:, s:s + chunk])
-                for s in range(0, labels.shape[1], chunk))
+    total = sum(
+        _nll_sum(OVModel.logits(params, x[:, s : s + chunk]), labels[:, s : s + chunk])
+        for s in range(0, labels.shape[1], chunk)
+    )
     return total / labels.shape[1]
 
 
@@ -137,10 +151,20 @@ def bag_set(x: torch.Tensor, labels: torch.Tensor) -> CountSet:
     return CountSet(x, torch.zeros(labels.shape, dtype=torch.long, device=x.device), labels, empty, empty.long())
 
 
-def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence[int],
-                        train_feats: torch.Tensor, train_labels: torch.Tensor, test_feats: torch.Tensor,
-                        test_labels: torch.Tensor, lr: float, batch_size: int, epochs: int, delta: float,
-                        progress: bool = True) -> pd.DataFrame:
+def run_fixed_attention(
+    model: OVModel,
+    alphas: Sequence[float],
+    seeds: Sequence[int],
+    train_feats: torch.Tensor,
+    train_labels: torch.Tensor,
+    test_feats: torch.Tensor,
+    test_labels: torch.Tensor,
+    lr: float,
+    batch_size: int,
+    epochs: int,
+    delta: float,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Train one OV model per (alpha, seed) for ``epochs`` passes over the training set with SGD; after every epoch
     record the training loss at alpha (on the first training sequences, as many as are held out), the held-out
     losses at alpha and alpha + delta, and the incentive
@@ -159,8 +183,14 @@ def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence
     spec = RunSpec(rates=RateSchedule(lr=lr), max_steps=epochs * per_epoch)
     members = [Member(s, k, spec) for k, s in enumerate(seeds_k)]
     batches = FixedBatches(bag_set(train_x, train_y), members, batch_size)
-    sc = StackConfig(qk="fixed", ov_factorised=model.factorised, ov_bias=model.bias, batch_size=batch_size,
-                     target_nll=0.0, eval_every=per_epoch)
+    sc = StackConfig(
+        qk="fixed",
+        ov_factorised=model.factorised,
+        ov_bias=model.bias,
+        batch_size=batch_size,
+        target_nll=0.0,
+        eval_every=per_epoch,
+    )
     records: list[dict] = []
     n_check = min(train_labels.shape[1], test_labels.shape[1])  # training loss on as many sequences as held out
 
@@ -171,31 +201,73 @@ def run_fixed_attention(model: OVModel, alphas: Sequence[float], seeds: Sequence
         for k, (a, i) in enumerate(pairs):
             valid = a + delta <= 1 + 1e-12
             inc = float(te[k] - te_up[k]) if valid else float("nan")
-            records.append({"model": model.name, "alpha": a, "seed": seeds[i], "epoch": step // per_epoch,
-                            "train_loss": float(tr[k]), "test_loss": float(te[k]), "incentive": inc,
-                            "incentive_per_delta": inc / delta})
+            records.append(
+                {
+                    "model": model.name,
+                    "alpha": a,
+                    "seed": seeds[i],
+                    "epoch": step // per_epoch,
+                    "train_loss": float(tr[k]),
+                    "test_loss": float(te[k]),
+                    "incentive": inc,
+                    "incentive_per_delta": inc / delta,
+                }
+            )
 
-    train_stack(params, members, sc, batches.take, every_eval=monitor, progress=progress,
-                desc=f"fixed attention, {model.name}")
+    train_stack(
+        params, members, sc, batches.take, every_eval=monitor, progress=progress, desc=f"fixed attention, {model.name}"
+    )
     return pd.DataFrame(records)
 
 
 STACKS_PER_MODEL = 2  # each OV model's alphas train as this many stacks, so 3 models keep 2 cores evenly busy
 
 
-def run_models(models: Sequence[OVModel], alphas: Sequence[float], seeds: Sequence[int], train_feats: torch.Tensor,
-               train_labels: torch.Tensor, test_feats: torch.Tensor, test_labels: torch.Tensor, lr: float,
-               batch_size: int, epochs: int, delta: float, progress: bool = True) -> pd.DataFrame:
+def run_models(
+    models: Sequence[OVModel],
+    alphas: Sequence[float],
+    seeds: Sequence[int],
+    train_feats: torch.Tensor,
+    train_labels: torch.Tensor,
+    test_feats: torch.Tensor,
+    test_labels: torch.Tensor,
+    lr: float,
+    batch_size: int,
+    epochs: int,
+    delta: float,
+    progress: bool = True,
+) -> pd.DataFrame:
     """``run_fixed_attention`` for each model, its alphas split into ``STACKS_PER_MODEL`` stacks (a fixed split, so
     the numbers do not depend on the core count), side by side on the CPU's cores; curves joined in the order of
     one stack per model (epoch, then alpha, then seed)."""
     parts = max(1, min(STACKS_PER_MODEL, len(alphas)))
     groups = [list(g) for g in np.array_split(np.asarray(alphas, dtype=float), parts)]
-    tasks = [(m, [float(a) for a in g], seeds, train_feats, train_labels, test_feats, test_labels, lr, batch_size,
-              epochs, delta, progress) for m in models for g in groups]
+    tasks = [
+        (
+            m,
+            [float(a) for a in g],
+            seeds,
+            train_feats,
+            train_labels,
+            test_feats,
+            test_labels,
+            lr,
+            batch_size,
+            epochs,
+            delta,
+            progress,
+        )
+        for m in models
+        for g in groups
+    ]
     curves = run_independent(run_fixed_attention, tasks, cpu_workers(train_feats.device))
-    return pd.concat([pd.concat(curves[i * parts:(i + 1) * parts]).sort_values("epoch", kind="stable")
-                      for i in range(len(models))], ignore_index=True)
+    return pd.concat(
+        [
+            pd.concat(curves[i * parts : (i + 1) * parts]).sort_values("epoch", kind="stable")
+            for i in range(len(models))
+        ],
+        ignore_index=True,
+    )
 
 
 def fade_epochs(curves: pd.DataFrame, fraction: float = 0.1) -> pd.DataFrame:
@@ -210,6 +282,13 @@ def fade_epochs(curves: pd.DataFrame, fraction: float = 0.1) -> pd.DataFrame:
             continue
         top = int(np.nanargmax(inc))
         below = np.nonzero(inc[top:] < fraction * inc[top])[0]
-        rows.append({"model": name, "alpha": a, "peak": float(inc[top]), "peak_epoch": int(g["epoch"].iloc[top]),
-                     "fade_epoch": float(g["epoch"].iloc[top + below[0]]) if len(below) else np.nan})
+        rows.append(
+            {
+                "model": name,
+                "alpha": a,
+                "peak": float(inc[top]),
+                "peak_epoch": int(g["epoch"].iloc[top]),
+                "fade_epoch": float(g["epoch"].iloc[top + below[0]]) if len(below) else np.nan,
+            }
+        )
     return pd.DataFrame(rows)

@@ -1,6 +1,7 @@
 """Section 7 on real data: load and encode a dataset, train a baseline and a faster-QK classifier (all seeds at
 once), and measure accuracy, MRTA, AC, ACMC, sufficiency and comprehensiveness per seed (Table 1), and accuracy by
 group (SVA: by number of attractors)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -21,8 +22,20 @@ from ..data import authors
 from ..data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
 from ..metrics import check_bins, dtap_histogram, mean_ci, paired_effects
 from ..metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention, relevant_mass
-from ..metrics.verdicts import (NOT_EVIDENCE, PERCENT, Claim, Interval, above, at_least, below, beside_official,
-                                claim_table, not_evidence, profile_unit, rule)
+from ..metrics.verdicts import (
+    NOT_EVIDENCE,
+    PERCENT,
+    Claim,
+    Interval,
+    above,
+    at_least,
+    below,
+    beside_official,
+    claim_table,
+    not_evidence,
+    profile_unit,
+    rule,
+)
 from ..models.transformer import ClassifierConfig, classify, init_classifier, trim
 from ..present.table1 import DIGITS, TABLE_METRICS, interval_words
 from ..train.optim import RateSchedule
@@ -112,13 +125,16 @@ class RealSetup:
             if not (getattr(self, name) is None or getattr(self, name) >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, or None for all (got {getattr(self, name)!r})")
         if not (0 <= self.identity_weight < 1 and 0 < self.threshold < 1 and 0 < self.confidence < 1):
-            raise ValueError("identity_weight must lie in [0, 1), threshold and confidence in (0, 1) (got "
-                             f"{self.identity_weight}, {self.threshold}, {self.confidence})")
+            raise ValueError(
+                "identity_weight must lie in [0, 1), threshold and confidence in (0, 1) (got "
+                f"{self.identity_weight}, {self.threshold}, {self.confidence})"
+            )
         if not (self.k_percents and all(0 < k <= 100 for k in self.k_percents)):
             raise ValueError(f"k_percents must be non-empty, each in (0, 100] (got {list(self.k_percents)!r})")
         if not (self.epochs >= 1 and self.evals_per_epoch >= 1):
-            raise ValueError(f"epochs and evals_per_epoch must be integers >= 1 (got {self.epochs!r}, "
-                             f"{self.evals_per_epoch!r})")
+            raise ValueError(
+                f"epochs and evals_per_epoch must be integers >= 1 (got {self.epochs!r}, {self.evals_per_epoch!r})"
+            )
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"label_smoothing must lie in [0, 1) (got {self.label_smoothing!r})")
         self.model(vocab=10, n_classes=2)
@@ -130,21 +146,42 @@ class RealSetup:
 
     def model(self, vocab: int, n_classes: int) -> ClassifierConfig:
         """The classifier for a vocabulary and class count (checks the sizes)."""
-        return ClassifierConfig(vocab=vocab, n_classes=n_classes, max_len=self.max_len, d_model=self.d_model,
-                                n_heads=self.n_heads, d_head=self.d_head, n_layers=self.n_layers, mlp=self.mlp,
-                                d_mlp=self.d_mlp, residual=self.residual, activation=self.activation,
-                                biases=self.biases)
+        return ClassifierConfig(
+            vocab=vocab,
+            n_classes=n_classes,
+            max_len=self.max_len,
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            d_head=self.d_head,
+            n_layers=self.n_layers,
+            mlp=self.mlp,
+            d_mlp=self.d_mlp,
+            residual=self.residual,
+            activation=self.activation,
+            biases=self.biases,
+        )
 
     def train_config(self, qk_mult: float, per_epoch: int) -> TrainConfig:
         """The training loop of one condition: the ``qk_params`` set (default W_Q and W_K only) at ``qk_mult`` x the
         base rate, weight decay on every circuit, ``epochs`` x ``per_epoch`` mini-batch steps, ``evals_per_epoch``
         read-outs of the loss per epoch; the optimiser, schedule, clipping, accumulation and groups as set."""
-        return TrainConfig(RateSchedule(self.lr, qk_mult=qk_mult), batch_size=self.batch_size,
-                           optimizer=self.optimizer, weight_decay=self.weight_decay,
-                           max_steps=self.epochs * per_epoch, eval_every=max(1, per_epoch // self.evals_per_epoch),
-                           momentum=self.momentum, lr_schedule=self.lr_schedule, warmup=self.warmup,
-                           clip_norm=self.clip_norm, accumulate=self.accumulate, qk_params=self.qk_params,
-                           frozen=self.frozen, embed_mult=self.embed_mult, embed_decay=self.embed_decay)
+        return TrainConfig(
+            RateSchedule(self.lr, qk_mult=qk_mult),
+            batch_size=self.batch_size,
+            optimizer=self.optimizer,
+            weight_decay=self.weight_decay,
+            max_steps=self.epochs * per_epoch,
+            eval_every=max(1, per_epoch // self.evals_per_epoch),
+            momentum=self.momentum,
+            lr_schedule=self.lr_schedule,
+            warmup=self.warmup,
+            clip_norm=self.clip_norm,
+            accumulate=self.accumulate,
+            qk_params=self.qk_params,
+            frozen=self.frozen,
+            embed_mult=self.embed_mult,
+            embed_decay=self.embed_decay,
+        )
 
     def for_condition(self, faster: bool) -> RealSetup:
         """This setup for the baseline (itself) or the faster condition: the faster one with its own weight decay
@@ -152,9 +189,13 @@ class RealSetup:
         runs change both; Section 7 changes only the QK rate)."""
         if not faster or (self.faster_weight_decay is None and self.faster_frozen is None):
             return self
-        return replace(self, faster_weight_decay=None, faster_frozen=None,
-                       weight_decay=self.weight_decay if self.faster_weight_decay is None else self.faster_weight_decay,
-                       frozen=self.frozen if self.faster_frozen is None else self.faster_frozen)
+        return replace(
+            self,
+            faster_weight_decay=None,
+            faster_frozen=None,
+            weight_decay=self.weight_decay if self.faster_weight_decay is None else self.faster_weight_decay,
+            frozen=self.frozen if self.faster_frozen is None else self.faster_frozen,
+        )
 
     def conditions(self) -> list[tuple[str, float]]:
         """Table 1's two conditions: (name, QK multiplier)."""
@@ -206,8 +247,10 @@ def why_not_learned(per_seed: pd.DataFrame, majority: Majority, alpha: float = L
     seed, and a pair with an untrained model says nothing. Counts, not accuracies: an accuracy computed in float32
     can land a hair above the majority share for a model that predicts the majority class for every input."""
     if not (per_seed["examples"] == majority.examples).all():
-        raise ValueError(f"the per-seed results count {sorted(set(per_seed['examples']))} test examples, the "
-                         f"majority baseline {majority.examples}: they must be the same test set")
+        raise ValueError(
+            f"the per-seed results count {sorted(set(per_seed['examples']))} test examples, the "
+            f"majority baseline {majority.examples}: they must be the same test set"
+        )
     failed = []
     for _, r in per_seed.iterrows():
         seed, correct, n = int(r["seed"]), int(r["correct"]), int(r["examples"])
@@ -216,13 +259,14 @@ def why_not_learned(per_seed: pd.DataFrame, majority: Majority, alpha: float = L
             continue
         p = binomtest(correct, n, majority.count / n, alternative="greater").pvalue
         if not p < alpha:
-            failed.append(f"seed {seed}'s {correct} of {n} correct does not beat the majority class's "
-                          f"{majority.count} (one-sided exact binomial p = {p:.2g}, not below {alpha:g})")
+            failed.append(
+                f"seed {seed}'s {correct} of {n} correct does not beat the majority class's "
+                f"{majority.count} (one-sided exact binomial p = {p:.2g}, not below {alpha:g})"
+            )
     return "; ".join(failed) or None
 
 
-def prepare(splits: Mapping[str, TextSplit], info: dict[str, Any], classes: tuple[str, ...], s: RealSetup
-            ) -> Prepared:
+def prepare(splits: Mapping[str, TextSplit], info: dict[str, Any], classes: tuple[str, ...], s: RealSetup) -> Prepared:
     """A dataset's splits (train, test, optionally heldout) subsampled as the setup says, the vocabulary built on
     train, every split encoded; ``info`` (the loader's provenance) gains the sizes and the majority baselines."""
     tr: TextSplit = splits["train"].subset(s.max_train, s.data_seed)
@@ -232,15 +276,30 @@ def prepare(splits: Mapping[str, TextSplit], info: dict[str, Any], classes: tupl
         held = held.subset(s.max_test, s.data_seed)
     vocab = Vocab(tr.tokens, s.min_freq)
     annotated = int(sum(r is not None and r.any() for r in te.relevant))
-    info = dict(info, **{"train examples": len(tr), "test examples": len(te), "vocabulary": len(vocab),
-                         "test tokens outside the vocabulary": f"{100 * unknown_rate(te, vocab):.1f}%",
-                         "test accuracy of always predicting the majority class": f"{majority_share(te.labels):.1f}%",
-                         "test examples with relevant tokens": annotated})
+    info = dict(
+        info,
+        **{
+            "train examples": len(tr),
+            "test examples": len(te),
+            "vocabulary": len(vocab),
+            "test tokens outside the vocabulary": f"{100 * unknown_rate(te, vocab):.1f}%",
+            "test accuracy of always predicting the majority class": f"{majority_share(te.labels):.1f}%",
+            "test examples with relevant tokens": annotated,
+        },
+    )
     if held is not None:
-        info |= {"held-out examples": len(held),
-                 "held-out accuracy of always predicting the majority class": f"{majority_share(held.labels):.1f}%"}
-    return Prepared(encode(tr, vocab, s.max_len), weighted(encode(te, vocab, s.max_len), te), vocab, classes, info,
-                    None if held is None else encode(held, vocab, s.max_len))
+        info |= {
+            "held-out examples": len(held),
+            "held-out accuracy of always predicting the majority class": f"{majority_share(held.labels):.1f}%",
+        }
+    return Prepared(
+        encode(tr, vocab, s.max_len),
+        weighted(encode(te, vocab, s.max_len), te),
+        vocab,
+        classes,
+        info,
+        None if held is None else encode(held, vocab, s.max_len),
+    )
 
 
 def weighted(encoded: Encoded, split: TextSplit) -> Encoded:
@@ -255,8 +314,10 @@ def weighted(encoded: Encoded, split: TextSplit) -> Encoded:
         if r is not None:
             weights[i, :n] = torch.from_numpy(np.asarray(r[:n], dtype=np.float32))
     if weights.min() < 0 or weights.max() > 1 or not torch.equal(weights > 0, encoded.relevant):
-        raise ValueError(f"the {split.name} split's relevance weights must lie in [0, 1] and be nonzero where the "
-                         "encoded masks are set")
+        raise ValueError(
+            f"the {split.name} split's relevance weights must lie in [0, 1] and be nonzero where the "
+            "encoded masks are set"
+        )
     return replace(encoded, relevant=weights)
 
 
@@ -264,9 +325,19 @@ def model_config(data: Prepared, s: RealSetup) -> ClassifierConfig:
     return s.model(len(data.vocab), len(data.classes))
 
 
-def fit(params: dict[str, torch.Tensor], loss_fn: Callable, inputs: torch.Tensor, labels: torch.Tensor,
-        s: RealSetup, qk_mult: float, progress: bool, desc: str, probe: int = 1024, chunk: int = 256,
-        train_loss: Callable | None = None) -> pd.DataFrame:
+def fit(
+    params: dict[str, torch.Tensor],
+    loss_fn: Callable,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    s: RealSetup,
+    qk_mult: float,
+    progress: bool,
+    desc: str,
+    probe: int = 1024,
+    chunk: int = 256,
+    train_loss: Callable | None = None,
+) -> pd.DataFrame:
     """Train stacked models in place for ``epochs`` epochs over (inputs, labels) [N, ...], every seed reading its
     own batch order, with the ``qk_params`` set (default W_Q and W_K only) at ``qk_mult`` x the base rate, on
     ``train_loss`` (default ``loss_fn``; e.g. with label smoothing); returns the training loss curve (``loss_fn``),
@@ -279,35 +350,54 @@ def fit(params: dict[str, torch.Tensor], loss_fn: Callable, inputs: torch.Tensor
 
     @torch.no_grad()
     def monitor(prm):
-        out = [loss_fn(prm, *(t[part].expand(len(seeds), *t[part].shape) for t in (inputs, labels)))
-               for part in rows.split(chunk)]
+        out = [
+            loss_fn(prm, *(t[part].expand(len(seeds), *t[part].shape) for t in (inputs, labels)))
+            for part in rows.split(chunk)
+        ]
         return torch.stack(out).mean(0).cpu().numpy()
 
     hist = train(params, train_loss or loss_fn, tc, batches, monitor, seeds, progress, desc)
-    return pd.DataFrame([{"step": step, "epoch": step / per_epoch, "seed": seed, "train_nll": float(v[i])}
-                         for step, v in zip(hist.steps, hist.train_nll) for i, seed in enumerate(seeds)])
+    return pd.DataFrame(
+        [
+            {"step": step, "epoch": step / per_epoch, "seed": seed, "train_nll": float(v[i])}
+            for step, v in zip(hist.steps, hist.train_nll)
+            for i, seed in enumerate(seeds)
+        ]
+    )
 
 
-def train_condition(data: Prepared, s: RealSetup, qk_mult: float, device: torch.device,
-                    progress: bool = True, desc: str = "training") -> tuple[dict[str, torch.Tensor], pd.DataFrame]:
+def train_condition(
+    data: Prepared, s: RealSetup, qk_mult: float, device: torch.device, progress: bool = True, desc: str = "training"
+) -> tuple[dict[str, torch.Tensor], pd.DataFrame]:
     """One classifier per seed, trained by ``fit``; returns the parameters and the training NLL curve."""
     cfg = model_config(data, s)
     params = init_classifier(cfg, list(s.seeds), device)
 
     def loss_fn(prm, x, y, smoothing=0.0):
         logits, _ = classify(prm, cfg, trim(x)[0])
-        return torch.nn.functional.cross_entropy(logits.transpose(1, 2), y, reduction="none",
-                                                 label_smoothing=smoothing).mean(1)
+        return torch.nn.functional.cross_entropy(
+            logits.transpose(1, 2), y, reduction="none", label_smoothing=smoothing
+        ).mean(1)
 
     smoothed = (lambda prm, x, y: loss_fn(prm, x, y, s.label_smoothing)) if s.label_smoothing else None
-    curve = fit(params, loss_fn, data.train.ids.to(device), data.train.labels.to(device), s, qk_mult, progress, desc,
-                train_loss=smoothed)
+    curve = fit(
+        params,
+        loss_fn,
+        data.train.ids.to(device),
+        data.train.labels.to(device),
+        s,
+        qk_mult,
+        progress,
+        desc,
+        train_loss=smoothed,
+    )
     return params, curve
 
 
 @torch.no_grad()
-def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, s: RealSetup
-                       ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+def evaluate_condition(
+    params: dict[str, torch.Tensor], data: Prepared, s: RealSetup
+) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Per seed: accuracy on the whole test set; MRTA, AC, ACMC, sufficiency and comprehensiveness on the test
     examples with relevant tokens (every test example with ``unannotated = "zero"``, one without at no relevant
     mass), the mass weighted by the relevance (``rationale.relevant_mass``); and, for ``why_not_learned``, the test
@@ -322,10 +412,11 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, s: RealS
     parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("predicted", "correct", "mass", "prob", "suff", "comp")}
     test = data.test
     for start in range(0, test.ids.shape[0], s.eval_batch):
-        ids, rel = trim(test.ids[start:start + s.eval_batch].to(dev),
-                        test.relevant[start:start + s.eval_batch].to(dev))
-        y = test.labels[start:start + s.eval_batch].to(dev)
-        has = test.has_relevance[start:start + s.eval_batch].to(dev)
+        ids, rel = trim(
+            test.ids[start : start + s.eval_batch].to(dev), test.relevant[start : start + s.eval_batch].to(dev)
+        )
+        y = test.labels[start : start + s.eval_batch].to(dev)
+        has = test.has_relevance[start : start + s.eval_batch].to(dev)
         if s.unannotated == "zero":
             has = torch.ones_like(has)
         logits, attns = classify(params, cfg, ids)
@@ -337,20 +428,28 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, s: RealS
         parts["mass"].append(relevant_mass(att, rel)[:, has])
         parts["prob"].append(probs.gather(-1, y.expand(S, -1)[..., None]).squeeze(-1)[:, has])
         if has.any():
-            suff, comp = faithfulness(predict, ids[has].expand(S, -1, -1), att[:, has], s.k_percents,
-                                      s.erase, full=probs[:, has])
+            suff, comp = faithfulness(
+                predict, ids[has].expand(S, -1, -1), att[:, has], s.k_percents, s.erase, full=probs[:, has]
+            )
             parts["suff"].append(suff)
             parts["comp"].append(comp)
     cat = {k: torch.cat(v, dim=1).cpu() for k, v in parts.items() if v}
     if "mass" not in cat or cat["mass"].shape[1] == 0:
         raise ValueError("no test example has relevant tokens (after truncation to max_len); nothing to measure")
     masses = mass_metrics(cat["mass"], cat["prob"], s.threshold, s.confidence)
-    rows = [{"seed": seed, "accuracy": 100 * float(cat["correct"][i].mean()),
-             **{k: float(v[i]) for k, v in masses.items()},
-             "sufficiency": float(cat["suff"][i].mean()), "comprehensiveness": float(cat["comp"][i].mean()),
-             "examples": int(cat["correct"].shape[1]), "correct": int(cat["correct"][i].sum()),
-             "predicted_classes": len(cat["predicted"][i].unique())}
-            for i, seed in enumerate(s.seeds)]
+    rows = [
+        {
+            "seed": seed,
+            "accuracy": 100 * float(cat["correct"][i].mean()),
+            **{k: float(v[i]) for k, v in masses.items()},
+            "sufficiency": float(cat["suff"][i].mean()),
+            "comprehensiveness": float(cat["comp"][i].mean()),
+            "examples": int(cat["correct"].shape[1]),
+            "correct": int(cat["correct"][i].sum()),
+            "predicted_classes": len(cat["predicted"][i].unique()),
+        }
+        for i, seed in enumerate(s.seeds)
+    ]
     return pd.DataFrame(rows), {"mass": cat["mass"].numpy(), "prob_true": cat["prob"].numpy()}
 
 
@@ -358,8 +457,13 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: Prepared, s: RealS
 def predictions(params: dict[str, torch.Tensor], cfg: ClassifierConfig, split: Encoded, batch: int) -> torch.Tensor:
     """Each seed's predicted class for every example of ``split``: [S, N] on the CPU."""
     dev = params["embed"].device
-    return torch.cat([classify(params, cfg, trim(split.ids[i:i + batch].to(dev))[0])[0].argmax(-1).cpu()
-                      for i in range(0, split.ids.shape[0], batch)], dim=1)
+    return torch.cat(
+        [
+            classify(params, cfg, trim(split.ids[i : i + batch].to(dev))[0])[0].argmax(-1).cpu()
+            for i in range(0, split.ids.shape[0], batch)
+        ],
+        dim=1,
+    )
 
 
 def accuracy_by_group(params: dict[str, torch.Tensor], data: Prepared, s: RealSetup) -> pd.DataFrame:
@@ -374,11 +478,28 @@ def accuracy_by_group(params: dict[str, torch.Tensor], data: Prepared, s: RealSe
         groups, labels = split.groups.numpy(), split.labels.numpy()
         for group in np.unique(groups):
             inside = groups == group
-            rows += [{"split": name, "group": str(group), "seed": seed, "accuracy": 100 * correct[i, inside].mean(),
-                      "majority": majority_share(labels[inside]), "examples": int(inside.sum())}
-                     for i, seed in enumerate(s.seeds)]
-        rows += [{"split": name, "group": "all", "seed": seed, "accuracy": 100 * correct[i].mean(),
-                  "majority": majority_share(labels), "examples": len(labels)} for i, seed in enumerate(s.seeds)]
+            rows += [
+                {
+                    "split": name,
+                    "group": str(group),
+                    "seed": seed,
+                    "accuracy": 100 * correct[i, inside].mean(),
+                    "majority": majority_share(labels[inside]),
+                    "examples": int(inside.sum()),
+                }
+                for i, seed in enumerate(s.seeds)
+            ]
+        rows += [
+            {
+                "split": name,
+                "group": "all",
+                "seed": seed,
+                "accuracy": 100 * correct[i].mean(),
+                "majority": majority_share(labels),
+                "examples": len(labels),
+            }
+            for i, seed in enumerate(s.seeds)
+        ]
     return pd.DataFrame(rows, columns=["split", "group", "seed", "accuracy", "majority", "examples"])
 
 
@@ -397,7 +518,8 @@ def table1(per_seed: pd.DataFrame, by: str = "condition", metrics: Sequence[str]
 OFFICIAL = "official"  # the profile of the authors' setup
 AUTHORS_SCALE: dict[str, dict[str, Any]] = {  # per chapter, the sizes of the authors' run its `official` profile
     # scales down to fit a CPU (None: every question): an official run at other sizes is not their experiment
-    "squad": {"max_train": None, "max_test": None, "epochs": 100}}
+    "squad": {"max_train": None, "max_test": None, "epochs": 100}
+}
 
 
 def reduction(chapter: str, parameters: Mapping[str, Any] | None) -> str | None:
@@ -411,8 +533,12 @@ def reduction(chapter: str, parameters: Mapping[str, Any] | None) -> str | None:
 
     def size(value: Any) -> str:
         return "all" if value is None else f"{value:,}"
-    changed = [f"{name} {size(parameters.get(name))} (theirs: {size(full)})" for name, full in scale.items()
-               if parameters.get(name, full) != full]
+
+    changed = [
+        f"{name} {size(parameters.get(name))} (theirs: {size(full)})"
+        for name, full in scale.items()
+        if parameters.get(name, full) != full
+    ]
     return ", ".join(changed) or None
 
 
@@ -438,9 +564,15 @@ class OfficialRun:
         return self.evidence and self.reduced is None
 
 
-def official_run(chapter: str, profile: str, per_seed: pd.DataFrame | None = None,
-                 claims: pd.DataFrame | None = None, root: Path | None = None, depth: int | None = None,
-                 parameters: Mapping[str, Any] | None = None) -> OfficialRun | None:
+def official_run(
+    chapter: str,
+    profile: str,
+    per_seed: pd.DataFrame | None = None,
+    claims: pd.DataFrame | None = None,
+    root: Path | None = None,
+    depth: int | None = None,
+    parameters: Mapping[str, Any] | None = None,
+) -> OfficialRun | None:
     """The chapter's run under ``official``: this run's ``per_seed`` and ``claims`` (and ``parameters``,
     ``Chapter.params``) when it runs under ``official`` itself, else the unit ``<root>/official/<chapter>``
     (``verdicts.profile_unit``: its tables and the parameters it ran with; root: ``results_root()``); None when
@@ -458,8 +590,9 @@ def official_run(chapter: str, profile: str, per_seed: pd.DataFrame | None = Non
         verdicts = verdicts[verdicts["id"].str.startswith(f"{depth}_layers_")]
     if rows.empty:
         return None
-    return OfficialRun(rows, evidence=not (verdicts["verdict"] == NOT_EVIDENCE).any(),
-                       reduced=reduction(chapter, parameters))
+    return OfficialRun(
+        rows, evidence=not (verdicts["verdict"] == NOT_EVIDENCE).any(), reduced=reduction(chapter, parameters)
+    )
 
 
 def official_note(chapter: str, official: OfficialRun | None) -> str:
@@ -467,9 +600,11 @@ def official_note(chapter: str, official: OfficialRun | None) -> str:
     verdict is drawn from it, and the command that runs it at the authors' sizes); '' otherwise."""
     if official is None or official.reduced is None:
         return ""
-    return (f"The official run read here was scaled down to fit a CPU ({official.reduced}), so it is not the "
-            "authors' experiment and no verdict is drawn from it: every verdict reads *undecided*. "
-            f"`{full_size_command(chapter)}` runs it at their sizes.")
+    return (
+        f"The official run read here was scaled down to fit a CPU ({official.reduced}), so it is not the "
+        "authors' experiment and no verdict is drawn from it: every verdict reads *undecided*. "
+        f"`{full_size_command(chapter)}` runs it at their sizes."
+    )
 
 
 def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun | None = None) -> pd.DataFrame:
@@ -508,8 +643,13 @@ def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun |
     texts = {key: text(key) for key in keys}
     ours = intervals(per_seed) or {}
     table = authors.three_way({key: texts[key](ours[key]) if key in ours else "not run" for key in keys})
-    table = beside_official(table, keys, intervals(official.per_seed) if official else None, texts,
-                            evidence=official is not None and official.comparable)
+    table = beside_official(
+        table,
+        keys,
+        intervals(official.per_seed) if official else None,
+        texts,
+        evidence=official is not None and official.comparable,
+    )
     if "quantity" in table.columns:  # several quantities: each named once, over its conditions' rows
         table = table.set_index("quantity", append=True).swaplevel()
     return table
@@ -539,34 +679,43 @@ class Task:
     by_group: Callable | None = None
 
 
-def _condition(task: Task, data: Any, s: RealSetup, name: str, qk_mult: float, device: torch.device,
-               progress: bool) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame, pd.DataFrame]:
+def _condition(
+    task: Task, data: Any, s: RealSetup, name: str, qk_mult: float, device: torch.device, progress: bool
+) -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame, pd.DataFrame]:
     """Train and evaluate one condition: per-seed metrics, DTAP maps [seeds, y, x], the training curve and the
     accuracy by group (empty without groups)."""
     params, curve = task.train(data, s, qk_mult, device, progress, desc=name)
     rows, raw = task.evaluate(params, data, s)
-    maps = np.stack([dtap_histogram(raw["mass"][i], raw["prob_true"][i], s.bins, s.bins)
-                     for i in range(len(s.seeds))])
+    maps = np.stack([dtap_histogram(raw["mass"][i], raw["prob_true"][i], s.bins, s.bins) for i in range(len(s.seeds))])
     by_group = task.by_group(params, data, s) if task.by_group else pd.DataFrame(columns=["split", "group", "seed"])
     return rows.assign(condition=name), maps, curve.assign(label=name), by_group.assign(condition=name)
 
 
-def run_all(data: Any, variants: list[RealSetup], device: torch.device, progress: bool,
-            task: Task | None = None) -> list[RealRun]:
+def run_all(
+    data: Any, variants: list[RealSetup], device: torch.device, progress: bool, task: Task | None = None
+) -> list[RealRun]:
     """Both conditions of every parameter variant, as independent tasks over the CPU's worker processes (each on
     one torch thread, so the numbers do not depend on the machine's core count): one RealRun per variant.
     ``task``: what to train and measure (default: the classifiers of this module)."""
     task = task or CLASSIFY
-    tasks = [(task, data, s.for_condition(i > 0), name, mult, device, progress)
-             for s in variants for i, (name, mult) in enumerate(s.conditions())]
+    tasks = [
+        (task, data, s.for_condition(i > 0), name, mult, device, progress)
+        for s in variants
+        for i, (name, mult) in enumerate(s.conditions())
+    ]
     done = iter(run_independent(_condition, tasks, cpu_workers(device)))
     runs = []
     for s in variants:
         pairs = [(name, next(done)) for name, _ in s.conditions()]
-        runs.append(RealRun(per_seed=pd.concat([d[0] for _, d in pairs], ignore_index=True),
-                            maps={name: d[1] for name, d in pairs},
-                            curves=pd.concat([d[2] for _, d in pairs], ignore_index=True),
-                            by_group=pd.concat([d[3] for _, d in pairs], ignore_index=True), data=data))
+        runs.append(
+            RealRun(
+                per_seed=pd.concat([d[0] for _, d in pairs], ignore_index=True),
+                maps={name: d[1] for name, d in pairs},
+                curves=pd.concat([d[2] for _, d in pairs], ignore_index=True),
+                by_group=pd.concat([d[3] for _, d in pairs], ignore_index=True),
+                data=data,
+            )
+        )
     return runs
 
 
@@ -581,8 +730,13 @@ def run_conditions(data: Prepared, s: RealSetup, device: torch.device, progress:
 ACC_SLACK = 1.0  # "performance unchanged": the task metric at most this many points lower on average
 
 
-def claims(per_seed: pd.DataFrame, performance: str = "accuracy", floor: Majority | float | None = None,
-           floor_name: str = "always predicting the majority class", stored: str | None = None) -> pd.DataFrame:
+def claims(
+    per_seed: pd.DataFrame,
+    performance: str = "accuracy",
+    floor: Majority | float | None = None,
+    floor_name: str = "always predicting the majority class",
+    stored: str | None = None,
+) -> pd.DataFrame:
     """Section 7 / Table 1, baseline against faster QK, paired by seed: the task metric (``performance``: accuracy,
     or F1 for SQuAD) comparable (its 95% interval at least ACC_SLACK points below 0 at worst); AC and ACMC up,
     sufficiency down, comprehensiveness up (the interval of the paired difference on the claimed side of 0). When a
@@ -592,9 +746,10 @@ def claims(per_seed: pd.DataFrame, performance: str = "accuracy", floor: Majorit
     predictions, such as SQuAD's F1: the 95% interval over seeds of ``performance`` must lie above it). ``stored``
     names the chapter's keys in the authors' stored numbers (``data.authors``: '<stored>.<metric>.baseline|faster').
     """
-    base, faster = per_seed["condition"].unique()[:2]
-    e = paired_effects(per_seed, base, [performance, "AC", "ACMC", "sufficiency", "comprehensiveness"],
-                       by="condition").set_index("metric")
+    base, _faster = per_seed["condition"].unique()[:2]
+    e = paired_effects(
+        per_seed, base, [performance, "AC", "ACMC", "sufficiency", "comprehensiveness"], by="condition"
+    ).set_index("metric")
 
     def change(metric: str) -> Interval:
         r = e.loc[metric]
@@ -609,35 +764,57 @@ def claims(per_seed: pd.DataFrame, performance: str = "accuracy", floor: Majorit
         return authors.summary(keys) if stored and keys else ""
 
     perf = change(performance)
-    rows = [Claim(f"{performance}_comparable", f"Faster query-key learning leaves {performance} unchanged (or better).",
-                  text(performance), at_least(perf, -ACC_SLACK),
-                  rule("at least", performance, f"-{ACC_SLACK:g} point", paired=True), *perf.numbers,
-                  authors=theirs(performance))]
-    words = {"AC": "more test examples put most of their attention on the relevant tokens (AC)",
-             "ACMC": "more test examples attend mostly to the relevant tokens and predict correctly (ACMC)",
-             "sufficiency": "the relevant tokens alone carry more of the prediction (sufficiency falls)",
-             "comprehensiveness": "removing the relevant tokens hurts the prediction more (comprehensiveness rises)"}
+    rows = [
+        Claim(
+            f"{performance}_comparable",
+            f"Faster query-key learning leaves {performance} unchanged (or better).",
+            text(performance),
+            at_least(perf, -ACC_SLACK),
+            rule("at least", performance, f"-{ACC_SLACK:g} point", paired=True),
+            *perf.numbers,
+            authors=theirs(performance),
+        )
+    ]
+    words = {
+        "AC": "more test examples put most of their attention on the relevant tokens (AC)",
+        "ACMC": "more test examples attend mostly to the relevant tokens and predict correctly (ACMC)",
+        "sufficiency": "the relevant tokens alone carry more of the prediction (sufficiency falls)",
+        "comprehensiveness": "removing the relevant tokens hurts the prediction more (comprehensiveness rises)",
+    }
     for metric, up in (("AC", True), ("ACMC", True), ("sufficiency", False), ("comprehensiveness", True)):
         c = change(metric)
-        rows.append(Claim(f"{metric}_{'rises' if up else 'falls'}", f"With faster query-key learning, {words[metric]}.",
-                          text(metric), above(c, 0.0) if up else below(c, 0.0),
-                          rule("above" if up else "below", metric, "0", paired=True), *c.numbers,
-                          authors=theirs(metric)))
+        rows.append(
+            Claim(
+                f"{metric}_{'rises' if up else 'falls'}",
+                f"With faster query-key learning, {words[metric]}.",
+                text(metric),
+                above(c, 0.0) if up else below(c, 0.0),
+                rule("above" if up else "below", metric, "0", paired=True),
+                *c.numbers,
+                authors=theirs(metric),
+            )
+        )
     table = claim_table(rows)
     if floor is None:
         return table
     if performance == "accuracy" and not isinstance(floor, Majority):
-        raise ValueError("an accuracy floor is the majority class as counts (Majority, e.g. Prepared.majority), "
-                         f"compared exactly with each seed's correct predictions (got {floor!r})")
+        raise ValueError(
+            "an accuracy floor is the majority class as counts (Majority, e.g. Prepared.majority), "
+            f"compared exactly with each seed's correct predictions (got {floor!r})"
+        )
     for cond, part in per_seed.groupby("condition", sort=False):
         if isinstance(floor, Majority):
             why = why_not_learned(part, floor)
             if why:
-                return not_evidence(table, f"the {cond} models do not beat {floor_name} ({floor.count} of "
-                                           f"{floor.examples}, {floor.share:.1f}%) on every seed: {why}")
+                return not_evidence(
+                    table,
+                    f"the {cond} models do not beat {floor_name} ({floor.count} of "
+                    f"{floor.examples}, {floor.share:.1f}%) on every seed: {why}",
+                )
             continue
         score = Interval.of(part[performance])
         if not score.low > floor:
-            return not_evidence(table, f"the {cond} model's {performance} ({score.text()}) does not beat "
-                                       f"{floor_name} ({floor:.1f})")
+            return not_evidence(
+                table, f"the {cond} model's {performance} ({score.text()}) does not beat {floor_name} ({floor:.1f})"
+            )
     return table

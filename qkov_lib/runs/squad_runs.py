@@ -2,6 +2,7 @@
 a question about a paragraph window, baseline against faster QK (all seeds at once); per seed, exact match and F1
 of the greedy answers, and MRTA, AC, ACMC, sufficiency and comprehensiveness of the attention rollout from the
 position that starts the answer onto the window, the gold answer span being the relevant tokens."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -79,18 +80,33 @@ def prepare(s: SquadSetup) -> PreparedQA:
     train, test = _subset(train, s.max_train, s.data_seed), _subset(test, s.max_test, s.data_seed)
     vocab = squad.vocabulary(train, s.min_freq)
     baseline = squad.fixed_span_baseline(train, test, s.max_answer)
-    info = dict(info, **{"train questions": len(train), "test questions": len(test),
-                         f"questions left out for an answer over {s.max_answer} tokens": long_train + long_test,
-                         "vocabulary": len(vocab)})
-    return PreparedQA(squad.encode(train, vocab, s.max_answer), squad.encode(test, vocab, s.max_answer), test,
-                      vocab, baseline, info)
+    info = dict(
+        info,
+        **{
+            "train questions": len(train),
+            "test questions": len(test),
+            f"questions left out for an answer over {s.max_answer} tokens": long_train + long_test,
+            "vocabulary": len(vocab),
+        },
+    )
+    return PreparedQA(
+        squad.encode(train, vocab, s.max_answer), squad.encode(test, vocab, s.max_answer), test, vocab, baseline, info
+    )
 
 
 def baseline_table(baseline: dict[str, float]) -> pd.DataFrame:
     """The trivial baseline's one row: the fixed span (start and length in window tokens), its EM and F1 (%)."""
-    return pd.DataFrame([{"predictor": "fixed span of the window", "start": int(baseline["start"]),
-                          "length": int(baseline["length"]), "EM": round(baseline["EM"], 1),
-                          "F1": round(baseline["F1"], 1)}]).set_index("predictor")
+    return pd.DataFrame(
+        [
+            {
+                "predictor": "fixed span of the window",
+                "start": int(baseline["start"]),
+                "length": int(baseline["length"]),
+                "EM": round(baseline["EM"], 1),
+                "F1": round(baseline["F1"], 1),
+            }
+        ]
+    ).set_index("predictor")
 
 
 def baseline_display(baseline: dict[str, float]) -> pd.DataFrame:
@@ -103,9 +119,17 @@ def baseline_display(baseline: dict[str, float]) -> pd.DataFrame:
 
 
 def model_config(data: PreparedQA, s: SquadSetup) -> DecoderConfig:
-    return DecoderConfig(vocab=len(data.vocab), max_len=data.train.ids.shape[1] + s.max_answer + 1,
-                         d_model=s.d_model, n_heads=s.n_heads, d_head=s.d_head, n_layers=s.n_layers,
-                         d_mlp=s.d_mlp, activation=s.activation, biases=s.biases)
+    return DecoderConfig(
+        vocab=len(data.vocab),
+        max_len=data.train.ids.shape[1] + s.max_answer + 1,
+        d_model=s.d_model,
+        n_heads=s.n_heads,
+        d_head=s.d_head,
+        n_layers=s.n_layers,
+        d_mlp=s.d_mlp,
+        activation=s.activation,
+        biases=s.biases,
+    )
 
 
 def allowed_tokens(ids: torch.Tensor, vocab: Vocab, s: SquadSetup) -> torch.Tensor | None:
@@ -116,8 +140,15 @@ def allowed_tokens(ids: torch.Tensor, vocab: Vocab, s: SquadSetup) -> torch.Tens
     return squad.window_tokens(ids, vocab.stoi["<q>"], vocab.stoi["<eos>"], s.window)
 
 
-def _answer_loss(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch.Tensor, targets: torch.Tensor,
-                 answer_id: int, allowed: torch.Tensor | None, smoothing: float = 0.0) -> torch.Tensor:
+def _answer_loss(
+    params: dict[str, torch.Tensor],
+    cfg: DecoderConfig,
+    ids: torch.Tensor,
+    targets: torch.Tensor,
+    answer_id: int,
+    allowed: torch.Tensor | None,
+    smoothing: float = 0.0,
+) -> torch.Tensor:
     """Mean cross-entropy per seed of the answer tokens and <eos>, each predicted from the position before it,
     over the vocabulary or over the ``allowed`` tokens [S, B, K], with ``smoothing`` as label smoothing."""
     start = (ids == answer_id).int().argmax(-1)  # [S, B], the <a> position
@@ -127,14 +158,16 @@ def _answer_loss(params: dict[str, torch.Tensor], cfg: DecoderConfig, ids: torch
         classes = targets
     else:  # each target's place among the allowed tokens; padding (weight 0) points at <eos>, a finite logit
         classes = torch.where(targets != 0, squad.token_slots(allowed, targets), allowed.shape[-1] - 1)
-    nll = torch.nn.functional.cross_entropy(logits.flatten(0, 2), classes.flatten(), reduction="none",
-                                            label_smoothing=smoothing)
+    nll = torch.nn.functional.cross_entropy(
+        logits.flatten(0, 2), classes.flatten(), reduction="none", label_smoothing=smoothing
+    )
     weights = (targets != 0).float().flatten()
     return (nll * weights).view_as(targets).sum((1, 2)) / (targets != 0).sum((1, 2)).clamp(min=1)
 
 
-def train_condition(data: PreparedQA, s: SquadSetup, qk_mult: float, device: torch.device,
-                    progress: bool = True, desc: str = "training") -> tuple[dict[str, torch.Tensor], pd.DataFrame]:
+def train_condition(
+    data: PreparedQA, s: SquadSetup, qk_mult: float, device: torch.device, progress: bool = True, desc: str = "training"
+) -> tuple[dict[str, torch.Tensor], pd.DataFrame]:
     """One decoder per seed, trained by ``real_data.fit`` on the answer tokens; returns the parameters and the
     training answer NLL curve."""
     cfg, answer_id = model_config(data, s), data.vocab.stoi["<a>"]
@@ -144,8 +177,19 @@ def train_condition(data: PreparedQA, s: SquadSetup, qk_mult: float, device: tor
         return _answer_loss(prm, cfg, x, y, answer_id, allowed_tokens(x, data.vocab, s), smoothing)
 
     smoothed = (lambda prm, x, y: loss_fn(prm, x, y, s.label_smoothing)) if s.label_smoothing else None
-    curve = fit(params, loss_fn, data.train.ids.to(device), data.train.targets.to(device), s, qk_mult, progress,
-                desc, probe=512, chunk=128, train_loss=smoothed)
+    curve = fit(
+        params,
+        loss_fn,
+        data.train.ids.to(device),
+        data.train.targets.to(device),
+        s,
+        qk_mult,
+        progress,
+        desc,
+        probe=512,
+        chunk=128,
+        train_loss=smoothed,
+    )
     return params, curve
 
 
@@ -155,18 +199,21 @@ def answer_text(tokens: list[int], example: Example, vocab: Vocab) -> str:
     position (so an <unk> of the window reads as that word)."""
     eos = vocab.stoi["<eos>"]
     window = vocab.ids(example.context)
-    words = [example.context[window.index(t)] if t in window else vocab.itos[t]
-             for t in (tokens[:tokens.index(eos)] if eos in tokens else tokens)]
+    words = [
+        example.context[window.index(t)] if t in window else vocab.itos[t]
+        for t in (tokens[: tokens.index(eos)] if eos in tokens else tokens)
+    ]
     n = len(words)
     for start in range(len(example.context) - n + 1):
-        if n and example.context[start:start + n] == words:
+        if n and example.context[start : start + n] == words:
             return example.text(start, start + n)
     return " ".join(words)
 
 
 @torch.no_grad()
-def evaluate_condition(params: dict[str, torch.Tensor], data: PreparedQA, s: SquadSetup
-                       ) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+def evaluate_condition(
+    params: dict[str, torch.Tensor], data: PreparedQA, s: SquadSetup
+) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """Per seed: EM and F1 of the greedy answers; MRTA, AC, ACMC (attention rollout from <a> onto the window, the
     gold answer's first token's probability as the true-class probability), sufficiency and comprehensiveness
     (erasing window tokens only). Also each question's relevant mass and gold probability [S, N] for Figure 5."""
@@ -174,14 +221,14 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: PreparedQA, s: Squ
     q_id, eos = data.vocab.stoi["<q>"], data.vocab.stoi["<eos>"]
     answers, parts = [], {k: [] for k in ("mass", "prob", "suff", "comp")}
     for i in range(0, test.prompts.shape[0], s.eval_batch):
-        prompts = test.prompts[i:i + s.eval_batch].to(dev)
+        prompts = test.prompts[i : i + s.eval_batch].to(dev)
         width = max(int((prompts != 0).sum(-1).max()), 1)
-        prompts, rel = prompts[:, :width], test.relevant[i:i + s.eval_batch, :width].to(dev)
+        prompts, rel = prompts[:, :width], test.relevant[i : i + s.eval_batch, :width].to(dev)
         allowed = allowed_tokens(prompts, data.vocab, s)  # of the full window, also when words are erased
         answers.append(greedy(params, cfg, prompts, s.max_answer + 1, eos, allowed).cpu())
         last = (prompts != 0).sum(-1) - 1
 
-        def predict(ids: torch.Tensor) -> torch.Tensor:
+        def predict(ids: torch.Tensor, allowed: torch.Tensor = allowed) -> torch.Tensor:
             ends = (ids != 0).sum(-1) - 1  # the <a> position, wherever erasure moved it
             hidden = decode(params, cfg, ids)[0]
             return torch.softmax(next_token_logits(params, hidden, ends[..., None], allowed)[:, :, 0], -1)
@@ -189,15 +236,16 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: PreparedQA, s: Squ
         hidden, attns = decode(params, cfg, prompts)
         S = hidden.shape[0]
         top_row = attns[-1].gather(3, last[None, :, None, None, None].expand(S, -1, cfg.n_heads, 1, width))
-        att = readout_attention(attns[:-1] + [top_row], prompts, s.identity_weight)
+        att = readout_attention([*attns[:-1], top_row], prompts, s.identity_weight)
         probs = torch.softmax(next_token_logits(params, hidden, last[:, None], allowed)[:, :, 0], -1)
-        gold = test.targets[i:i + s.eval_batch, :1].to(dev)
+        gold = test.targets[i : i + s.eval_batch, :1].to(dev)
         gold = (gold if allowed is None else squad.token_slots(allowed, gold))[:, 0]
         parts["mass"].append((att * rel).sum(-1))
         parts["prob"].append(probs.gather(-1, gold.expand(S, -1)[..., None]).squeeze(-1))
         window = torch.arange(width, device=dev) < (prompts == q_id).int().argmax(-1, keepdim=True)
-        suff, comp = faithfulness(predict, prompts.expand(S, -1, -1), att, s.k_percents, s.erase, full=probs,
-                                  words=window.expand(S, -1, -1))
+        suff, comp = faithfulness(
+            predict, prompts.expand(S, -1, -1), att, s.k_percents, s.erase, full=probs, words=window.expand(S, -1, -1)
+        )
         parts["suff"].append(suff)
         parts["comp"].append(comp)
     cat = {k: torch.cat(v, dim=1).cpu() for k, v in parts.items()}
@@ -205,12 +253,17 @@ def evaluate_condition(params: dict[str, torch.Tensor], data: PreparedQA, s: Squ
     rows = []
     for i, seed in enumerate(s.seeds):
         texts = [answer_text(tokens[i, j].tolist(), e, data.vocab) for j, e in enumerate(data.test_examples)]
-        masses = mass_metrics(cat["mass"][i:i + 1], cat["prob"][i:i + 1], s.threshold, s.confidence)
-        rows.append({"seed": seed,
-                     "F1": 100 * float(np.mean([f1_score(t, e.golds) for t, e in zip(texts, data.test_examples)])),
-                     "EM": 100 * float(np.mean([exact_match(t, e.golds) for t, e in zip(texts, data.test_examples)])),
-                     **{k: float(v[0]) for k, v in masses.items()},
-                     "sufficiency": float(cat["suff"][i].mean()), "comprehensiveness": float(cat["comp"][i].mean())})
+        masses = mass_metrics(cat["mass"][i : i + 1], cat["prob"][i : i + 1], s.threshold, s.confidence)
+        rows.append(
+            {
+                "seed": seed,
+                "F1": 100 * float(np.mean([f1_score(t, e.golds) for t, e in zip(texts, data.test_examples)])),
+                "EM": 100 * float(np.mean([exact_match(t, e.golds) for t, e in zip(texts, data.test_examples)])),
+                **{k: float(v[0]) for k, v in masses.items()},
+                "sufficiency": float(cat["suff"][i].mean()),
+                "comprehensiveness": float(cat["comp"][i].mean()),
+            }
+        )
     return pd.DataFrame(rows), {"mass": cat["mass"].numpy(), "prob_true": cat["prob"].numpy()}
 
 

@@ -5,10 +5,12 @@ address (``scheduler=``, or $QKOV_DASK_SCHEDULER), for instance one started on a
 or ``"serial"``: every cell here, one after another, without Dask. Each finished cell's rows are written at once to
 its own file (atomically, under a name derived from the cell), so an interrupted sweep resumes where it stopped and
 a cell is never counted twice. Under the runner's time budget ($QKOV_DEADLINE) a sweep starts no cell, and waits for
-none, past the deadline: it raises ``OutOfTime``, its finished cells kept for the next run. A worker lost mid-task is Dask's to handle: the scheduler reruns the task on another
+none, past the deadline: it raises ``OutOfTime``, its finished cells kept for the next run. A worker lost mid-task is
+Dask's to handle: the scheduler reruns the task on another
 worker; the rows are written here, by the client, once per cell. Every task trains on one torch thread, so a cell's
 numbers do not depend on where it ran.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -57,8 +59,10 @@ class OutOfTime(RuntimeError):
 
 
 def _out_of_time(folder: Path, done: int, total: int) -> OutOfTime:
-    return OutOfTime(f"the time budget ran out in the middle of the sweep: {done} of {total} cells are finished and "
-                     f"kept in {folder.parent.name}/{folder.name}; the next run continues from them")
+    return OutOfTime(
+        f"the time budget ran out in the middle of the sweep: {done} of {total} cells are finished and "
+        f"kept in {folder.parent.name}/{folder.name}; the next run continues from them"
+    )
 
 
 @dataclass
@@ -70,9 +74,16 @@ class SweepRun:
     reused: int
 
 
-def run_sweep(fn: CellFn, cells: Sequence[Cell], common: Mapping[str, Any], folder: Path,
-              scheduler: str | None = None, workers: int | None = None, progress: bool = True,
-              desc: str = "sweep") -> SweepRun:
+def run_sweep(
+    fn: CellFn,
+    cells: Sequence[Cell],
+    common: Mapping[str, Any],
+    folder: Path,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+    desc: str = "sweep",
+) -> SweepRun:
     """``fn(cell, common)`` for every cell not yet in ``folder`` (one CSV per cell), then every cell's rows.
 
     ``fn`` must be importable by the workers (a module-level function) and return a DataFrame; ``scheduler`` is
@@ -105,13 +116,24 @@ def _read(folder: Path, name: str) -> pd.DataFrame:
     try:
         return pd.read_csv(path)
     except (OSError, ValueError) as err:
-        raise ValueError(f"the sweep's cell file {path.name} cannot be read ({err}); delete it and rerun to recompute "
-                         f"that cell") from None
+        raise ValueError(
+            f"the sweep's cell file {path.name} cannot be read ({err}); delete it and rerun to recompute that cell"
+        ) from None
 
 
-def _on_dask(fn: CellFn, todo: list[tuple[str, Cell]], common: Mapping[str, Any], folder: Path,
-             address: str | None, workers: int | None, progress: bool, desc: str, end: float | None) -> None:
+def _on_dask(
+    fn: CellFn,
+    todo: list[tuple[str, Cell]],
+    common: Mapping[str, Any],
+    folder: Path,
+    address: str | None,
+    workers: int | None,
+    progress: bool,
+    desc: str,
+    end: float | None,
+) -> None:
     from dask.distributed import as_completed  # lazy: Dask takes a second to import; only sweeps on it need it
+
     with dask_client(address, workers) as client:
         futures = {client.submit(fn, c, common, key=f"{desc}-{i}", pure=False): i for i, c in todo}
         written = 0
@@ -135,9 +157,11 @@ def same_arithmetic(workers: Mapping[str, dict[str, str]]) -> None:
     ours = portable.settings()
     other = sorted(w for w, theirs in workers.items() if theirs != ours)
     if other:
-        raise ValueError(f"Dask workers {', '.join(other)} compute with other arithmetic settings than this process "
-                         f"({ours or 'the portable mode off'}); start them with the same {portable.ENV} (and the "
-                         f"same environment), or they give other numbers for the same cell")
+        raise ValueError(
+            f"Dask workers {', '.join(other)} compute with other arithmetic settings than this process "
+            f"({ours or 'the portable mode off'}); start them with the same {portable.ENV} (and the "
+            f"same environment), or they give other numbers for the same cell"
+        )
 
 
 @contextmanager
@@ -145,12 +169,17 @@ def dask_client(address: str | None = None, workers: int | None = None) -> Itera
     """A Dask client: connected to ``address``, or to an embedded LocalCluster of ``workers`` single-threaded
     worker processes (default: one per core), closed on exit."""
     from dask.distributed import Client, LocalCluster  # lazy: as above
+
     if address:
         with Client(address) as client:
             same_arithmetic(client.run(portable.settings))
             yield client
         return
     n = workers or os.cpu_count() or 1
-    with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.ERROR
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         yield client

@@ -1,8 +1,10 @@
 """Runs on the synthetic task (Section 4): a panel (a parameterisation and how it trains), the setup every run of a
 chapter shares and builds its panels from, training many panels and seeds with the engine, and the summaries the
 chapters tabulate."""
+
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
@@ -17,11 +19,11 @@ from ..data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack
 from ..metrics import attention_summary, check_bins, dtap_histogram
 from ..models import AttentionConfig, check_init, init_params
 from ..train.backends import train_stack
-from ..train.counts import count_set, CountSet, FixedBatches, FreshBatches
-from ..train.stack import Member, RunSpec, StackConfig
-from ..train.stack_optim import flush_denormals, UpdateRatios
-from ..train.stacked import evaluate_counts
+from ..train.counts import CountSet, FixedBatches, FreshBatches, count_set
 from ..train.optim import RateSchedule, check_rate, circuit_groups
+from ..train.stack import Member, RunSpec, StackConfig
+from ..train.stack_optim import UpdateRatios, flush_denormals
+from ..train.stacked import evaluate_counts
 
 
 @dataclass(frozen=True)
@@ -48,13 +50,18 @@ class Panel(RunSpec):
             parts.append(f"QK 1→{rates.qk_mult:g}x")
         elif rates.qk_mult != 1:
             parts.append(f"QK x{rates.qk_mult:g}")
-        parts += [text for cond, text in ((rates.ov_mult != 1, f"OV lr x{rates.ov_mult:g}"),
-                                          (self.ov_decay > 0, f"OV decay {self.ov_decay:g}"),
-                                          (self.ov_init_mult != 1, f"OV init x{self.ov_init_mult:g}"),
-                                          (self.optimizer != "sgd", self.optimizer),
-                                          (self.seq_len is not None, f"length {self.seq_len}"),
-                                          (bool(self.pytorch_init),
-                                           f"PyTorch init {' '.join(self.pytorch_init)}")) if cond]
+        parts += [
+            text
+            for cond, text in (
+                (rates.ov_mult != 1, f"OV lr x{rates.ov_mult:g}"),
+                (self.ov_decay > 0, f"OV decay {self.ov_decay:g}"),
+                (self.ov_init_mult != 1, f"OV init x{self.ov_init_mult:g}"),
+                (self.optimizer != "sgd", self.optimizer),
+                (self.seq_len is not None, f"length {self.seq_len}"),
+                (bool(self.pytorch_init), f"PyTorch init {' '.join(self.pytorch_init)}"),
+            )
+            if cond
+        ]
         if self.own_cap:
             parts.append(f"cap {self.max_steps:,}")
         if not self.early_stop:
@@ -72,8 +79,9 @@ class PanelResult:
     curves: pd.DataFrame  # label, step, seed, train_nll (mean mini-batch loss over each eval_every steps)
 
 
-def synthetic_data(cfg: SyntheticConfig, seeds: Sequence[int], n_train: int, n_test: int
-                   ) -> tuple[SyntheticSplit, SyntheticSplit]:
+def synthetic_data(
+    cfg: SyntheticConfig, seeds: Sequence[int], n_train: int, n_test: int
+) -> tuple[SyntheticSplit, SyntheticSplit]:
     """Per-seed training and held-out test sets, stacked on a leading seed dimension."""
     splits = [make_splits(cfg, n_train, n_test, seed) for seed in seeds]
     return stack_splits([a for a, _ in splits]), stack_splits([b for _, b in splits])
@@ -127,22 +135,44 @@ class SyntheticSetup(SyntheticTask):
         check_init(self.init, self.init_scale, self.collapsed_init)
         check_rate("lr", self.lr)
 
-    def panel(self, key: str, parameterisation: str, qk_mult: float = 1.0, qk_schedule: str = "constant", *,
-              ov_mult: float = 1.0, lr: float | None = None, max_steps: int | None = None, **options) -> Panel:
+    def panel(
+        self,
+        key: str,
+        parameterisation: str,
+        qk_mult: float = 1.0,
+        qk_schedule: str = "constant",
+        *,
+        ov_mult: float = 1.0,
+        lr: float | None = None,
+        max_steps: int | None = None,
+        **options,
+    ) -> Panel:
         """A run of this setup: its rates (the setup's rate unless ``lr``, the QK multiplier constant or ramped over
         the setup's ``ramp_steps``, the OV multiplier), its step cap (the setup's unless ``max_steps``) and the
         ``Panel``'s other ``options``; the rates and cap are checked here."""
-        rates = RateSchedule(lr=self.lr if lr is None else lr, qk_mult=qk_mult, qk_schedule=qk_schedule,
-                             ramp_steps=self.ramp_steps, ov_mult=ov_mult)
-        return Panel(key, parameterisation, rates=rates, max_steps=self.max_steps if max_steps is None else max_steps,
-                     **options)
+        rates = RateSchedule(
+            lr=self.lr if lr is None else lr,
+            qk_mult=qk_mult,
+            qk_schedule=qk_schedule,
+            ramp_steps=self.ramp_steps,
+            ov_mult=ov_mult,
+        )
+        return Panel(
+            key, parameterisation, rates=rates, max_steps=self.max_steps if max_steps is None else max_steps, **options
+        )
 
     def model(self, panel: Panel) -> AttentionConfig:
         """The panel's model config (checks init, scale and score scaling)."""
-        return AttentionConfig(panel.parameterisation, vocab=self.vocab, init=self.init, init_scale=self.init_scale,
-                               score_scale=self.score_scale, collapsed_init=self.collapsed_init)
+        return AttentionConfig(
+            panel.parameterisation,
+            vocab=self.vocab,
+            init=self.init,
+            init_scale=self.init_scale,
+            score_scale=self.score_scale,
+            collapsed_init=self.collapsed_init,
+        )
 
-    def shared(self, **changes) -> "SyntheticSetup":
+    def shared(self, **changes) -> SyntheticSetup:
         """What the runs share as a plain ``SyntheticSetup`` (a chapter's setup adds its own fields), with
         ``changes``; what a training task is sent."""
         return SyntheticSetup(**{f.name: getattr(self, f.name) for f in fields(SyntheticSetup) if f.init} | changes)
@@ -171,13 +201,25 @@ def _initial(runs: Sequence[Panel], setup: SyntheticSetup, device: torch.device)
 
 
 def _stack_config(panel: Panel, setup: SyntheticSetup) -> StackConfig:
-    return StackConfig.of(panel.parameterisation, score_scale=setup.score_scale, optimizer=panel.optimizer,
-                          batch_size=setup.batch_size, target_nll=setup.target_nll, eval_every=setup.eval_every)
+    return StackConfig.of(
+        panel.parameterisation,
+        score_scale=setup.score_scale,
+        optimizer=panel.optimizer,
+        batch_size=setup.batch_size,
+        target_nll=setup.target_nll,
+        eval_every=setup.eval_every,
+    )
 
 
-def train_runs(runs: Sequence[Panel], setup: SyntheticSetup, data: tuple[SyntheticSplit, SyntheticSplit],
-               device: torch.device, progress: bool = True, recorder: UpdateRatios | None = None,
-               workers: int | None = None) -> list[PanelResult]:
+def train_runs(
+    runs: Sequence[Panel],
+    setup: SyntheticSetup,
+    data: tuple[SyntheticSplit, SyntheticSplit],
+    device: torch.device,
+    progress: bool = True,
+    recorder: UpdateRatios | None = None,
+    workers: int | None = None,
+) -> list[PanelResult]:
     """Train every (run, seed) of the synthetic task with the engine, one stack per parameterisation and optimiser
     (runs differ in rates, multipliers, ramps, OV decay, OV initial scale and step caps), then evaluate each on its
     seed's held-out set. ``setup`` holds what all runs share; each ``Panel`` its rates, cap and the rest.
@@ -185,16 +227,25 @@ def train_runs(runs: Sequence[Panel], setup: SyntheticSetup, data: tuple[Synthet
     (default: ``cpu_workers``; 1 trains them here, as a sweep task does). Results keep the runs' order."""
     data_cfg, seeds = setup.data, list(setup.seeds)
     queries = torch.as_tensor(data_cfg.token_ids()["query"])  # one slot order for fixed sets and fresh batches
-    counted = {data_cfg.seq_len: (data_cfg, *(count_set(s.apply(lambda t: t.to(device)), data_cfg.vocab,
-                                                          setup.attend_to_query, queries) for s in data))}
+    counted = {
+        data_cfg.seq_len: (
+            data_cfg,
+            *(count_set(s.apply(lambda t: t.to(device)), data_cfg.vocab, setup.attend_to_query, queries) for s in data),
+        )
+    }
     groups: dict[tuple[str, str, int], list[int]] = {}
     for i, panel in enumerate(runs):
         length = panel.seq_len or data_cfg.seq_len
         if length not in counted:  # a panel with its own sequence length: its own data, from the same seeds
             cfg = replace(data_cfg, seq_len=length)
             splits = synthetic_data(cfg, seeds, setup.n_train, setup.n_test)
-            counted[length] = (cfg, *(count_set(s.apply(lambda t: t.to(device)), cfg.vocab, setup.attend_to_query,
-                                                queries) for s in splits))
+            counted[length] = (
+                cfg,
+                *(
+                    count_set(s.apply(lambda t: t.to(device)), cfg.vocab, setup.attend_to_query, queries)
+                    for s in splits
+                ),
+            )
         groups.setdefault((panel.parameterisation, panel.optimizer, length), []).append(i)
     workers = cpu_workers(device) if workers is None else workers
     cost = lambda index: _cost(runs, index, seeds)  # noqa: E731
@@ -202,8 +253,17 @@ def train_runs(runs: Sequence[Panel], setup: SyntheticSetup, data: tuple[Synthet
     tasks = []
     for index in order:
         cfg, train_set, test_set = counted[runs[index[0]].seq_len or data_cfg.seq_len]
-        tasks.append(([runs[i] for i in index], setup.shared(seq_len=cfg.seq_len), train_set, test_set, device,
-                      progress, UpdateRatios(recorder.every) if recorder else None))
+        tasks.append(
+            (
+                [runs[i] for i in index],
+                setup.shared(seq_len=cfg.seq_len),
+                train_set,
+                test_set,
+                device,
+                progress,
+                UpdateRatios(recorder.every) if recorder else None,
+            )
+        )
     results: dict[int, PanelResult] = {}
     for index, (stacked, rows) in zip(order, run_independent(_train_stack, tasks, workers)):
         results.update(zip(index, stacked))
@@ -230,9 +290,15 @@ def _cost(runs: Sequence[Panel], index: Sequence[int], seeds: Sequence[int]) -> 
     return sum(runs[i].max_steps * (2 if runs[i].parameterisation.endswith("FO") else 1) for i in index) * len(seeds)
 
 
-def _train_stack(runs: Sequence[Panel], setup: SyntheticSetup, train_set: CountSet, test_set: CountSet,
-                 device: torch.device, progress: bool, recorder: UpdateRatios | None
-                 ) -> tuple[list[PanelResult], list[dict]]:
+def _train_stack(
+    runs: Sequence[Panel],
+    setup: SyntheticSetup,
+    train_set: CountSet,
+    test_set: CountSet,
+    device: torch.device,
+    progress: bool,
+    recorder: UpdateRatios | None,
+) -> tuple[list[PanelResult], list[dict]]:
     """One stack of runs (one parameterisation and optimiser) trained and evaluated; with the recorder's rows."""
     seeds = list(setup.seeds)
     members = _members(runs, setup)
@@ -252,9 +318,18 @@ def _train_stack(runs: Sequence[Panel], setup: SyntheticSetup, train_set: CountS
 
     desc = ", ".join(panel.label for panel in runs) if len(runs) < 4 else f"{len(runs)} runs of {sc.qk} QK"
     with flush_denormals(device.type == "cpu"):
-        out = train_stack(_initial(runs, setup, device), members, sc, batch,
-                          train_set.query_ids, full_nll=full_nll, recorder=record if recorder else None,
-                          record_every=recorder.every if recorder else 0, progress=progress, desc=desc)
+        out = train_stack(
+            _initial(runs, setup, device),
+            members,
+            sc,
+            batch,
+            train_set.query_ids,
+            full_nll=full_nll,
+            recorder=record if recorder else None,
+            record_every=recorder.every if recorder else 0,
+            progress=progress,
+            desc=desc,
+        )
     final = {k: out.stacked(k) for k in out.params[0]}
     ev = evaluate_counts(final, sc, test_set, rows)
     train_nll = evaluate_counts(final, sc, train_set, rows)["nll"].mean(1)
@@ -263,14 +338,29 @@ def _train_stack(runs: Sequence[Panel], setup: SyntheticSetup, train_set: CountS
     for r, panel in enumerate(runs):
         ks = range(r * len(seeds), (r + 1) * len(seeds))
         maps = np.stack([dtap_histogram(ev["attn_distinct"][k], ev["prob_true"][k], bins, bins) for k in ks])
-        summary = pd.DataFrame([
-            {"panel": panel.key, "label": panel.label, "seed": seeds[j], "steps": int(out.steps_run[k]),
-             "hit_cap": bool(out.hit_cap[k]), "final_train_nll": float(train_nll[k]),
-             "test_nll": float(ev["nll"][k].mean()), "query_attention %": 100 * float(ev["attn_query"][k].mean()),
-             **attention_summary(ev["attn_distinct"][k], ev["prob_true"][k], ev["correct"][k])}
-            for j, k in enumerate(ks)])
-        curves = pd.DataFrame([{"label": panel.label, "step": step, "seed": seeds[j], "train_nll": nll}
-                               for j, k in enumerate(ks) for step, nll in out.curves[k]])
+        summary = pd.DataFrame(
+            [
+                {
+                    "panel": panel.key,
+                    "label": panel.label,
+                    "seed": seeds[j],
+                    "steps": int(out.steps_run[k]),
+                    "hit_cap": bool(out.hit_cap[k]),
+                    "final_train_nll": float(train_nll[k]),
+                    "test_nll": float(ev["nll"][k].mean()),
+                    "query_attention %": 100 * float(ev["attn_query"][k].mean()),
+                    **attention_summary(ev["attn_distinct"][k], ev["prob_true"][k], ev["correct"][k]),
+                }
+                for j, k in enumerate(ks)
+            ]
+        )
+        curves = pd.DataFrame(
+            [
+                {"label": panel.label, "step": step, "seed": seeds[j], "train_nll": nll}
+                for j, k in enumerate(ks)
+                for step, nll in out.curves[k]
+            ]
+        )
         results.append(PanelResult(panel, maps, summary, curves))
     return results, recorder.rows if recorder else []
 
@@ -278,17 +368,31 @@ def _train_stack(runs: Sequence[Panel], setup: SyntheticSetup, train_set: CountS
 def mean_pm_std(summary: pd.DataFrame, columns: Sequence[str], by: str = "label") -> pd.DataFrame:
     """'mean ± std' strings per group (std over seeds, ddof=1), for the chapter tables."""
     agg = summary.groupby(by, sort=False)[list(columns)].agg(["mean", "std"])
-    return pd.DataFrame({c: [f"{m:.1f} ± {s:.1f}" for m, s in zip(agg[(c, "mean")], agg[(c, "std")].fillna(0))]
-                         for c in columns}, index=agg.index)
+    return pd.DataFrame(
+        {c: [f"{m:.1f} ± {s:.1f}" for m, s in zip(agg[(c, "mean")], agg[(c, "std")].fillna(0))] for c in columns},
+        index=agg.index,
+    )
 
 
 def heatmap_cells(results: Sequence[PanelResult], seeds: Sequence[int], bins: Sequence[float]) -> pd.DataFrame:
     """Every seed's heatmaps in long form: panel, seed, probability bin, attention bin, percent."""
-    names = [f"{lo:g}-{hi:g}" for lo, hi in zip(bins[:-1], bins[1:])]
-    return pd.DataFrame([{"panel": r.panel.key, "label": r.panel.label, "seed": seed, "prob_bin": names[i],
-                          "attention_bin": names[j], "percent": float(r.heatmaps[s, i, j])}
-                         for r in results for s, seed in enumerate(seeds)
-                         for i in range(len(names)) for j in range(len(names))])
+    names = [f"{lo:g}-{hi:g}" for lo, hi in itertools.pairwise(bins)]
+    return pd.DataFrame(
+        [
+            {
+                "panel": r.panel.key,
+                "label": r.panel.label,
+                "seed": seed,
+                "prob_bin": names[i],
+                "attention_bin": names[j],
+                "percent": float(r.heatmaps[s, i, j]),
+            }
+            for r in results
+            for s, seed in enumerate(seeds)
+            for i in range(len(names))
+            for j in range(len(names))
+        ]
+    )
 
 
 def curve_table(results: Sequence[PanelResult]) -> pd.DataFrame:

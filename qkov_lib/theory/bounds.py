@@ -1,4 +1,5 @@
 """Lemma 3 (Appendix C): logarithmic bounds on mu_OV(t) and mu_QK(t) in the pre-saturation regime."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -40,8 +41,12 @@ def lemma3_tightness(trajs: Sequence[Trajectory]) -> pd.DataFrame:
     for tr in trajs:
         t, delta = tr.t[1:], 1.0 - np.maximum.accumulate(tr.alpha)[1:]
         bound = lemma3_bounds(tr.setting, t, delta)
-        ratios = {"mu_OV / lower": tr.mu_ov[1:] / bound["ov_lower"], "mu_OV / upper": tr.mu_ov[1:] / bound["ov_upper"],
-                  "mu_QK / lower": tr.mu_qk[1:] / bound["qk_lower"], "mu_QK / upper": tr.mu_qk[1:] / bound["qk_upper"]}
+        ratios = {
+            "mu_OV / lower": tr.mu_ov[1:] / bound["ov_lower"],
+            "mu_OV / upper": tr.mu_ov[1:] / bound["ov_upper"],
+            "mu_QK / lower": tr.mu_qk[1:] / bound["qk_lower"],
+            "mu_QK / upper": tr.mu_qk[1:] / bound["qk_upper"],
+        }
         row = {"ratio": tr.setting.ratio, "t end": tr.t[-1]}
         for name, v in ratios.items():
             row[("min " if "lower" in name else "max ") + name] = np.min(v) if "lower" in name else np.max(v)
@@ -57,11 +62,20 @@ def bound_ratios(trajs: Sequence[Trajectory]) -> pd.DataFrame:
     for tr in trajs:
         t, delta = tr.t[1:], 1.0 - np.maximum.accumulate(tr.alpha)[1:]
         bound = lemma3_bounds(tr.setting, t, delta)
-        parts.append(pd.DataFrame({
-            "ratio": f"r = {tr.setting.ratio:g}", "t": t, "alpha": tr.alpha[1:],
-            "ov_low": tr.mu_ov[1:] / bound["ov_lower"], "ov_up": tr.mu_ov[1:] / bound["ov_upper"],
-            "qk_low": tr.mu_qk[1:] / bound["qk_lower"], "qk_up": tr.mu_qk[1:] / bound["qk_upper"],
-            "log2_share": log2_share(tr)[1:]}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "ratio": f"r = {tr.setting.ratio:g}",
+                    "t": t,
+                    "alpha": tr.alpha[1:],
+                    "ov_low": tr.mu_ov[1:] / bound["ov_lower"],
+                    "ov_up": tr.mu_ov[1:] / bound["ov_upper"],
+                    "qk_low": tr.mu_qk[1:] / bound["qk_lower"],
+                    "qk_up": tr.mu_qk[1:] / bound["qk_upper"],
+                    "log2_share": log2_share(tr)[1:],
+                }
+            )
+        )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -85,8 +99,13 @@ def log2_regime_end(trajs: Sequence[Trajectory], levels: Sequence[float] = (0.9,
         for level in levels:
             below = np.flatnonzero(share < level)
             i = below[0] if below.size else None
-            rows.append({"ratio": tr.setting.ratio, "level": level,
-                         "t": tr.t[i] if i is not None else np.nan,
-                         "alpha": tr.alpha[i] if i is not None else np.nan,
-                         "loss": tr.loss[i] if i is not None else np.nan})
+            rows.append(
+                {
+                    "ratio": tr.setting.ratio,
+                    "level": level,
+                    "t": tr.t[i] if i is not None else np.nan,
+                    "alpha": tr.alpha[i] if i is not None else np.nan,
+                    "loss": tr.loss[i] if i is not None else np.nan,
+                }
+            )
     return pd.DataFrame(rows)

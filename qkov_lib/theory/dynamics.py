@@ -3,6 +3,7 @@
 Notation follows the paper: ``mu_OV`` and ``mu_QK`` are the scalar coefficients of the ansatz, ``alpha`` the total
 attention on the ``m`` class-specific positions, ``M`` the number of classes, ``b`` the tokens per class.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -54,7 +55,7 @@ class OrthogonalSetting:
         """alpha at initialisation, m / (m + n) (Lemma 3)."""
         return self.m / (self.m + self.n)
 
-    def with_ratio(self, r: float) -> "OrthogonalSetting":
+    def with_ratio(self, r: float) -> OrthogonalSetting:
         """The same setting with eta_QK = r * eta_OV; r must be > 0."""
         if not (np.isfinite(r) and r > 0):
             raise ValueError(f"ratio r = eta_QK/eta_OV must be a finite number > 0 (got {r!r})")
@@ -84,8 +85,7 @@ def rhs(mu_ov, mu_qk, s: OrthogonalSetting):
     d_ov = s.eta_ov * a / (s.b * denom)
     d_qk = s.eta_qk * (s.M - 1) * (a - a * a) * mu_ov / (s.M * s.b**2 * denom)
     f = np.asarray(s.factorised, dtype=float)
-    return (d_ov * (1 + f * (2 * np.sqrt(s.b) * np.abs(mu_ov) - 1)),
-            d_qk * (1 + f * (2 * s.b * np.abs(mu_qk) - 1)))
+    return (d_ov * (1 + f * (2 * np.sqrt(s.b) * np.abs(mu_ov) - 1)), d_qk * (1 + f * (2 * s.b * np.abs(mu_qk) - 1)))
 
 
 @dataclass
@@ -115,15 +115,27 @@ class Trajectory:
         return y[0], y[1]
 
 
-def integrate(s: OrthogonalSetting, target_loss: float = 1e-4, t_max: float = 1e30, n_out: int = 400,
-              rtol: float = 1e-9, atol: float = 1e-12) -> Trajectory:
+def integrate(
+    s: OrthogonalSetting,
+    target_loss: float = 1e-4,
+    t_max: float = 1e30,
+    n_out: int = 400,
+    rtol: float = 1e-9,
+    atol: float = 1e-12,
+) -> Trajectory:
     """Integrate Theorem 1 from (mu0_OV, mu0_QK) (0 by default) until L <= target_loss (or t_max); see
     ``integrate_many``."""
     return integrate_many([s], target_loss, t_max, n_out, rtol, atol)[0]
 
 
-def integrate_many(settings: Sequence[OrthogonalSetting], target_loss: float = 1e-4, t_max: float = 1e30,
-                   n_out: int = 400, rtol: float = 1e-9, atol: float = 1e-12) -> list[Trajectory]:
+def integrate_many(
+    settings: Sequence[OrthogonalSetting],
+    target_loss: float = 1e-4,
+    t_max: float = 1e30,
+    n_out: int = 400,
+    rtol: float = 1e-9,
+    atol: float = 1e-12,
+) -> list[Trajectory]:
     """Integrate Theorem 1 for several settings at once, each until its loss is <= target_loss (or t_max).
 
     The systems are stacked into one ODE, so the solver's per-step cost is paid once for all of them. The solver
@@ -133,8 +145,12 @@ def integrate_many(settings: Sequence[OrthogonalSetting], target_loss: float = 1
     for s in settings:
         check_loss_threshold(target_loss, s.M, "target_loss")
     k = len(settings)
-    p = SimpleNamespace(**{f: np.array([getattr(s, f) for s in settings], dtype=float)
-                           for f in ("m", "n", "b", "M", "eta_ov", "eta_qk", "factorised")})
+    p = SimpleNamespace(
+        **{
+            f: np.array([getattr(s, f) for s in settings], dtype=float)
+            for f in ("m", "n", "b", "M", "eta_ov", "eta_qk", "factorised")
+        }
+    )
     y0 = np.array([s.mu0_ov for s in settings] + [s.mu0_qk for s in settings], dtype=float)
     calls = [0]
 
@@ -149,15 +165,16 @@ def integrate_many(settings: Sequence[OrthogonalSetting], target_loss: float = 1
         return float(np.max(log_gap(y)))
 
     all_reached.terminal, all_reached.direction = True, -1
-    sol = solve_ivp(f, (0.0, np.log1p(t_max)), y0, method="LSODA", events=all_reached,
-                    dense_output=True, rtol=rtol, atol=atol)
+    sol = solve_ivp(
+        f, (0.0, np.log1p(t_max)), y0, method="LSODA", events=all_reached, dense_output=True, rtol=rtol, atol=atol
+    )
     if not sol.success:
         raise RuntimeError(f"Theorem 1 integration failed: {sol.message}")
     u_last = sol.t[-1]
     trajs = []
     for i, s in enumerate(settings):
         dense = _Component(sol.sol, i, k)
-        gap = lambda u: float(log_gap(sol.sol(u))[i])  # noqa: E731
+        gap = lambda u, i=i: float(log_gap(sol.sol(u))[i])  # noqa: E731
         reached = gap(u_last) <= 1e-9
         u_end = brentq(gap, 0.0, u_last, xtol=1e-13, rtol=1e-13) if reached and gap(u_last) < 0 else u_last
         u = np.linspace(0.0, u_end, n_out)

@@ -3,6 +3,7 @@
 Shapes follow the paper: W_O [M, d], W_V [d, d] with W_OV = W_O W_V; W_K, W_Q [d, d] with W_QK = W_K W_Q^T;
 scores s = X W_QK x_T. ``vec`` stacks columns (the convention under which the printed Omega is right).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -75,13 +76,20 @@ def grads(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], p: Para
 
 def imbalance(p: Params) -> tuple[float, float]:
     """Frobenius norms of W_O^T W_O - W_V W_V^T (Lemma 1) and W_Q^T W_Q - W_K^T W_K (Lemma 4)."""
-    return (float((p["W_O"].T @ p["W_O"] - p["W_V"] @ p["W_V"].T).norm()),
-            float((p["W_Q"].T @ p["W_Q"] - p["W_K"].T @ p["W_K"]).norm()))
+    return (
+        float((p["W_O"].T @ p["W_O"] - p["W_V"] @ p["W_V"].T).norm()),
+        float((p["W_Q"].T @ p["W_Q"] - p["W_K"].T @ p["W_K"]).norm()),
+    )
 
 
-def gradient_flow(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], p0: Params,
-                  rates: dict[str, float], t_eval: np.ndarray, rtol: float = 1e-10, atol: float = 1e-12
-                  ) -> list[Params]:
+def gradient_flow(
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    p0: Params,
+    rates: dict[str, float],
+    t_eval: np.ndarray,
+    rtol: float = 1e-10,
+    atol: float = 1e-12,
+) -> list[Params]:
     """Solve dP/dt = -rate(P) dL/dP to tolerance (RK45) for every parameter of ``p0``; the states at ``t_eval``.
 
     ``rates`` maps a parameter name to its learning rate (names absent get 1).
@@ -105,8 +113,9 @@ def gradient_flow(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     return [unpack(y) for y in sol.y.T]
 
 
-def gradient_descent(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], p0: Params,
-                     lr: float, steps: int) -> Params:
+def gradient_descent(
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], p0: Params, lr: float, steps: int
+) -> Params:
     """Plain full-batch gradient descent, lr per step, on every parameter."""
     p = {k: v.detach().clone() for k, v in p0.items()}
     for _ in range(steps):
@@ -134,8 +143,10 @@ def proposition_checks(seed: int = 0, d: int = 5, M: int = 3) -> dict[str, float
     """Propositions 1 and 2 on one sequence: the printed formulas against autograd (relative max errors)."""
     X, xq, y, w = random_problem(seed, S=1, d=d, M=M)
     gen = torch.Generator().manual_seed(seed + 1)
-    p = {k: 0.5 * torch.randn(*s, generator=gen, dtype=torch.float64)
-         for k, s in {"W_O": (M, d), "W_V": (d, d), "W_K": (d, d), "W_Q": (d, d)}.items()}
+    p = {
+        k: 0.5 * torch.randn(*s, generator=gen, dtype=torch.float64)
+        for k, s in {"W_O": (M, d), "W_V": (d, d), "W_K": (d, d), "W_Q": (d, d)}.items()
+    }
     loss_fn = lambda a, b: weighted_loss(X, xq, y, w, a, b)  # noqa: E731
     g = grads(loss_fn, p)
     w_ov, w_qk = collapse(p)
@@ -167,8 +178,9 @@ def _balanced_random(seed: int, d: int, M: int, scale: float) -> Params:
     return factorise(c_ov, c_qk, gen)
 
 
-def conservation_checks(seed: int = 0, d: int = 5, M: int = 3, t_end: float = 5.0,
-                        lrs: tuple[float, ...] = (0.1, 0.01, 0.001)) -> dict[str, float]:
+def conservation_checks(
+    seed: int = 0, d: int = 5, M: int = 3, t_end: float = 5.0, lrs: tuple[float, ...] = (0.1, 0.01, 0.001)
+) -> dict[str, float]:
     """Lemmas 1 and 4: the imbalance after gradient flow (to tolerance) and after GD at several step sizes over the
     same time span, from a balanced random start (imbalance 0 up to rounding)."""
     X, xq, y, w = random_problem(seed, d=d, M=M)
@@ -191,8 +203,10 @@ def preconditioning_checks(seed: int = 0, d: int = 5, M: int = 3) -> dict[str, f
     loss_fn = lambda a, b: weighted_loss(X, xq, y, w, a, b)  # noqa: E731
     p = _balanced_random(seed, d, M, 0.7)
     out = {}
-    for label, q in (("balanced", p), ("unbalanced", p | {"W_O": 2 * p["W_O"], "W_V": p["W_V"] / 2,
-                                                           "W_K": 2 * p["W_K"], "W_Q": p["W_Q"] / 2})):
+    for label, q in (
+        ("balanced", p),
+        ("unbalanced", p | {"W_O": 2 * p["W_O"], "W_V": p["W_V"] / 2, "W_K": 2 * p["W_K"], "W_Q": p["W_Q"] / 2}),
+    ):
         g = grads(loss_fn, q)
         w_ov, w_qk = collapse(q)
         g_ov, g_qk = grads(loss_fn, {"W_OV": w_ov, "W_QK": w_qk}).values()
@@ -214,19 +228,22 @@ LABELS = {  # each check's stable id -> the label the book shows (equation numbe
     "eq31": r"eqs. (31), (3): $\partial L/\partial \mathbf W_O = \nabla L_1\,\mathbf W_V^\top$",
     "eq32": r"eqs. (32), (3): $\partial L/\partial \mathbf W_V = \mathbf W_O^\top\,\nabla L_1$",
     "eq33_printed": r"eq. (33) as printed, $d\mathbf W_{OV}/dt = (\tilde y - y)\,\tilde x^\top$, against "
-                    r"$-\partial L/\partial \mathbf W_{OV}$",
+    r"$-\partial L/\partial \mathbf W_{OV}$",
     "eq45_printed": r"eq. (45): $G$ as printed, against $\partial L/\partial \mathbf W_{QK}$",
     "eq45_transposed": r"eq. (45): $G^\top$, against $\partial L/\partial \mathbf W_{QK}$",
     "eq46_printed_G": r"eq. (46): $\partial L/\partial \mathbf W_Q = G^\top \mathbf W_K$, $G$ as printed",
     "eq47_printed_G": r"eq. (47): $\partial L/\partial \mathbf W_K = G\,\mathbf W_Q$, $G$ as printed",
     "eq46_true_G": r"eq. (46): $\partial L/\partial \mathbf W_Q = G^\top \mathbf W_K$, "
-                   r"$G = \partial L/\partial \mathbf W_{QK}$",
+    r"$G = \partial L/\partial \mathbf W_{QK}$",
     "eq47_true_G": r"eq. (47): $\partial L/\partial \mathbf W_K = G\,\mathbf W_Q$, "
-                   r"$G = \partial L/\partial \mathbf W_{QK}$",
-    "start": "at the start", "flow": "after gradient flow",
+    r"$G = \partial L/\partial \mathbf W_{QK}$",
+    "start": "at the start",
+    "flow": "after gradient flow",
     "flow_moved": r"how far gradient flow moved the weights, $\lVert W(T) - W(0)\rVert / \lVert W(0)\rVert$",
-    "lemma2_balanced": "Lemma 2 (OV), balanced factors", "lemma5_balanced": "Lemma 5 (QK), balanced factors",
-    "lemma2_unbalanced": "Lemma 2 (OV), unbalanced factors", "lemma5_unbalanced": "Lemma 5 (QK), unbalanced factors",
+    "lemma2_balanced": "Lemma 2 (OV), balanced factors",
+    "lemma5_balanced": "Lemma 5 (QK), balanced factors",
+    "lemma2_unbalanced": "Lemma 2 (OV), unbalanced factors",
+    "lemma5_unbalanced": "Lemma 5 (QK), unbalanced factors",
     "lemma2_row_vec": r"Lemma 2 (OV), $\operatorname{vec}$ stacking rows",
     "lemma5_eq56_printed_G": r"Lemma 5 (QK), eq. (56) with $G$ as printed",
     "omega_2C": r"$\Omega(2C) = 2\,\Omega(C)$",
@@ -242,5 +259,9 @@ def label(check: str) -> str:
 
 def tidy_checks(groups: dict[str, dict[str, float]]) -> pd.DataFrame:
     """Every group's checks in one long table (check label, value, group), as the chapter stores them."""
-    return pd.concat([pd.DataFrame({"check": [label(k) for k in c], "value": list(c.values()), "group": g})
-                      for g, c in groups.items()])
+    return pd.concat(
+        [
+            pd.DataFrame({"check": [label(k) for k in c], "value": list(c.values()), "group": g})
+            for g, c in groups.items()
+        ]
+    )

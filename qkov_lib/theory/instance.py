@@ -12,6 +12,7 @@ Options that switch off one assumption at a time (the theorem needs each of them
 class tokens), ``class_probs`` (a non-uniform class prior), ``query`` and ``self_attend`` (the query token, which the
 paper never specifies).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -58,13 +59,17 @@ class InstanceConfig:
             raise ValueError(f"assumption must be 'orthonormal' or 'literal' (got {self.assumption!r})")
         if self.background not in ("symmetric", "shifted"):
             raise ValueError(f"background must be 'symmetric' or 'shifted' (got {self.background!r})")
-        if self.class_probs is not None and (len(self.class_probs) != self.M or abs(sum(self.class_probs) - 1) > 1e-9
-                                             or min(self.class_probs) <= 0):
-            raise ValueError(f"class_probs must be M = {self.M} positive numbers summing to 1 "
-                             f"(got {self.class_probs!r})")
+        if self.class_probs is not None and (
+            len(self.class_probs) != self.M or abs(sum(self.class_probs) - 1) > 1e-9 or min(self.class_probs) <= 0
+        ):
+            raise ValueError(
+                f"class_probs must be M = {self.M} positive numbers summing to 1 (got {self.class_probs!r})"
+            )
         if self.n_sequences > self.max_sequences:
-            raise ValueError(f"this instance has {self.n_sequences} sequences (> max_sequences = "
-                             f"{self.max_sequences}); lower b, m, n or q")
+            raise ValueError(
+                f"this instance has {self.n_sequences} sequences (> max_sequences = "
+                f"{self.max_sequences}); lower b, m, n or q"
+            )
 
     @property
     def n_sequences(self) -> int:
@@ -87,8 +92,9 @@ class OrthogonalInstance:
 
     def __post_init__(self) -> None:
         self.tokens, self.background, self.query_fixed = _vectors(self.cfg)
-        self.X, self.x_query, self.labels, self.probs = _enumerate(self.cfg, self.tokens, self.background,
-                                                                   self.query_fixed)
+        self.X, self.x_query, self.labels, self.probs = _enumerate(
+            self.cfg, self.tokens, self.background, self.query_fixed
+        )
 
     @property
     def d(self) -> int:
@@ -156,7 +162,7 @@ def _vectors(cfg: InstanceConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
         frames = [_rng_orthonormal(n_class, cfg.M, gen) @ basis[:n_class] for _ in range(cfg.b)]
         tokens = torch.stack(frames, dim=1)
     tokens = cfg.token_norm * tokens
-    u = basis[n_class:n_class + cfg.q] + cfg.overlap * tokens[0, 0] / cfg.token_norm
+    u = basis[n_class : n_class + cfg.q] + cfg.overlap * tokens[0, 0] / cfg.token_norm
     background = torch.cat([u, -u]) if cfg.background == "symmetric" else torch.cat([u, 0.5 * u])
     return tokens, background, basis[-1]
 
@@ -179,8 +185,9 @@ def _enumerate(cfg: InstanceConfig, tokens: torch.Tensor, background: torch.Tens
     return (torch.stack(xs), torch.stack(xq), torch.tensor(ys), torch.tensor(ps, dtype=torch.float64))
 
 
-def theorem_rates(inst: OrthogonalInstance, mu_ov: float, mu_qk: float, extra_positions: int = 0,
-                  qk_power: int = 2) -> tuple[float, float]:
+def theorem_rates(
+    inst: OrthogonalInstance, mu_ov: float, mu_qk: float, extra_positions: int = 0, qk_power: int = 2
+) -> tuple[float, float]:
     """Theorem 1's d mu_OV/dt, d mu_QK/dt at unit rates; ``extra_positions`` adds to m in alpha (a self-attending
     class-mean query counts as one more class position); ``qk_power=1`` replaces 1/b^2 by 1/b (what a
     class-independent query gives)."""
@@ -190,8 +197,9 @@ def theorem_rates(inst: OrthogonalInstance, mu_ov: float, mu_qk: float, extra_po
     return float(d_ov), float(d_qk) * c.b ** (2 - qk_power)
 
 
-def compare_with_theorem(inst: OrthogonalInstance, mu_ov: float, mu_qk: float, extra_positions: int = 0,
-                         qk_power: int = 2) -> dict[str, float]:
+def compare_with_theorem(
+    inst: OrthogonalInstance, mu_ov: float, mu_qk: float, extra_positions: int = 0, qk_power: int = 2
+) -> dict[str, float]:
     """At the ansatz point (mu_OV, mu_QK): the autograd population gradient against Theorem 1.
 
     ``ov_closure``/``qk_closure``: norm of the gradient's part outside the ansatz direction over the gradient's norm
@@ -201,8 +209,12 @@ def compare_with_theorem(inst: OrthogonalInstance, mu_ov: float, mu_qk: float, e
     g_ov, g_qk = inst.gradients(w_ov, w_qk)
     d_ov, d_qk = inst.directions()
     r_ov, r_qk = theorem_rates(inst, mu_ov, mu_qk, extra_positions, qk_power)
-    out = {"mu_ov": mu_ov, "mu_qk": mu_qk, "alpha_measured": inst.alpha(w_qk),
-           "alpha_theorem": float(attention_mass(mu_qk, inst.cfg.m + extra_positions, inst.cfg.n))}
+    out = {
+        "mu_ov": mu_ov,
+        "mu_qk": mu_qk,
+        "alpha_measured": inst.alpha(w_qk),
+        "alpha_theorem": float(attention_mass(mu_qk, inst.cfg.m + extra_positions, inst.cfg.n)),
+    }
     for name, g, direction, rate in (("ov", g_ov, d_ov, r_ov), ("qk", g_qk, d_qk, r_qk)):
         coef = (g * direction).sum() / (direction * direction).sum()
         scale = g.abs().max().clamp_min(1e-300)
@@ -216,14 +228,19 @@ def worst_case(inst: OrthogonalInstance, points: list[tuple[float, float]], **kw
     rows = [compare_with_theorem(inst, mo, mq, **kw) for mo, mq in points]
     keys = ("ov_closure", "qk_closure", "ov_error", "qk_error")
     return {k: max(r[k] for r in rows) for k in keys} | {
-        "alpha_gap": max(abs(r["alpha_measured"] - r["alpha_theorem"]) for r in rows)}
+        "alpha_gap": max(abs(r["alpha_measured"] - r["alpha_theorem"]) for r in rows)
+    }
 
 
 CHECK_POINTS = [(0.5, 0.0), (1.0, 0.3), (2.0, -0.4), (3.0, 1.5), (0.2, 2.5)]
 
 
-def flow(inst: OrthogonalInstance, p0: Params, t_eval: np.ndarray, rates: dict[str, float] | None = None,
-         ) -> dict[str, np.ndarray]:
+def flow(
+    inst: OrthogonalInstance,
+    p0: Params,
+    t_eval: np.ndarray,
+    rates: dict[str, float] | None = None,
+) -> dict[str, np.ndarray]:
     """Population gradient flow of the full matrices of ``p0`` (collapsed or factorised), solved to tolerance;
     at each time of ``t_eval`` the read-outs of mu_OV and mu_QK (least squares on Theorem 1's directions), the
     norm of the part of each circuit outside its direction, alpha and the loss."""
@@ -253,16 +270,41 @@ def zero_start(inst: OrthogonalInstance) -> Params:
 CASES: list[tuple[str, str, str, dict, tuple[str, dict] | None]] = [
     ("all", "all assumptions, query = class mean", "-", {}, None),
     ("class_token", "query = a class token drawn uniformly", "query token", {"query": "class_token"}, None),
-    ("mean_self", "query = class mean, attends to itself", "query self-attention", {"self_attend": True},
-     (r"$\alpha$ counts the query as one more class position, $m + 1$", {"extra_positions": 1})),
-    ("token_self", "query = class token, attends to itself", "query self-attention",
-     {"query": "class_token", "self_attend": True}, None),
-    ("fixed", "query = fixed vector orthogonal to all tokens", "query token", {"query": "fixed"},
-     (r"$1/b$ in place of $1/b^2$ in $d\mu_{QK}/dt$", {"qk_power": 1})),
-    ("fixed_self", "query = fixed vector, attends to itself", "query self-attention",
-     {"query": "fixed", "self_attend": True}, None),
-    ("literal", "Assumption 1 as printed (orthogonal only across classes, for each τ)", "Assumption 1",
-     {"assumption": "literal"}, None),
+    (
+        "mean_self",
+        "query = class mean, attends to itself",
+        "query self-attention",
+        {"self_attend": True},
+        (r"$\alpha$ counts the query as one more class position, $m + 1$", {"extra_positions": 1}),
+    ),
+    (
+        "token_self",
+        "query = class token, attends to itself",
+        "query self-attention",
+        {"query": "class_token", "self_attend": True},
+        None,
+    ),
+    (
+        "fixed",
+        "query = fixed vector orthogonal to all tokens",
+        "query token",
+        {"query": "fixed"},
+        (r"$1/b$ in place of $1/b^2$ in $d\mu_{QK}/dt$", {"qk_power": 1}),
+    ),
+    (
+        "fixed_self",
+        "query = fixed vector, attends to itself",
+        "query self-attention",
+        {"query": "fixed", "self_attend": True},
+        None,
+    ),
+    (
+        "literal",
+        "Assumption 1 as printed (orthogonal only across classes, for each τ)",
+        "Assumption 1",
+        {"assumption": "literal"},
+        None,
+    ),
     ("norm", "class tokens of norm 1.2", "unit-norm tokens", {"token_norm": 1.2}, None),
     ("shifted", "background with non-zero mean", "Assumption 2", {"background": "shifted"}, None),
     ("overlap", "background overlapping a class token (0.3)", "Assumption 3", {"overlap": 0.3}, None),
@@ -271,8 +313,12 @@ CASES: list[tuple[str, str, str, dict, tuple[str, dict] | None]] = [
 CASE_LABELS = {case_id: name for case_id, name, *_ in CASES}  # stable id -> the row name of ``assumption_cases``
 ERRORS = ("ov_closure", "qk_closure", "ov_error", "qk_error", "alpha_gap")  # the measures of ``compare_with_theorem``
 ERROR_LABELS = {  # each measure -> what the book calls it (``worst_case`` gives the largest over the check points)
-    "ov_closure": "OV gradient off the ansatz", "qk_closure": "QK gradient off the ansatz",
-    "ov_error": "OV gradient's error", "qk_error": "QK gradient's error", "alpha_gap": "attention's error"}
+    "ov_closure": "OV gradient off the ansatz",
+    "qk_closure": "QK gradient off the ansatz",
+    "ov_error": "OV gradient's error",
+    "qk_error": "QK gradient's error",
+    "alpha_gap": "attention's error",
+}
 
 
 def assumption_cases(base: InstanceConfig | None = None, points: list[tuple[float, float]] = CHECK_POINTS):
@@ -296,8 +342,10 @@ def size_checks(sizes: list[list[int]], seed: int = 0, points: list[tuple[float,
     rows = []
     for M, b, m, n, q in sizes:
         inst = OrthogonalInstance(InstanceConfig(M=M, b=b, m=m, n=n, q=q, seed=seed))
-        rows.append({"M": M, "b": b, "m": m, "n": n, "q": q, "d": inst.d, "sequences": inst.cfg.n_sequences}
-                    | worst_case(inst, [tuple(pt) for pt in points]))
+        rows.append(
+            {"M": M, "b": b, "m": m, "n": n, "q": q, "d": inst.d, "sequences": inst.cfg.n_sequences}
+            | worst_case(inst, [tuple(pt) for pt in points])
+        )
     return pd.DataFrame(rows)
 
 
@@ -309,9 +357,18 @@ def flow_vs_theorem(inst: OrthogonalInstance, ratio: float, t_end: float, n_out:
     fl = flow(inst, zero_start(inst), t_eval, {"W_QK": ratio})
     s = OrthogonalSetting(m=c.m, n=c.n, b=c.b, M=c.M, eta_ov=1.0, eta_qk=ratio)
     ode_ov, ode_qk = integrate(s, target_loss=1e-12, t_max=t_end, rtol=1e-11, atol=1e-13).at(t_eval)
-    out = pd.DataFrame({"t": t_eval, "mu_ov": fl["mu_ov"], "mu_qk": fl["mu_qk"], "alpha": fl["alpha"],
-                        "loss": fl["loss"], "ode_mu_ov": ode_ov, "ode_mu_qk": ode_qk,
-                        "ode_alpha": attention_mass(ode_qk, c.m, c.n)})
+    out = pd.DataFrame(
+        {
+            "t": t_eval,
+            "mu_ov": fl["mu_ov"],
+            "mu_qk": fl["mu_qk"],
+            "alpha": fl["alpha"],
+            "loss": fl["loss"],
+            "ode_mu_ov": ode_ov,
+            "ode_mu_qk": ode_qk,
+            "ode_alpha": attention_mass(ode_qk, c.m, c.n),
+        }
+    )
     out["mu_gap"] = np.maximum(np.abs(out["mu_ov"] - out["ode_mu_ov"]), np.abs(out["mu_qk"] - out["ode_mu_qk"]))
     out["off_ansatz"] = np.maximum(fl["off_ov"], fl["off_qk"])
     return out

@@ -1,16 +1,25 @@
 """Matched stopping losses (Figure 4 b-d): the state at the first time the loss falls below each threshold."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
 
 from ..core.validation import require_positive_numbers
 from .bounds import lemma3_bounds
-from .dynamics import (OrthogonalSetting, Trajectory, attention_mass, check_loss_threshold, integrate_many, loss,
-                       normalised_time)
+from .dynamics import (
+    OrthogonalSetting,
+    Trajectory,
+    attention_mass,
+    check_loss_threshold,
+    integrate_many,
+    loss,
+    normalised_time,
+)
 
 
 def crossing_times(traj: Trajectory, thresholds: Sequence[float]) -> np.ndarray:
@@ -34,7 +43,8 @@ def crossing_times(traj: Trajectory, thresholds: Sequence[float]) -> np.ndarray:
         elif gap_end >= 0:
             out.append(traj.t[-1])
         else:
-            out.append(np.expm1(brentq(lambda u: log_loss(u) - np.log(thr), 0.0, u_end, xtol=1e-13, rtol=1e-13)))
+            gap = lambda u, thr=thr: log_loss(u) - np.log(thr)  # noqa: E731
+            out.append(np.expm1(brentq(gap, 0.0, u_end, xtol=1e-13, rtol=1e-13)))
     return np.asarray(out)
 
 
@@ -47,9 +57,18 @@ def matched_readout(trajs: Sequence[Trajectory], thresholds: Sequence[float]) ->
         for thr, t in zip(thresholds, times):
             mu_ov, mu_qk = (np.nan, np.nan) if np.isnan(t) else (float(v[0]) for v in traj.at(t))
             a = float(attention_mass(mu_qk, s.m, s.n))
-            rows.append({"ratio": s.ratio, "stopping_loss": float(thr), "t": float(t),
-                         "normalised_time": float(normalised_time(t, s)), "mu_ov": mu_ov, "mu_qk": mu_qk,
-                         "alpha": a, "alpha_mu_ov": a * mu_ov})
+            rows.append(
+                {
+                    "ratio": s.ratio,
+                    "stopping_loss": float(thr),
+                    "t": float(t),
+                    "normalised_time": float(normalised_time(t, s)),
+                    "mu_ov": mu_ov,
+                    "mu_qk": mu_qk,
+                    "alpha": a,
+                    "alpha_mu_ov": a * mu_ov,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -62,18 +81,34 @@ def alpha_table(matched: pd.DataFrame, thresholds: Sequence[float]) -> pd.DataFr
     return table
 
 
-def simulate_ratios(base: OrthogonalSetting, ratios: Sequence[float], target_loss: float,
-                    thresholds: Sequence[float], normalise_time: bool = True
-                    ) -> tuple[list[Trajectory], pd.DataFrame, pd.DataFrame]:
+def simulate_ratios(
+    base: OrthogonalSetting,
+    ratios: Sequence[float],
+    target_loss: float,
+    thresholds: Sequence[float],
+    normalise_time: bool = True,
+) -> tuple[list[Trajectory], pd.DataFrame, pd.DataFrame]:
     """Figure 4's computation: one trajectory per r to ``target_loss``, the loss curves, and the matched read-out
     at ``thresholds`` with the Lemma 3 bounds evaluated at each matched time (delta = 1 - alpha there, the
     tightest delta the lemma allows since alpha only grows)."""
     trajs = integrate_many([base.with_ratio(r) for r in ratios], target_loss=target_loss)
-    curves = pd.concat([pd.DataFrame({
-        "ratio": tr.setting.ratio, "t": tr.t,
-        "time": normalised_time(tr.t, tr.setting) if normalise_time else tr.t,
-        "mu_ov": tr.mu_ov, "mu_qk": tr.mu_qk, "alpha": tr.alpha, "loss": tr.loss}) for tr in trajs],
-        ignore_index=True)
+    curves = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "ratio": tr.setting.ratio,
+                    "t": tr.t,
+                    "time": normalised_time(tr.t, tr.setting) if normalise_time else tr.t,
+                    "mu_ov": tr.mu_ov,
+                    "mu_qk": tr.mu_qk,
+                    "alpha": tr.alpha,
+                    "loss": tr.loss,
+                }
+            )
+            for tr in trajs
+        ],
+        ignore_index=True,
+    )
     parts = []
     for tr in trajs:
         part = matched_readout([tr], thresholds)

@@ -1,4 +1,5 @@
 """The collapsed single-layer model of Section 6 on explicit token vectors: z = W_OV X^T softmax(X W_QK x_T)."""
+
 from __future__ import annotations
 
 import torch
@@ -12,8 +13,15 @@ def attention(X: torch.Tensor, x_query: torch.Tensor, w_qk: torch.Tensor, self_a
     return torch.softmax(s, dim=-1)
 
 
-def weighted_loss(X: torch.Tensor, x_query: torch.Tensor, labels: torch.Tensor, probs: torch.Tensor,
-                  w_ov: torch.Tensor, w_qk: torch.Tensor, self_attend: bool = False) -> torch.Tensor:
+def weighted_loss(
+    X: torch.Tensor,
+    x_query: torch.Tensor,
+    labels: torch.Tensor,
+    probs: torch.Tensor,
+    w_ov: torch.Tensor,
+    w_qk: torch.Tensor,
+    self_attend: bool = False,
+) -> torch.Tensor:
     """sum_s probs_s * CE(W_OV X_s^T softmax(X_s W_QK x_T), y_s): eq. (1) in the collapsed form of Section 6."""
     pooled = torch.einsum("std,st->sd", X, attention(X, x_query, w_qk, self_attend))
     return (probs * torch.nn.functional.cross_entropy(pooled @ w_ov.T, labels, reduction="none")).sum()

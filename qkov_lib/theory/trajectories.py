@@ -1,5 +1,6 @@
 """Collapsed and factorised (FAFO) circuits trained by population gradient flow on an exact instance, read off the
 products, and compared with Theorem 1's collapsed ODE and the Lemma-2 rescaled ODE (the reviewers' test)."""
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -16,8 +17,9 @@ from .matched import crossing_times, matched_readout
 STARTS = ("ansatz", "random")
 
 
-def starting_point(inst: OrthogonalInstance, start: str, scale: float, seed: int
-                   ) -> tuple[Params, Params, float, float]:
+def starting_point(
+    inst: OrthogonalInstance, start: str, scale: float, seed: int
+) -> tuple[Params, Params, float, float]:
     """Collapsed and balanced factorised parameters with the same products, and (mu0_OV, mu0_QK) read off them.
 
     ``ansatz``: products scale * (D_OV, D_QK), on Theorem 1's directions. ``random``: products with i.i.d. normal
@@ -37,32 +39,51 @@ def starting_point(inst: OrthogonalInstance, start: str, scale: float, seed: int
     return {"W_OV": w_ov, "W_QK": w_qk}, factorise(w_ov, w_qk, gen), mu_ov, mu_qk
 
 
-def ode_curves(inst: OrthogonalInstance, ratio: float, mu0: tuple[float, float], t: np.ndarray,
-               factorised: bool) -> tuple[np.ndarray, np.ndarray]:
+def ode_curves(
+    inst: OrthogonalInstance, ratio: float, mu0: tuple[float, float], t: np.ndarray, factorised: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """(mu_OV, mu_QK) at times t from Theorem 1's ODE (collapsed) or its Lemma-2 rescaling (factorised)."""
     c = inst.cfg
-    s = OrthogonalSetting(m=c.m, n=c.n, b=c.b, M=c.M, eta_qk=ratio, factorised=factorised, mu0_ov=mu0[0],
-                          mu0_qk=mu0[1])
+    s = OrthogonalSetting(m=c.m, n=c.n, b=c.b, M=c.M, eta_qk=ratio, factorised=factorised, mu0_ov=mu0[0], mu0_qk=mu0[1])
     traj = integrate(s, target_loss=1e-15, t_max=float(t[-1]) * 1.01, rtol=1e-11, atol=1e-13)
     return traj.at(t)
 
 
-def compare_models(inst: OrthogonalInstance, ratio: float, t_end: float, start: str = "ansatz",
-                   scale: float = 0.05, seed: int = 0, n_out: int = 40) -> pd.DataFrame:
+def compare_models(
+    inst: OrthogonalInstance,
+    ratio: float,
+    t_end: float,
+    start: str = "ansatz",
+    scale: float = 0.05,
+    seed: int = 0,
+    n_out: int = 40,
+) -> pd.DataFrame:
     """Both parameterisations from the same product, each by gradient flow (eta_OV = 1, eta_QK = ratio on every
     QK factor), next to both ODEs started from the same (mu0_OV, mu0_QK). Long table: model, t, mu's, alpha, loss,
     the off-ansatz norm, and the two ODEs' mu's and alpha."""
     collapsed, factors, mu0_ov, mu0_qk = starting_point(inst, start, scale, seed)
     t = np.concatenate([[0.0], np.geomspace(t_end * 1e-4, t_end, n_out - 1)])
-    odes = {name: ode_curves(inst, ratio, (mu0_ov, mu0_qk), t, fac)
-            for name, fac in (("collapsed ODE", False), ("rescaled ODE", True))}
+    odes = {
+        name: ode_curves(inst, ratio, (mu0_ov, mu0_qk), t, fac)
+        for name, fac in (("collapsed ODE", False), ("rescaled ODE", True))
+    }
     parts = []
-    for model, p0, rates in (("collapsed", collapsed, {"W_QK": ratio}),
-                             ("factorised", factors, {"W_K": ratio, "W_Q": ratio})):
+    for model, p0, rates in (
+        ("collapsed", collapsed, {"W_QK": ratio}),
+        ("factorised", factors, {"W_K": ratio, "W_Q": ratio}),
+    ):
         fl = flow(inst, p0, t, rates)
-        part = pd.DataFrame({"model": model, "t": t, "mu_ov": fl["mu_ov"], "mu_qk": fl["mu_qk"],
-                             "alpha": fl["alpha"], "loss": fl["loss"],
-                             "off_ansatz": np.maximum(fl["off_ov"], fl["off_qk"])})
+        part = pd.DataFrame(
+            {
+                "model": model,
+                "t": t,
+                "mu_ov": fl["mu_ov"],
+                "mu_qk": fl["mu_qk"],
+                "alpha": fl["alpha"],
+                "loss": fl["loss"],
+                "off_ansatz": np.maximum(fl["off_ov"], fl["off_qk"]),
+            }
+        )
         for name, (o, q) in odes.items():
             part[f"{name} mu_ov"], part[f"{name} mu_qk"] = o, q
             part[f"{name} alpha"] = attention_mass(q, inst.cfg.m, inst.cfg.n)
@@ -76,11 +97,18 @@ def ode_errors(curves: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (start, ratio, model), part in curves.groupby(["start", "ratio", "model"], sort=False):
         for ode in ("collapsed ODE", "rescaled ODE"):
-            rows.append({"start": start, "ratio": ratio, "model": model, "ODE": ode,
-                         "mu_OV error": _rel(part["mu_ov"], part[f"{ode} mu_ov"]),
-                         "mu_QK error": _rel(part["mu_qk"], part[f"{ode} mu_qk"]),
-                         "alpha error": float(np.max(np.abs(part["alpha"] - part[f"{ode} alpha"]))),
-                         "max off-ansatz": float(part["off_ansatz"].max())})
+            rows.append(
+                {
+                    "start": start,
+                    "ratio": ratio,
+                    "model": model,
+                    "ODE": ode,
+                    "mu_OV error": _rel(part["mu_ov"], part[f"{ode} mu_ov"]),
+                    "mu_QK error": _rel(part["mu_qk"], part[f"{ode} mu_qk"]),
+                    "alpha error": float(np.max(np.abs(part["alpha"] - part[f"{ode} alpha"]))),
+                    "max off-ansatz": float(part["off_ansatz"].max()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -88,8 +116,9 @@ def _rel(a: pd.Series, b: pd.Series) -> float:
     return float(np.max(np.abs(a.to_numpy() - b.to_numpy())) / max(np.max(np.abs(b.to_numpy())), 1e-300))
 
 
-def falsifier(base: OrthogonalSetting, ratios: list[float], losses: list[float], horizon: list[float],
-              t_max: float = 1e40) -> tuple[pd.DataFrame, pd.DataFrame]:
+def falsifier(
+    base: OrthogonalSetting, ratios: list[float], losses: list[float], horizon: list[float], t_max: float = 1e40
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Section 6's falsifier on the population ODEs, collapsed and factorised from the same start.
 
     Returns (matched, after): alpha at each matched loss; and, from the first time t_L the loss reaches
@@ -109,6 +138,15 @@ def falsifier(base: OrthogonalSetting, ratios: list[float], losses: list[float],
             for k in horizon:
                 mo, mq = tr.at(t_l * k)
                 a = float(attention_mass(mq[0], base.m, base.n))
-                after.append({"model": label, "ratio": tr.setting.ratio, "time / t_L": k, "t": t_l * k,
-                              "alpha": a, "loss": float(loss(mo[0], a, base.M)), "mu_qk": float(mq[0])})
+                after.append(
+                    {
+                        "model": label,
+                        "ratio": tr.setting.ratio,
+                        "time / t_L": k,
+                        "t": t_l * k,
+                        "alpha": a,
+                        "loss": float(loss(mo[0], a, base.M)),
+                        "mu_qk": float(mq[0]),
+                    }
+                )
     return pd.concat(matched, ignore_index=True), pd.DataFrame(after)

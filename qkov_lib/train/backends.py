@@ -1,6 +1,7 @@
 """Which engine trains a stack of synthetic models: ``engine.train_stack``'s one outer loop with the compiled step
 kernel (numba, ``compiled.CompiledKernel``) on a CPU, the torch one (``engine.TorchKernel``: the reference, and the
 CUDA path) elsewhere, as ``device.engine_backend`` decides (QKOV_ENGINE=compiled|torch forces one)."""
+
 from __future__ import annotations
 
 import torch
@@ -14,5 +15,6 @@ def train_stack(params: dict[str, torch.Tensor], *args, **kwargs) -> engine.Stac
     for the parameters' device."""
     if engine_backend(next(iter(params.values())).device) == "compiled":
         from . import compiled  # lazy: numba loads only when the compiled engine trains (QKOV_ENGINE=torch: never)
+
         return engine.train_stack(params, *args, kernel=compiled.CompiledKernel, **kwargs)
     return engine.train_stack(params, *args, **kwargs)

@@ -5,6 +5,7 @@ looks at. The loop keeps the rest, as for the torch engine: the loss curve, both
 ``full_nll``, ``every_eval`` and the recorder. Here: the stack as the kernels hold it (one float32 vector per model),
 its batches a chunk at a time, the compile notice, and the repair of a damaged disk cache.
 """
+
 from __future__ import annotations
 
 import traceback
@@ -14,14 +15,13 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from numba.core import errors, event
 
 from ..core.progress import notice
 from . import kernels
 from .counts import FixedBatches
 from .engine import Batch
-from .stack import Member, QK_KINDS, StackConfig
-
-from numba.core import errors, event  # noqa: E402  (after ``kernels``, which says what to do without numba)
+from .stack import QK_KINDS, Member, StackConfig
 
 # ----------------------------------------------------------------------------------------------------------------
 # The stack as the kernels hold it
@@ -38,8 +38,10 @@ class _Layout:
             raise ValueError(f"a stack with {sc.qk} QK holds {', '.join(names)}; got {', '.join(params)}")
         for name, p in params.items():
             if p.dtype != torch.float32 or p.device.type != "cpu":
-                raise TypeError(f"the compiled engine trains float32 parameters on the CPU ({name} is {p.dtype} on "
-                                f"{p.device}); set QKOV_ENGINE=torch for the torch engine")
+                raise TypeError(
+                    f"the compiled engine trains float32 parameters on the CPU ({name} is {p.dtype} on "
+                    f"{p.device}); set QKOV_ENGINE=torch for the torch engine"
+                )
         self.shapes = {name: tuple(params[name].shape[1:]) for name in names}
         starts = np.cumsum([0] + [int(np.prod(self.shapes[name])) for name in names]).tolist()
         self.spans = {name: (a, b) for name, a, b in zip(names, starts[:-1], starts[1:])}
@@ -48,19 +50,34 @@ class _Layout:
     def spec(self, sc: StackConfig, queries: int) -> kernels.Spec:
         shape, b1, b2 = self.shapes, *sc.betas
         ov_factorised = "W_V" in shape
-        return kernels.Spec(qk=QK_KINDS.index(sc.qk), ov_factorised=ov_factorised, bias="b_OV" in shape,
-                     vocab=shape["W_V" if ov_factorised else "W_OV"][-1], queries=queries,
-                     outputs=shape["W_O" if ov_factorised else "W_OV"][0],
-                     d_qk=shape["W_K"][1] if "W_K" in shape else 0, d_ov=shape["W_V"][0] if ov_factorised else 0,
-                     ov_start=self.spans["W_O" if ov_factorised else "W_OV"][0],
-                     bias_start=self.spans.get("b_OV", (self.size,))[0], scale=kernels.F32(sc.score_scale),
-                     adamw=sc.optimizer == "adamw", beta1=kernels.F32(b1), beta2=kernels.F32(b2), rest1=kernels.F32(1 - b1),
-                     rest2=kernels.F32(1 - b2), eps=kernels.F32(sc.eps))
+        return kernels.Spec(
+            qk=QK_KINDS.index(sc.qk),
+            ov_factorised=ov_factorised,
+            bias="b_OV" in shape,
+            vocab=shape["W_V" if ov_factorised else "W_OV"][-1],
+            queries=queries,
+            outputs=shape["W_O" if ov_factorised else "W_OV"][0],
+            d_qk=shape["W_K"][1] if "W_K" in shape else 0,
+            d_ov=shape["W_V"][0] if ov_factorised else 0,
+            ov_start=self.spans["W_O" if ov_factorised else "W_OV"][0],
+            bias_start=self.spans.get("b_OV", (self.size,))[0],
+            scale=kernels.F32(sc.score_scale),
+            adamw=sc.optimizer == "adamw",
+            beta1=kernels.F32(b1),
+            beta2=kernels.F32(b2),
+            rest1=kernels.F32(1 - b1),
+            rest2=kernels.F32(1 - b2),
+            eps=kernels.F32(sc.eps),
+        )
 
     def flatten(self, params: dict[str, torch.Tensor]) -> np.ndarray:
         """[K, P]: every model's parameters as one vector."""
-        return np.ascontiguousarray(np.concatenate([params[name].detach().reshape(len(params[name]), -1).numpy()
-                                                    for name in self.spans], axis=1), dtype=kernels.F32)
+        return np.ascontiguousarray(
+            np.concatenate(
+                [params[name].detach().reshape(len(params[name]), -1).numpy() for name in self.spans], axis=1
+            ),
+            dtype=kernels.F32,
+        )
 
     def views(self, flat: np.ndarray) -> dict[str, torch.Tensor]:
         """The parameters of the models in ``flat`` [K, P], stacked, as tensors that share its memory."""
@@ -69,8 +86,10 @@ class _Layout:
 
     def model(self, vector: np.ndarray) -> dict[str, torch.Tensor]:
         """One model's parameters (no stack dimension), copied out of its vector."""
-        return {name: torch.from_numpy(vector[slice(*self.spans[name])].reshape(self.shapes[name]).copy())
-                for name in self.order}
+        return {
+            name: torch.from_numpy(vector[slice(*self.spans[name])].reshape(self.shapes[name]).copy())
+            for name in self.order
+        }
 
 
 class _Examples(NamedTuple):
@@ -105,7 +124,7 @@ class _FixedFeed:
             end = min(stop, (step // order.per_epoch + 1) * order.per_epoch)
             order.indices(step)
             first = step % order.per_epoch
-            perms = order.perms.numpy()[active, first * size:(first + end - step) * size]
+            perms = order.perms.numpy()[active, first * size : (first + end - step) * size]
             parts.append(perms.reshape(len(active), end - step, size))
             step = end
         rows = np.concatenate(parts, axis=1) + self.offsets[active, None, None]
@@ -122,9 +141,12 @@ class _CallFeed:
         inputs, slots, labels = zip(*(self.batch(step, active) for step in range(start, stop)))
         table = torch.stack(inputs)
         rows = np.arange(table[..., 0].numel()).reshape(table.shape[:3])
-        return _Examples(_array(table, kernels.F32).reshape(-1, table.shape[-1]),
-                         _array(None if slots[0] is None else torch.stack(slots), np.int64).reshape(-1),
-                         _array(torch.stack(labels), np.int64).reshape(-1), rows)
+        return _Examples(
+            _array(table, kernels.F32).reshape(-1, table.shape[-1]),
+            _array(None if slots[0] is None else torch.stack(slots), np.int64).reshape(-1),
+            _array(torch.stack(labels), np.int64).reshape(-1),
+            rows,
+        )
 
 
 def _feed(batch: Batch) -> _FixedFeed | _CallFeed:
@@ -140,8 +162,9 @@ def _rates(members: Sequence[Member], active: Sequence[int], start: int, stop: i
     for j, k in enumerate(active):
         schedule = members[k].spec.rates
         ramp = schedule.qk_schedule == "ramp"
-        rates[:, j, 0] = [schedule.rate("qk", step) for step in range(start, stop)] if ramp else \
-            schedule.rate("qk", start)
+        rates[:, j, 0] = (
+            [schedule.rate("qk", step) for step in range(start, stop)] if ramp else schedule.rate("qk", start)
+        )
         rates[:, j, 1] = schedule.rate("ov", start)
     with np.errstate(over="ignore"):  # a rate beyond float32 is inf, as in torch; the loss check reports it
         return rates.astype(kernels.F32)
@@ -152,7 +175,7 @@ def _corrections(sc: StackConfig, start: int, stop: int) -> np.ndarray:
     if sc.optimizer != "adamw":
         return np.ones((stop - start, 2), kernels.F32)
     b1, b2 = sc.betas
-    return np.array([(1 - b1 ** t, 1 - b2 ** t) for t in range(start + 1, stop + 1)], kernels.F32)
+    return np.array([(1 - b1**t, 1 - b2**t) for t in range(start + 1, stop + 1)], kernels.F32)
 
 
 class _CompileNotice(event.Listener):
@@ -174,8 +197,8 @@ class _CompileNotice(event.Listener):
 
 
 def _train(quiet: bool, *args) -> None:
-    """``kernels.train_chunk(*args)``, compiled on first use (or loaded from numba's cache); one clear error if that fails.
-    A damaged disk cache (its files unreadable) is removed, said once, and the kernels are compiled afresh."""
+    """``kernels.train_chunk(*args)``, compiled on first use (or loaded from numba's cache); one clear error if that
+    fails. A damaged disk cache (its files unreadable) is removed, said once, and the kernels are compiled afresh."""
     try:
         with event.install_listener("numba:compile", _CompileNotice(quiet)):
             try:
@@ -185,13 +208,17 @@ def _train(quiet: bool, *args) -> None:
                     raise
                 kernels.train_chunk(*args)
     except errors.NumbaError as err:
-        raise RuntimeError(f"numba could not compile the engine's kernels ({type(err).__name__}); set "
-                           f"QKOV_ENGINE=torch to train with the torch engine") from err
+        raise RuntimeError(
+            f"numba could not compile the engine's kernels ({type(err).__name__}); set "
+            f"QKOV_ENGINE=torch to train with the torch engine"
+        ) from err
 
 
 def _cache_files() -> list[Path]:
     """This module's kernels in numba's disk cache (``<cache>/compiled.<kernel>-<line>.py*.nbi`` and ``.nbc``)."""
-    folder = Path(kernels.train_chunk._cache._cache_path)  # the folder numba's cache locator chose (NUMBA_CACHE_DIR, ...)
+    folder = Path(
+        kernels.train_chunk._cache._cache_path
+    )  # the folder numba's cache locator chose (NUMBA_CACHE_DIR, ...)
     return sorted(p for p in folder.glob(f"{Path(kernels.__file__).stem}.*") if p.suffix in (".nbi", ".nbc"))
 
 
@@ -204,9 +231,12 @@ def _clear_damaged_cache(err: BaseException) -> bool:
     files = _cache_files()
     for path in files:
         path.unlink(missing_ok=True)
-    notice("cache", f"numba's disk cache of the engine's kernels was damaged ({type(err).__name__}: {err}); "
-                    f"removed its {len(files)} files in {files[0].parent if files else 'the cache folder'} and "
-                    f"compiling the kernels afresh")
+    notice(
+        "cache",
+        f"numba's disk cache of the engine's kernels was damaged ({type(err).__name__}: {err}); "
+        f"removed its {len(files)} files in {files[0].parent if files else 'the cache folder'} and "
+        f"compiling the kernels afresh",
+    )
     return True
 
 
@@ -215,8 +245,15 @@ class CompiledKernel:
     as the kernels hold them (parameter vectors [K, P], AdamW moments [2, K, P], OV decay), trained a chunk of steps
     at a time for float32 parameters on the CPU."""
 
-    def __init__(self, params: dict[str, torch.Tensor], members: Sequence[Member], sc: StackConfig, batch: Batch,
-                 query_ids: torch.Tensor | None, quiet: bool) -> None:
+    def __init__(
+        self,
+        params: dict[str, torch.Tensor],
+        members: Sequence[Member],
+        sc: StackConfig,
+        batch: Batch,
+        query_ids: torch.Tensor | None,
+        quiet: bool,
+    ) -> None:
         n, self.layout = len(members), _Layout(params, sc)
         self.qids = _array(query_ids, np.int64)
         self.spec = self.layout.spec(sc, len(self.qids))
@@ -228,9 +265,20 @@ class CompiledKernel:
 
     def advance(self, start: int, stop: int, active: Sequence[int], record: bool) -> dict[str, torch.Tensor] | None:
         update = np.zeros((len(active), self.layout.size if record else 0), kernels.F32)
-        _train(self.quiet, self.theta, self.moments, update, *self.feed(start, stop, active), self.qids,
-               _rates(self.members, active, start, stop), _corrections(self.sc, start, stop), self.decay,
-               self.window.numpy(), self.spec, record)
+        _train(
+            self.quiet,
+            self.theta,
+            self.moments,
+            update,
+            *self.feed(start, stop, active),
+            self.qids,
+            _rates(self.members, active, start, stop),
+            _corrections(self.sc, start, stop),
+            self.decay,
+            self.window.numpy(),
+            self.spec,
+            record,
+        )
         return self.layout.views(update) if record else None
 
     def params(self, rows: list[int] | None = None) -> dict[str, torch.Tensor]:

@@ -1,6 +1,7 @@
 """Sequences as the synthetic engine reads them: with one-hot tokens a sequence enters eq. (1) only through its token
 counts and its query (``CountSet``), and the mini-batches of a stack, from a fixed training set in
 ``training.FixedSetBatches``' order or fresh for every step, each model from its own seed."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -37,20 +38,29 @@ class CountSet:
     def take_flat(self, flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The examples at positions ``row * size + index`` [K, B] (contiguous): log counts, slots, labels."""
         shape, flat = flat.shape, flat.view(-1)
-        return (self.log_counts.view(-1, self.log_counts.shape[-1]).index_select(0, flat).view(*shape, -1),
-                self.slots.view(-1).index_select(0, flat).view(shape),
-                self.labels.view(-1).index_select(0, flat).view(shape))
+        return (
+            self.log_counts.view(-1, self.log_counts.shape[-1]).index_select(0, flat).view(*shape, -1),
+            self.slots.view(-1).index_select(0, flat).view(shape),
+            self.labels.view(-1).index_select(0, flat).view(shape),
+        )
 
 
-def count_set(split: SyntheticSplit, vocab: int, attend_to_query: bool = True,
-              query_ids: torch.Tensor | None = None) -> CountSet:
+def count_set(
+    split: SyntheticSplit, vocab: int, attend_to_query: bool = True, query_ids: torch.Tensor | None = None
+) -> CountSet:
     """A split [R, N, T] (query last) as counts. ``attend_to_query=False`` removes the query position itself."""
     tokens = split.tokens
-    distinct = torch.zeros(*tokens.shape[:-1], vocab, device=tokens.device).scatter_add_(-1, tokens,
-                                                                                          split.distinct.float())
+    distinct = torch.zeros(*tokens.shape[:-1], vocab, device=tokens.device).scatter_add_(
+        -1, tokens, split.distinct.float()
+    )
     query_ids = (torch.unique(tokens[..., -1]) if query_ids is None else query_ids).to(tokens.device)
-    return CountSet(log_counts(tokens, vocab, attend_to_query), query_slots(tokens, query_ids, vocab),
-                    split.labels, distinct, query_ids)
+    return CountSet(
+        log_counts(tokens, vocab, attend_to_query),
+        query_slots(tokens, query_ids, vocab),
+        split.labels,
+        distinct,
+        query_ids,
+    )
 
 
 def log_counts(tokens: torch.Tensor, vocab: int, attend_to_query: bool) -> torch.Tensor:
@@ -95,8 +105,15 @@ class FreshBatches:
     """The authors' regime: new sequences for every step, each model from its own generator, drawn ``block`` steps
     at a time (classes balanced within a block) into one stacked count set that each step slices."""
 
-    def __init__(self, cfg: SyntheticConfig, members: Sequence[Member], batch_size: int, block: int,
-                 attend_to_query: bool, device: torch.device) -> None:
+    def __init__(
+        self,
+        cfg: SyntheticConfig,
+        members: Sequence[Member],
+        batch_size: int,
+        block: int,
+        attend_to_query: bool,
+        device: torch.device,
+    ) -> None:
         self.cfg, self.batch_size, self.block, self.device = cfg, batch_size, block, device
         self.attend_to_query = attend_to_query
         self.rngs = [np.random.default_rng(int(m.seed) + 104729) for m in members]
@@ -107,8 +124,11 @@ class FreshBatches:
         """The next block of each active model, from its own generator: log counts, slots, labels [K, block B]."""
         drawn = [sample_tokens(self.cfg, self.batch_size * self.block, self.rngs[k]) for k in active]
         tokens, labels = (torch.as_tensor(np.stack(part), device=self.device) for part in zip(*drawn))
-        return (log_counts(tokens, self.cfg.vocab, self.attend_to_query),
-                query_slots(tokens, self.query_ids, self.cfg.vocab), labels)
+        return (
+            log_counts(tokens, self.cfg.vocab, self.attend_to_query),
+            query_slots(tokens, self.query_ids, self.cfg.vocab),
+            labels,
+        )
 
     def take(self, step: int, active: Sequence[int]) -> tuple[torch.Tensor, ...]:
         if step % self.block == 0:
@@ -118,4 +138,4 @@ class FreshBatches:
             keep = torch.as_tensor([models.index(k) for k in active], device=self.device)
             self.drawn = models, block = list(active), tuple(t.index_select(0, keep) for t in block)
         j = (step % self.block) * self.batch_size
-        return tuple(t[:, j:j + self.batch_size] for t in block)  # views of the block: training only reads them
+        return tuple(t[:, j : j + self.batch_size] for t in block)  # views of the block: training only reads them

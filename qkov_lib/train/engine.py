@@ -9,6 +9,7 @@ Only the query tokens' columns of W_QK are read (s_v = scale * W_QK[v, q]), and 
 W_O (W_V a) without forming the product. Figure 3's fixed attention is the same model with a given bag.
 Models that reach their stop leave the stack, so the remaining ones run faster.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -73,22 +74,33 @@ class StepKernel(Protocol):
 
 
 # A kernel for (params, members, sc, batch, query_ids, quiet): ``quiet`` when the progress bar is off
-KernelFactory = Callable[[dict[str, torch.Tensor], Sequence[Member], StackConfig, Batch, torch.Tensor | None, bool],
-                         StepKernel]
+KernelFactory = Callable[
+    [dict[str, torch.Tensor], Sequence[Member], StackConfig, Batch, torch.Tensor | None, bool], StepKernel
+]
 
 
 class TorchKernel:
     """The torch engine as a step kernel: one step at a time (the reference, and the CUDA path; it has no notice
     to keep ``quiet``)."""
 
-    def __init__(self, params: dict[str, torch.Tensor], members: Sequence[Member], sc: StackConfig, batch: Batch,
-                 query_ids: torch.Tensor | None, quiet: bool) -> None:
+    def __init__(
+        self,
+        params: dict[str, torch.Tensor],
+        members: Sequence[Member],
+        sc: StackConfig,
+        batch: Batch,
+        query_ids: torch.Tensor | None,
+        quiet: bool,
+    ) -> None:
         self.sc, self.batch, self.query_ids = sc, batch, query_ids
         self.work = {k: v.detach().clone() for k, v in params.items()}
         self.opt = Optimiser(sc, self.work)
         device = next(iter(self.work.values())).device
-        self.decay = torch.tensor([m.spec.ov_decay for m in members], device=device) \
-            if any(m.spec.ov_decay for m in members) else None
+        self.decay = (
+            torch.tensor([m.spec.ov_decay for m in members], device=device)
+            if any(m.spec.ov_decay for m in members)
+            else None
+        )
         self.window = torch.zeros(len(members), device=device)
         self.rates = Rates(members, device)
 
@@ -98,8 +110,14 @@ class TorchKernel:
             inputs, slots, labels = self.batch(step, active)
             loss, grads = loss_and_grads(self.work, self.sc, inputs, slots, labels, self.query_ids)
             self.window += loss
-            updates = self.opt.step(self.work, grads, self.rates.at(step, active), self.decay, step + 1,
-                                    keep_updates=record and step == stop - 1)
+            updates = self.opt.step(
+                self.work,
+                grads,
+                self.rates.at(step, active),
+                self.decay,
+                step + 1,
+                keep_updates=record and step == stop - 1,
+            )
         return updates if record else None
 
     def params(self, rows: list[int] | None = None) -> dict[str, torch.Tensor]:
@@ -116,8 +134,9 @@ class TorchKernel:
         self.decay = self.decay[index] if self.decay is not None else None
 
 
-def _epoch_stops(running: torch.Tensor, members: Sequence[Member], active: Sequence[int], done: int,
-                 target: float) -> list[int]:
+def _epoch_stops(
+    running: torch.Tensor, members: Sequence[Member], active: Sequence[int], done: int, target: float
+) -> list[int]:
     """The authors' stop rule (``StackConfig``) at step ``done`` for the active models that use it: which of them
     stop (positions in ``active``); resets their sums after every 100th epoch."""
     hits = []
@@ -141,10 +160,20 @@ def _chunk_end(step: int, every: int, cap: int, record_every: int) -> int:
     return end
 
 
-def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: StackConfig, batch: Batch,
-                query_ids: torch.Tensor | None = None, full_nll: Monitor | None = None,
-                every_eval: Monitor | None = None, recorder: Recorder | None = None, record_every: int = 0,
-                progress: bool = True, desc: str = "training", kernel: KernelFactory = TorchKernel) -> StackResult:
+def train_stack(
+    params: dict[str, torch.Tensor],
+    members: Sequence[Member],
+    sc: StackConfig,
+    batch: Batch,
+    query_ids: torch.Tensor | None = None,
+    full_nll: Monitor | None = None,
+    every_eval: Monitor | None = None,
+    recorder: Recorder | None = None,
+    record_every: int = 0,
+    progress: bool = True,
+    desc: str = "training",
+    kernel: KernelFactory = TorchKernel,
+) -> StackResult:
     """Train the stacked ``params`` [K, ...] (model k = ``members[k]``) on ``batch(step, active) -> (inputs, slots,
     labels)``. ``full_nll(params, active, step)`` returns the training-set NLL of the given models (the stop rule,
     see ``StackConfig``); ``every_eval`` is called every ``eval_every`` steps (Figure 3's read-outs);
@@ -177,7 +206,7 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
             finished = [j for j, k in enumerate(active) if specs[k].max_steps == done]
             window = stack.window
             if done % sc.eval_every == 0 or finished:
-                check_finite(window, done, lambda j: model_label(members[active[j]]), sc.eval_every)
+                check_finite(window, done, lambda j, active=active: model_label(members[active[j]]), sc.eval_every)
             if done % sc.eval_every == 0:
                 mean = (window / sc.eval_every).cpu().numpy()
                 running += window
@@ -188,8 +217,11 @@ def train_stack(params: dict[str, torch.Tensor], members: Sequence[Member], sc: 
                     every_eval(stack.params(), active, done)
                 if sc.target_nll > 0:
                     hits = _epoch_stops(running, members, active, done, sc.target_nll)
-                    near = [j for j, k in enumerate(active) if specs[k].early_stop and specs[k].stop_epoch is None
-                            and mean[j] <= sc.gate * sc.target_nll]
+                    near = [
+                        j
+                        for j, k in enumerate(active)
+                        if specs[k].early_stop and specs[k].stop_epoch is None and mean[j] <= sc.gate * sc.target_nll
+                    ]
                     if near and full_nll is not None:
                         nll = full_nll(stack.params(near), [active[j] for j in near], done)
                         hits += [j for j, value in zip(near, nll) if value <= sc.target_nll]

@@ -14,6 +14,7 @@ the same bits (``tests/unit/train/test_compiled.py``). Subnormals are flushed ex
 ``stack_optim.flush_denormals`` sets the CPU thread's flush-to-zero flags, which the kernels obey as they run on
 that thread.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -28,8 +29,10 @@ try:
     from numba.core import cgutils, types
     from numba.extending import intrinsic
 except Exception as err:  # missing, or built for another numpy
-    raise ImportError(f"the compiled engine needs numba, as requirements.txt pins it ({err}); install it, or set "
-                      f"QKOV_ENGINE=torch to train with the torch engine") from err
+    raise ImportError(
+        f"the compiled engine needs numba, as requirements.txt pins it ({err}); install it, or set "
+        f"QKOV_ENGINE=torch to train with the torch engine"
+    ) from err
 
 FASTMATH = {"reassoc", "contract", "nsz", "arcp"}  # never "ninf" or "nnan": see the module's docstring
 _jit = numba.njit(cache=True, error_model="numpy", fastmath=FASTMATH)
@@ -79,13 +82,16 @@ def _float_from_bits(typingctx, bits):
     def codegen(context, builder, signature, args):
         low = builder.trunc(args[0], ir.IntType(32)) if bits.bitwidth > 32 else args[0]
         return builder.bitcast(low, ir.FloatType())
+
     return types.float32(bits), codegen
 
 
 EXP_LO, EXP_HI = F32(-87.33654), F32(88.0)  # below: 0 (no subnormal results); above: inf (e^88.72 is the largest)
 LOG2E, LN2_HI, LN2_LO = F32(1.4426950408889634), F32(0.693359375), F32(-2.12194440e-4)
-EXP_POLY = tuple(F32(c) for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
-                                  1.6666665459e-1, 5.0000001201e-1))
+EXP_POLY = tuple(
+    F32(c)
+    for c in (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
+)
 ZERO, HALF, ONE, INF = F32(0.0), F32(0.5), F32(1.0), F32(np.inf)
 
 
@@ -106,6 +112,7 @@ def _exp(x):
 @intrinsic
 def _prefetch(typingctx, vector, index):
     """Ask the CPU to bring the cache line of ``vector[index]`` (a 1D array) in: a hint that changes no result."""
+
     def codegen(context, builder, signature, args):
         array = context.make_array(signature.args[0])(context, builder, args[0])
         pointer = cgutils.get_item_pointer(context, builder, signature.args[0], array, [args[1]])
@@ -114,6 +121,7 @@ def _prefetch(typingctx, vector, index):
         hint = cgutils.get_or_insert_function(builder.module, signature_ir, "llvm.prefetch.p0")
         builder.call(hint, [builder.bitcast(pointer, byte)] + [ir.Constant(ir.IntType(32), v) for v in (0, 3, 1)])
         return context.get_dummy_value()
+
     return types.none(vector, index), codegen
 
 
@@ -152,16 +160,24 @@ class _Work(NamedTuple):
 @_jit
 def _work(s, batch):
     v_n, d = s.vocab, s.d_ov
-    return _Work(np.empty((s.queries, v_n), F32), np.empty((v_n, batch), F32), np.empty((d, batch), F32),
-                 np.empty((s.outputs, batch), F32), np.empty((d, batch), F32), np.empty((v_n, batch), F32),
-                 np.empty((s.queries, v_n), F32), np.empty((s.outputs, v_n), F32), np.empty(batch, F32),
-                 np.empty(batch, F32))
+    return _Work(
+        np.empty((s.queries, v_n), F32),
+        np.empty((v_n, batch), F32),
+        np.empty((d, batch), F32),
+        np.empty((s.outputs, batch), F32),
+        np.empty((d, batch), F32),
+        np.empty((v_n, batch), F32),
+        np.empty((s.queries, v_n), F32),
+        np.empty((s.outputs, v_n), F32),
+        np.empty(batch, F32),
+        np.empty(batch, F32),
+    )
 
 
 @_jit
 def _matrix(vector, start, rows, cols):
     """The rows x cols matrix stored in ``vector`` from ``start`` (a view)."""
-    return vector[start:start + rows * cols].reshape(rows, cols)
+    return vector[start : start + rows * cols].reshape(rows, cols)
 
 
 @_jit
@@ -384,8 +400,9 @@ def _update(theta, grad, m1, m2, rates, decay, corrections, s, update, keep):
 
 
 @_jit
-def train_chunk(theta, moments, update, table, slots, labels, rows, query_ids, rates, corrections, decay, window,
-                 s, record):
+def train_chunk(
+    theta, moments, update, table, slots, labels, rows, query_ids, rates, corrections, decay, window, s, record
+):
     """``rows.shape[0]`` steps of every model: model j reads examples ``rows[t, j]`` [B] of the table at its step
     t, at rates ``rates[t, j]`` (QK, OV) and AdamW bias corrections ``corrections[t]``; its summed batch losses
     are added to ``window[j]``; with ``record``, ``update[j]`` receives its last step's update."""

@@ -1,4 +1,5 @@
 """Learning-rate groups by circuit (QK, OV, other) with constant multipliers or linear ramps (Sections 4 and 7)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -1,6 +1,7 @@
 """What a stack of eq. (1) models trains with (Section 4): each model's run (``RunSpec``: its rates, cap, OV decay and
 stop) and seed (``Member``), and what the stack shares (``StackConfig``: the circuits, the optimiser, the batch, the
 stop rule)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -76,10 +77,13 @@ class StackConfig:
             raise ValueError(f"gate must be >= 1 (got {self.gate!r})")
 
     @staticmethod
-    def of(parameterisation: str, **kwargs) -> "StackConfig":
+    def of(parameterisation: str, **kwargs) -> StackConfig:
         """The stack for a parameterisation name (FAFO, FACO, CAFO, CACO)."""
-        return StackConfig(qk="factorised" if parameterisation[:2] == "FA" else "collapsed",
-                           ov_factorised=parameterisation[2:] == "FO", **kwargs)
+        return StackConfig(
+            qk="factorised" if parameterisation[:2] == "FA" else "collapsed",
+            ov_factorised=parameterisation[2:] == "FO",
+            **kwargs,
+        )
 
 
 def model_label(m: Member) -> str:

@@ -1,6 +1,7 @@
 """The synthetic engine's optimiser (Section 4): SGD or AdamW with decoupled decay over a stack, each model with its
 own QK and OV rates (``optim.RateSchedule``) and OV decay; the relative updates of Section 8; and the subnormal
 flush that keeps the CPU's matmuls fast."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,18 +25,31 @@ class UpdateRatios:
         self.every = every
         self.rows: list[dict] = []
 
-    def __call__(self, step: int, names: Sequence[tuple[str, int]], params: dict[str, torch.Tensor],
-                 updates: dict[str, torch.Tensor]) -> None:
+    def __call__(
+        self,
+        step: int,
+        names: Sequence[tuple[str, int]],
+        params: dict[str, torch.Tensor],
+        updates: dict[str, torch.Tensor],
+    ) -> None:
         """``names[k]`` = (panel, seed) of stacked model k."""
+
         def norm(tensors: dict[str, torch.Tensor], group: str) -> np.ndarray:
             sq = sum(t.flatten(1).pow(2).sum(1) for k, t in tensors.items() if circuit_of(k) == group)
             return sq.sqrt().cpu().numpy()
 
         rel = {g: norm(updates, g) / np.maximum(norm(params, g), 1e-30) for g in ("qk", "ov")}
         for k, (panel, seed) in enumerate(names):
-            self.rows.append({"step": step, "panel": panel, "seed": seed, "qk_rel_update": float(rel["qk"][k]),
-                              "ov_rel_update": float(rel["ov"][k]),
-                              "effective_ratio": float(rel["qk"][k] / max(rel["ov"][k], 1e-300))})
+            self.rows.append(
+                {
+                    "step": step,
+                    "panel": panel,
+                    "seed": seed,
+                    "qk_rel_update": float(rel["qk"][k]),
+                    "ov_rel_update": float(rel["ov"][k]),
+                    "effective_ratio": float(rel["qk"][k] / max(rel["ov"][k], 1e-300)),
+                }
+            )
 
 
 @contextlib.contextmanager
@@ -81,11 +95,21 @@ class Optimiser:
 
     def __init__(self, sc: StackConfig, params: dict[str, torch.Tensor]) -> None:
         self.sc = sc
-        self.state = {k: (torch.zeros_like(p), torch.zeros_like(p)) for k, p in params.items()} \
-            if sc.optimizer == "adamw" else {}
+        self.state = (
+            {k: (torch.zeros_like(p), torch.zeros_like(p)) for k, p in params.items()}
+            if sc.optimizer == "adamw"
+            else {}
+        )
 
-    def step(self, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], rates: dict[str, torch.Tensor],
-             decay: torch.Tensor | None, count: int, keep_updates: bool = False) -> dict[str, torch.Tensor]:
+    def step(
+        self,
+        params: dict[str, torch.Tensor],
+        grads: dict[str, torch.Tensor],
+        rates: dict[str, torch.Tensor],
+        decay: torch.Tensor | None,
+        count: int,
+        keep_updates: bool = False,
+    ) -> dict[str, torch.Tensor]:
         """Update in place (``decay`` None: no OV decay in this stack); returns the updates if asked."""
         updates = {}
         for name, p in params.items():
@@ -96,7 +120,7 @@ class Optimiser:
                 b1, b2 = self.sc.betas
                 m.mul_(b1).add_(g, alpha=1 - b1)
                 v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                g = (m / (1 - b1 ** count)) / ((v / (1 - b2 ** count)).sqrt_().add_(self.sc.eps))
+                g = (m / (1 - b1**count)) / ((v / (1 - b2**count)).sqrt_().add_(self.sc.eps))
             if decay is not None and circuit_of(name) == "ov":
                 g = g.addcmul_(p, decay.view(shape)) if g is grads[name] else g + decay.view(shape) * p
             lr = rates[circuit_of(name)].view(shape)

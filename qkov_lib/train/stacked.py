@@ -1,6 +1,7 @@
 """Eq. (1) for a stack of models on token counts, with its hand-derived backward pass (checked against autograd in
 the tests): the attention mass per token a[v] = softmax_v(s_v + log c[v]) (the "bag", X^T softmax(.)), the OV circuit
 applied as W_O (W_V a), the cross-entropy of eq. (2), and the read-outs of a trained stack."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,13 @@ def qk_scores(params: dict[str, torch.Tensor], query_ids: torch.Tensor) -> torch
     return torch.bmm(params["W_Q"][:, query_ids, :], params["W_K"].transpose(1, 2))
 
 
-def attention_bag(params: dict[str, torch.Tensor], log_counts: torch.Tensor, slots: torch.Tensor,
-                  query_ids: torch.Tensor, score_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_bag(
+    params: dict[str, torch.Tensor],
+    log_counts: torch.Tensor,
+    slots: torch.Tensor,
+    query_ids: torch.Tensor,
+    score_scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The attention mass per token a [K, B, V] (= X^T softmax(X W_QK x_T)) and the one-hot slots [K, B, Q]."""
     onehot = torch.nn.functional.one_hot(slots, len(query_ids)).to(log_counts.dtype)
     scores = torch.bmm(onehot, qk_scores(params, query_ids))
@@ -39,8 +45,9 @@ def forms_product(params: dict[str, torch.Tensor], bag: torch.Tensor) -> bool:
     return "W_V" in params and bag.shape[1] > params["W_V"].shape[1]
 
 
-def ov_logits(params: dict[str, torch.Tensor], bag: torch.Tensor, product: bool = False
-              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def ov_logits(
+    params: dict[str, torch.Tensor], bag: torch.Tensor, product: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Logits [K, B, M] = W_O (W_V a) (+ bias), and the hidden W_V a (None for a collapsed W_OV, or when the
     factorised circuit is applied as its ``product`` W_O W_V)."""
     if "W_OV" in params or product:
@@ -61,9 +68,14 @@ def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Te
     return -torch.gather(logp, 2, labels[..., None]).squeeze(-1), logp.exp_()
 
 
-def loss_and_grads(params: dict[str, torch.Tensor], sc: StackConfig, bag_or_counts: torch.Tensor,
-                   slots: torch.Tensor | None, labels: torch.Tensor, query_ids: torch.Tensor | None
-                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def loss_and_grads(
+    params: dict[str, torch.Tensor],
+    sc: StackConfig,
+    bag_or_counts: torch.Tensor,
+    slots: torch.Tensor | None,
+    labels: torch.Tensor,
+    query_ids: torch.Tensor | None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Mean cross-entropy per model [K] (eq. 2) on a batch and its gradient for every parameter.
 
     ``bag_or_counts`` is the log counts [K, B, V] (with ``slots`` and ``query_ids``) or, for ``qk="fixed"``, the
@@ -110,12 +122,12 @@ def loss_and_grads(params: dict[str, torch.Tensor], sc: StackConfig, bag_or_coun
 
 
 @torch.no_grad()
-def evaluate_counts(params: dict[str, torch.Tensor], sc: StackConfig, data: CountSet, rows: torch.Tensor,
-                    chunk: int = 2048) -> dict[str, np.ndarray]:
+def evaluate_counts(
+    params: dict[str, torch.Tensor], sc: StackConfig, data: CountSet, rows: torch.Tensor, chunk: int = 2048
+) -> dict[str, np.ndarray]:
     """Per model and example: NLL, probability of the true label, correctness, attention on the query position and
     attention mass on distinct tokens. Model k reads data row ``rows[k]``."""
-    out: dict[str, list[torch.Tensor]] = {k: [] for k in ("nll", "prob_true", "correct", "attn_query",
-                                                          "attn_distinct")}
+    out: dict[str, list[torch.Tensor]] = {k: [] for k in ("nll", "prob_true", "correct", "attn_query", "attn_distinct")}
     for start in range(0, data.size, chunk):
         idx = torch.arange(start, min(start + chunk, data.size), device=rows.device).expand(len(rows), -1)
         log_counts, slots, labels = data.take(rows, idx)

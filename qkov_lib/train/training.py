@@ -4,6 +4,7 @@ the token embedding, other; some groups frozen), a rate schedule from ``torch.op
 linear warm-up, or OneCycle), each seed's gradient clipped to its own global norm (``torch.nn.utils``), and gradient
 accumulation. Also what every training loop shares: the optimisers' names, the batch order of a fixed training set,
 and the error for a loss that is no longer finite. The synthetic task's models train with ``engine``."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -48,8 +49,10 @@ def check_finite(losses: torch.Tensor, step: int, model: Callable[[int], str], e
     if bad.any():
         k = int(bad.nonzero()[0])
         checked = f" (checked every {every} steps)" if every > 1 else ""
-        raise FloatingPointError(f"the training loss became {losses[k].item()} by step {step}{checked} for "
-                                 f"{model(k)}; lower the learning rate or the QK multiplier")
+        raise FloatingPointError(
+            f"the training loss became {losses[k].item()} by step {step}{checked} for "
+            f"{model(k)}; lower the learning rate or the QK multiplier"
+        )
 
 
 class FixedSetBatches:
@@ -57,8 +60,14 @@ class FixedSetBatches:
     reshuffles every epoch with a generator seeded by ``seeds[k]``, so a model draws the same batches whether it
     trains alone or beside others."""
 
-    def __init__(self, inputs: torch.Tensor, labels: torch.Tensor, seeds: list[int], batch_size: int,
-                 rows: list[int] | None = None) -> None:
+    def __init__(
+        self,
+        inputs: torch.Tensor,
+        labels: torch.Tensor,
+        seeds: list[int],
+        batch_size: int,
+        rows: list[int] | None = None,
+    ) -> None:
         if batch_size > labels.shape[1]:
             raise ValueError(f"batch_size = {batch_size} exceeds the {labels.shape[1]} training examples")
         self.inputs, self.labels, self.batch_size = inputs, labels, batch_size
@@ -72,7 +81,7 @@ class FixedSetBatches:
             n = self.labels.shape[1]
             self.perms = torch.stack([torch.randperm(n, generator=g) for g in self.gens]).to(self.inputs.device)
         k = step % self.per_epoch
-        return self.perms[:, k * self.batch_size:(k + 1) * self.batch_size]
+        return self.perms[:, k * self.batch_size : (k + 1) * self.batch_size]
 
     def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         idx = self.indices(step)
@@ -114,8 +123,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         check_optimiser_and_stop(self, ("batch_size", "max_steps", "eval_every", "accumulate"))
         if self.max_steps < self.accumulate:
-            raise ValueError(f"max_steps ({self.max_steps}) must be at least one optimiser step of accumulate = "
-                             f"{self.accumulate} mini-batches")
+            raise ValueError(
+                f"max_steps ({self.max_steps}) must be at least one optimiser step of accumulate = "
+                f"{self.accumulate} mini-batches"
+            )
         if not self.weight_decay >= 0:
             raise ValueError(f"weight_decay must be >= 0 (got {self.weight_decay!r})")
         if not 0 <= self.momentum < 1:
@@ -135,8 +146,9 @@ class TrainConfig:
         if self.frozen not in FROZEN:
             raise ValueError(f"frozen must be one of {', '.join(FROZEN)} (got {self.frozen!r})")
         if not (self.embed_mult > 0 and (self.embed_decay is None or self.embed_decay >= 0)):
-            raise ValueError(f"embed_mult must be > 0 and embed_decay >= 0 or None (got {self.embed_mult!r}, "
-                             f"{self.embed_decay!r})")
+            raise ValueError(
+                f"embed_mult must be > 0 and embed_decay >= 0 or None (got {self.embed_mult!r}, {self.embed_decay!r})"
+            )
 
     def group_of(self, name: str) -> str:
         """The group of parameter ``name`` (its last dotted part decides): 'frozen', 'qk', 'embed', 'ov' or
@@ -168,9 +180,16 @@ def optimiser(params: dict[str, torch.Tensor], tc: TrainConfig) -> torch.optim.O
         if group != "frozen":
             names[group].append(name)
     decay = {"embed": tc.weight_decay if tc.embed_decay is None else tc.embed_decay}
-    groups = [{"params": [params[n] for n in members], "lr": tc.rate(g, 0),
-               "weight_decay": decay.get(g, tc.weight_decay), "circuit": g}
-              for g, members in names.items() if members]
+    groups = [
+        {
+            "params": [params[n] for n in members],
+            "lr": tc.rate(g, 0),
+            "weight_decay": decay.get(g, tc.weight_decay),
+            "circuit": g,
+        }
+        for g, members in names.items()
+        if members
+    ]
     if tc.optimizer == "sgd":
         return torch.optim.SGD(groups, momentum=tc.momentum)
     fused = all(p.device.type in ("cpu", "cuda") for p in params.values())
@@ -185,8 +204,7 @@ def rate_scheduler(opt: torch.optim.Optimizer, tc: TrainConfig) -> torch.optim.l
     sched = torch.optim.lr_scheduler
     total = tc.optimiser_steps
     if tc.lr_schedule == "onecycle":
-        return sched.OneCycleLR(opt, max_lr=[g["lr"] for g in opt.param_groups], total_steps=total,
-                                pct_start=tc.warmup)
+        return sched.OneCycleLR(opt, max_lr=[g["lr"] for g in opt.param_groups], total_steps=total, pct_start=tc.warmup)
     if tc.lr_schedule == "cosine":
         warm = int(tc.warmup * total)
         cosine = sched.CosineAnnealingLR(opt, T_max=max(total - warm, 1))
@@ -224,10 +242,16 @@ class History:
 LossFn = Callable[[dict[str, torch.Tensor], torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def train(params: dict[str, torch.Tensor], loss_fn: LossFn, tc: TrainConfig,
-          batches: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
-          monitor: Callable[[dict[str, torch.Tensor]], np.ndarray], seeds: list[int], progress: bool = True,
-          desc: str = "training") -> History:
+def train(
+    params: dict[str, torch.Tensor],
+    loss_fn: LossFn,
+    tc: TrainConfig,
+    batches: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+    monitor: Callable[[dict[str, torch.Tensor]], np.ndarray],
+    seeds: list[int],
+    progress: bool = True,
+    desc: str = "training",
+) -> History:
     """Train stacked models in place on ``batches(step)`` for ``max_steps`` mini-batch steps; ``loss_fn`` gives one
     loss per model (their sum is minimised: the seeds do not interact). Every ``accumulate`` steps make one optimiser
     step (``TrainConfig``). Every ``eval_every`` steps, and at the end, ``monitor(params)`` returns each model's NLL.

@@ -5,6 +5,7 @@ loaded exactly where there are figures, and no page is wider than a 1280-pixel w
 
 Needs ``chromium`` and ``chromium-driver`` (Debian packages; ``.ci/run`` installs them). Without them the test is
 skipped, unless QKOV_REQUIRE_BROWSER=1 (as in CI), where their absence fails it."""
+
 from __future__ import annotations
 
 import functools
@@ -23,18 +24,18 @@ from qkov_lib.core.paths import REPO_ROOT
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 # console messages that are not the book's, each with the reason it is accepted
 ALLOWED: dict[str, str] = {
-    "Identifier 'THEBE_JS_URL' has already been declared":
-        "Jupyter Book 1 writes sphinx-thebe's settings script twice into every page; the second `const` fails. "
-        "Thebe (live code in the page) is not used by this book.",
+    "Identifier 'THEBE_JS_URL' has already been declared": "Jupyter Book 1 writes sphinx-thebe's settings script twice into every page; the second `const` fails. "
+    "Thebe (live code in the page) is not used by this book.",
     "favicon.ico": "the browser asks for a site icon the book does not have (404)",
     "Got invalid theme mode": "pydata-sphinx-theme, on a browser's first visit (no light/dark choice stored yet); "
-                              "it then uses its default",
+    "it then uses its default",
 }
 
 
 def machine_paths(book: Path) -> list[str]:
     """What a page must never show: this checkout, the built book's folder, the temp folder, the home folder."""
     return [str(REPO_ROOT), str(book), tempfile.gettempdir(), str(Path.home()), "PosixPath("]
+
 
 COUNT = """
 const maths = [...document.querySelectorAll('span.math, div.math')];
@@ -62,10 +63,17 @@ def browser():
         pytest.skip("chromium and chromedriver are not installed")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,900", "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1"):  # nothing outside is reachable
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    ):  # nothing outside is reachable
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(DRIVER), options=options)
@@ -91,8 +99,13 @@ def _settle(driver, timeout: float = 30.0) -> dict:
     end = time.monotonic() + timeout
     while True:
         c = driver.execute_script(COUNT)
-        done = (c["ready"] and c["drawn"] == c["figures"] and c["queueDone"] and c["pending"] == 0
-                and c["typeset"] == c["math"])
+        done = (
+            c["ready"]
+            and c["drawn"] == c["figures"]
+            and c["queueDone"]
+            and c["pending"] == 0
+            and c["typeset"] == c["math"]
+        )
         if done or time.monotonic() > end:
             return c
         time.sleep(0.25)
@@ -100,8 +113,11 @@ def _settle(driver, timeout: float = 30.0) -> dict:
 
 def test_every_page_renders_offline(browser, served):
     base, root = served
-    pages = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html")
-                   if "_static" not in p.parts and p.name not in ("genindex.html", "search.html"))
+    pages = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.html")
+        if "_static" not in p.parts and p.name not in ("genindex.html", "search.html")
+    )
     assert "book/chapters/fig2_dtap.html" in pages
     rows, problems = [], []
     for page in pages:
@@ -109,8 +125,10 @@ def test_every_page_renders_offline(browser, served):
         c = _settle(browser)
         logs = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
         errors = [m for m in logs if not any(pattern in m for pattern in ALLOWED)]
-        rows.append(f"{page:45} figures {c['drawn']}/{c['figures']}  math {c['typeset']}/{c['math']}  "
-                    f"console errors {len(errors)}  plotly.js {'yes' if c['plotly'] else 'no'}")
+        rows.append(
+            f"{page:45} figures {c['drawn']}/{c['figures']}  math {c['typeset']}/{c['math']}  "
+            f"console errors {len(errors)}  plotly.js {'yes' if c['plotly'] else 'no'}"
+        )
         if c["plotly"] != (c["figures"] > 0):
             problems.append(f"{page}: plotly.js {'loaded without' if c['plotly'] else 'missing for'} figures")
         if c["overflow"] > 0:
@@ -121,7 +139,9 @@ def test_every_page_renders_offline(browser, served):
             problems.append(f"{page}: {c['math'] - c['typeset']} formula(s) not typeset, {c['errors']} MathJax errors")
         if errors:
             problems.append(f"{page}: console errors {errors[:3]}")
-        leaked = [m for m in machine_paths(root) if m in c["text"]] + (["Traceback"] if "Traceback" in c["text"] else [])
+        leaked = [m for m in machine_paths(root) if m in c["text"]] + (
+            ["Traceback"] if "Traceback" in c["text"] else []
+        )
         if leaked or c["stderr"]:
             problems.append(f"{page}: the text shows {leaked}, {c['stderr']} stderr output(s)")
     print("\n".join(rows))
@@ -214,8 +234,11 @@ def test_every_page_reads_at_desktop_and_phone_widths(browser, served):
     the theory pages; no NaN, no empty table, no snake_case header on a chapter page; verdicts are words, and each
     verdict cell lies inside the window. Prints each page's counts."""
     base, root = served
-    pages = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.html")
-                   if "_static" not in p.parts and p.name not in ("genindex.html", "search.html", "index.html"))
+    pages = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*.html")
+        if "_static" not in p.parts and p.name not in ("genindex.html", "search.html", "index.html")
+    )
     rows, problems = [], []
     try:
         for width in (1280, 390):
@@ -224,10 +247,12 @@ def test_every_page_reads_at_desktop_and_phone_widths(browser, served):
                 browser.get(f"{base}/{page}")
                 _settle(browser)
                 c = browser.execute_script(READER, Path(page).stem in THEORY)
-                rows.append(f"{page:45} {width:4} px  figures {c['captioned']}/{c['figures']} captioned  "
-                            f"overlaps {len(c['overlaps'])}  small {len(c['small'])}  wide {len(c['wide'])}  "
-                            f"formulas {c['formulas']} ({c['scrolling']} scroll, {len(c['clipped'])} clipped)  "
-                            f"tables {c['tables']} (NaN {c['nan']}, empty {c['empty']})  verdicts {c['verdicts']}")
+                rows.append(
+                    f"{page:45} {width:4} px  figures {c['captioned']}/{c['figures']} captioned  "
+                    f"overlaps {len(c['overlaps'])}  small {len(c['small'])}  wide {len(c['wide'])}  "
+                    f"formulas {c['formulas']} ({c['scrolling']} scroll, {len(c['clipped'])} clipped)  "
+                    f"tables {c['tables']} (NaN {c['nan']}, empty {c['empty']})  verdicts {c['verdicts']}"
+                )
                 problems += _reader_problems(page, width, c)
     finally:
         browser.set_window_size(1280, 900)

@@ -1,4 +1,5 @@
 """Every chapter under the smoke profile: papermill run, nbval re-run, and a strict Jupyter Book build."""
+
 import os
 import re
 import subprocess
@@ -22,8 +23,9 @@ from qkov_lib.runner.catalog import CHAPTERS
 @pytest.mark.parametrize("chapter", list(CHAPTERS))
 def test_chapter_prints_environment_and_has_checked_outputs(smoke_book, chapter):
     nb = nbformat.read(smoke_book / "book" / "chapters" / f"{chapter}.ipynb", as_version=4)
-    shown_html = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells if c.cell_type == "code"
-                         for o in c.outputs)
+    shown_html = "".join(
+        o.get("data", {}).get("text/html", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+    )
     assert 'class="qkov-settings"' in shown_html and "Profile <code>smoke</code> on " in shown_html  # the box
     assert f"--only {chapter}" in shown_html  # ... with the command that reruns the chapter
     assert nb.cells[0].source.splitlines()[2].startswith("*This page was run with profile `smoke` · ")  # banner
@@ -37,31 +39,56 @@ def test_chapter_prints_environment_and_has_checked_outputs(smoke_book, chapter)
 
 @pytest.mark.parametrize("chapter", list(CHAPTERS))
 def test_nbval_second_run_gives_same_outputs(smoke_book, chapter, tmp_path):
-    env = {**os.environ, "QKOV_RESULTS_DIR": str(tmp_path / "results"),
-           "QKOV_RESULTS_ROOT": str(smoke_book / "data" / "results")}  # where the scorecard reads the others
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
-                           "--rootdir", str(tmp_path), str(smoke_book / "book" / "chapters" / f"{chapter}.ipynb")],
-                          capture_output=True, text=True, env=env, cwd=tmp_path)
-    assert proc.returncode == 0, (proc.stdout[-3000:] + proc.stderr[-2000:]
-                                  + _rerun_diagnosis(smoke_book / "data" / "results" / "smoke", tmp_path / "results",
-                                                     chapter))
+    env = {
+        **os.environ,
+        "QKOV_RESULTS_DIR": str(tmp_path / "results"),
+        "QKOV_RESULTS_ROOT": str(smoke_book / "data" / "results"),
+    }  # where the scorecard reads the others
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--nbval-lax",
+            "--rootdir",
+            str(tmp_path),
+            str(smoke_book / "book" / "chapters" / f"{chapter}.ipynb"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, (
+        proc.stdout[-3000:]
+        + proc.stderr[-2000:]
+        + _rerun_diagnosis(smoke_book / "data" / "results" / "smoke", tmp_path / "results", chapter)
+    )
     assert " passed" in proc.stdout
 
 
 def _rerun_diagnosis(first: Path, rerun: Path, chapter: str) -> str:
     """What differed between the smoke book's run and the re-run, beyond the cells nbval shows: the environment
     entries that a number can depend on (``device.describe``), and each table's largest numeric difference."""
+
     def tables(folder: Path) -> tuple[dict, dict]:
         meta = results.read_meta(folder, chapter)
         return {t: pd.read_csv(results.table_path(folder, chapter, t)) for t in meta["tables"]}, meta
+
     try:
         (a, meta_a), (b, meta_b) = tables(first), tables(rerun)
     except Exception as err:  # noqa: BLE001 - the diagnosis must never hide the failure it explains
         return f"\n(no diagnosis: {type(err).__name__}: {err})"
     keys = ["cpu", "cpu_id", "cpu_capability", "torch", "numpy", "python", "qkov_lib", "git_commit"]
     env = [f"{k}: {meta_a.get(k)!r} -> {meta_b.get(k)!r}" for k in keys if meta_a.get(k) != meta_b.get(k)]
-    lines = [f"environment differs: {'; '.join(env)}" if env else
-             f"same environment ({meta_a.get('cpu_id')}, {meta_a.get('cpu_capability')})"]
+    lines = [
+        f"environment differs: {'; '.join(env)}"
+        if env
+        else f"same environment ({meta_a.get('cpu_id')}, {meta_a.get('cpu_capability')})"
+    ]
     for name in sorted(set(a) & set(b)):
         x, y = a[name].select_dtypes("number"), b[name].select_dtypes("number")
         if x.shape != y.shape or list(x.columns) != list(y.columns):
@@ -98,9 +125,15 @@ def test_chapter_pages_link_the_repository_and_launch_their_own_source(built_boo
         links = re.findall(r'href="([^"]+)">(open on Binder|open in Colab|source)</a>', html)
         assert [text for _, text in links] == ["open on Binder", "open in Colab", "source"], page.name
         binder, colab, source = (unescape(url) for url, _ in links)
-        assert colab == f"https://colab.research.google.com/github/example-owner/qkov-companion/blob/colab/{page.stem}.ipynb"
+        assert (
+            colab
+            == f"https://colab.research.google.com/github/example-owner/qkov-companion/blob/colab/{page.stem}.ipynb"
+        )
         assert 'profile = "smoke"' in html  # the hint for a first run
-        assert binder == f"https://mybinder.org/v2/gh/example-owner/qkov-companion/main?urlpath=lab/tree/notebooks/{page.stem}.md"
+        assert (
+            binder
+            == f"https://mybinder.org/v2/gh/example-owner/qkov-companion/main?urlpath=lab/tree/notebooks/{page.stem}.md"
+        )
         assert source == f"{TEST_REPOSITORY}/blob/main/notebooks/{page.stem}.md"
         assert (REPO_ROOT / source.split("/blob/main/", 1)[1]).is_file()
         assert f'href="{TEST_REPOSITORY}"' in html  # the theme's repository button
@@ -109,7 +142,8 @@ def test_chapter_pages_link_the_repository_and_launch_their_own_source(built_boo
 
 def test_launch_links_outside_github_and_a_bad_repository_url(tmp_path):
     assert launch_links("https://gitlab.example.org/a/b", "dev", "fig2_dtap") == {
-        "source": "https://gitlab.example.org/a/b/blob/dev/notebooks/fig2_dtap.md"}
+        "source": "https://gitlab.example.org/a/b/blob/dev/notebooks/fig2_dtap.md"
+    }
     (tmp_path / "_config.yml").write_text("title: t\n")
     with pytest.raises(ParameterError, match="not an http"):
         _book_config(tmp_path, "github.com/owner/repo", "main")

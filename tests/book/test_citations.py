@@ -1,5 +1,6 @@
 """The project's papers: every work the book cites is in the bibliography with a link (DOI, arXiv or URL), every
 bibliography entry is cited or listed on purpose, and CITATION.cff is valid Citation File Format."""
+
 import re
 import subprocess
 import sys

@@ -1,6 +1,7 @@
 """A fresh clone's `make book` against a site that `published.write` built from the smoke book, served on
 127.0.0.1: it takes every chapter from the site, reruns none and renders every page; a one-line edit of one chapter's
 module then reruns that chapter alone (and the pages that gather every chapter's results)."""
+
 from __future__ import annotations
 
 import functools
@@ -24,8 +25,13 @@ from qkov_lib.runner import published
 def fresh_clone(target: Path) -> Path:
     """The checkout's files as a clone has them (tracked, and untracked ones git does not ignore): no results, no
     executed chapters, no build, no environment."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO_ROOT,
-                            capture_output=True, text=True, check=True).stdout.split("\0")
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
     for name in filter(None, listed):
         if (REPO_ROOT / name).is_file():
             (target / name).parent.mkdir(parents=True, exist_ok=True)
@@ -52,8 +58,14 @@ def make_book(clone: Path, url: str, data: Path, *targets: str) -> subprocess.Co
     it)."""
     venv = Path(sys.prefix)
     env = {**os.environ, published.RESULTS_URL_ENV: url, DATA_ENV: str(data), "PYTHONPATH": ""}
-    return subprocess.run(["make", "-o", str(venv / ".installed"), *targets, "PROFILE=smoke", f"VENV={venv}"],
-                          cwd=clone, env=env, capture_output=True, text=True, timeout=1200)
+    return subprocess.run(
+        ["make", "-o", str(venv / ".installed"), *targets, "PROFILE=smoke", f"VENV={venv}"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
 
 
 def test_a_fresh_clone_builds_the_published_book_and_reruns_only_an_edit(site, fake_data_dir, tmp_path):
@@ -68,9 +80,14 @@ def test_a_fresh_clone_builds_the_published_book_and_reruns_only_an_edit(site, f
     assert pages == set(chapter_names())
     module = clone / "qkov_lib" / "chapters" / "lemma3.py"  # no other chapter imports it
     module.write_text(module.read_text() + "\nEDITED = True\n")
-    second = subprocess.run([sys.executable, "-m", "qkov_lib", "reproduce", "--profile", "smoke"], cwd=clone,
-                            env={**os.environ, published.RESULTS_URL_ENV: site, DATA_ENV: str(fake_data_dir),
-                                 "PYTHONPATH": ""}, capture_output=True, text=True, timeout=1200)
+    second = subprocess.run(
+        [sys.executable, "-m", "qkov_lib", "reproduce", "--profile", "smoke"],
+        cwd=clone,
+        env={**os.environ, published.RESULTS_URL_ENV: site, DATA_ENV: str(fake_data_dir), "PYTHONPATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     out = second.stdout + second.stderr
     assert second.returncode == 0, out[-3000:]
     ran = re.findall(r"running (\w+) \(smoke\): (.*)", out)

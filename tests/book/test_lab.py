@@ -10,6 +10,7 @@ in a temporary folder: the test never touches this checkout.
 Needs chromium, chromedriver and the packages of requirements-lab.txt; without them it is skipped, unless
 QKOV_REQUIRE_BROWSER=1 (as in CI), where their absence fails it. QKOV_LAB_SCREENSHOTS=<folder> keeps a screenshot
 before and after Run All there (lab_before.png, lab_after.png)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -33,9 +34,18 @@ pytestmark = pytest.mark.slow
 CHAPTER = "fig4_mu_trajectories"
 BIN = Path(sys.executable).parent
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1400,1000",
-         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1")  # nothing outside is reachable
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1400,1000",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+)  # nothing outside is reachable
 RUN_ALL_TIMEOUT = 300  # seconds; the smoke chapter runs in well under a minute
 CONTENTS_MANAGER = "qkov_lib.runner.lab.ChapterContentsManager"  # as `make lab` and Binder's postBuild name it
 CLEAN_FOR = 3  # seconds the tab must stay unmarked once the kernel is idle
@@ -43,10 +53,14 @@ CLEAN_FOR = 3  # seconds the tab must stay unmarked once the kernel is idle
 
 def missing() -> list[str]:
     """What the test needs and this machine lacks."""
-    need = {"chromium": CHROMIUM, "chromedriver": DRIVER,
-            "jupyterlab (requirements-lab.txt)": find_spec("jupyterlab"),
-            "jupyterlab-myst (requirements-lab.txt)": find_spec("jupyterlab_myst"),
-            "jupytext-config": (BIN / "jupytext-config").exists(), "git": shutil.which("git")}
+    need = {
+        "chromium": CHROMIUM,
+        "chromedriver": DRIVER,
+        "jupyterlab (requirements-lab.txt)": find_spec("jupyterlab"),
+        "jupyterlab-myst (requirements-lab.txt)": find_spec("jupyterlab_myst"),
+        "jupytext-config": (BIN / "jupytext-config").exists(),
+        "git": shutil.which("git"),
+    }
     return [name for name, found in need.items() if not found]
 
 
@@ -69,23 +83,49 @@ def lab(tmp_path):
     home = tmp_path / "jupyter"
     settings = home / "app-settings"
     settings.mkdir(parents=True)
-    subprocess.run([str(BIN / "jupytext-config"), "--settings-file", str(settings / "overrides.json"),
-                    "set-default-viewer", "markdown", "myst"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(BIN / "jupytext-config"),
+            "--settings-file",
+            str(settings / "overrides.json"),
+            "set-default-viewer",
+            "markdown",
+            "myst",
+        ],
+        check=True,
+        capture_output=True,
+    )
     subprocess.run([str(BIN / "python"), "-m", "qkov_lib.runner.lab", str(settings / "overrides.json")], check=True)
     port, token = free_port(), secrets.token_hex(16)
-    env = {**os.environ, "PYTHONPATH": str(clone),  # the kernel imports the clone's library, not this checkout's
-           "JUPYTERLAB_SETTINGS_DIR": str(home / "user-settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
-           "JUPYTER_CONFIG_DIR": str(home / "config")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(clone),  # the kernel imports the clone's library, not this checkout's
+        "JUPYTERLAB_SETTINGS_DIR": str(home / "user-settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
+        "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+        "JUPYTER_CONFIG_DIR": str(home / "config"),
+    }
     log = (tmp_path / "lab.log").open("w")
     server = subprocess.Popen(
-        [str(BIN / "jupyter-lab"), "--no-browser", "--ip=127.0.0.1", f"--port={port}", "--port-retries=0",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={clone}",
-         f"--LabApp.app_settings_dir={settings}", "--LabApp.default_url=/lab/tree/notebooks",
-         f"--ServerApp.contents_manager_class={CONTENTS_MANAGER}",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        [
+            str(BIN / "jupyter-lab"),
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--port-retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={clone}",
+            f"--LabApp.app_settings_dir={settings}",
+            "--LabApp.default_url=/lab/tree/notebooks",
+            f"--ServerApp.contents_manager_class={CONTENTS_MANAGER}",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
         + (["--allow-root"] if os.geteuid() == 0 else []),  # a CI container runs as root
-        cwd=clone, env=env, stdout=log, stderr=subprocess.STDOUT)
+        cwd=clone,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         end = time.monotonic() + 120
@@ -111,6 +151,7 @@ def lab(tmp_path):
 def browser(tmp_path):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
+
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in FLAGS + (f"--user-data-dir={tmp_path / 'chromium'}",):
@@ -134,8 +175,13 @@ def wait_for(driver, script: str, timeout: float, what: str):
 
 def click_text(driver, css: str, text: str) -> None:
     """Click the first element matching ``css`` whose text is ``text``."""
-    wait_for(driver, f"""return [...document.querySelectorAll({css!r})].find(e => e.textContent.trim() === {text!r})
-                         || null""", 30, f"{text!r} ({css})").click()
+    wait_for(
+        driver,
+        f"""return [...document.querySelectorAll({css!r})].find(e => e.textContent.trim() === {text!r})
+                         || null""",
+        30,
+        f"{text!r} ({css})",
+    ).click()
 
 
 def shot(driver, name: str) -> None:
@@ -169,12 +215,25 @@ def test_a_chapter_runs_in_jupyterlab_and_leaves_the_repository_clean(lab, brows
     assert "{cite:p}`" in source and "{term}`" in source  # the roles this test looks for
     browser.get(f"{url}/lab/tree/notebooks/{CHAPTER}.md?token={token}")
     # opened as a notebook (jupytext), its kernel started and idle
-    wait_for(browser, "return document.querySelectorAll('.jp-Notebook .jp-Cell').length > 5", 120,
-             "the chapter opened as a notebook")
-    wait_for(browser, """return [...document.querySelectorAll('.jp-Toolbar-kernelName')]
-                         .some(e => e.textContent.includes('Python 3'))""", 60, "the notebook's kernel")
-    wait_for(browser, "return document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"]')",
-             60, "the kernel to be idle")
+    wait_for(
+        browser,
+        "return document.querySelectorAll('.jp-Notebook .jp-Cell').length > 5",
+        120,
+        "the chapter opened as a notebook",
+    )
+    wait_for(
+        browser,
+        """return [...document.querySelectorAll('.jp-Toolbar-kernelName')]
+                         .some(e => e.textContent.includes('Python 3'))""",
+        60,
+        "the notebook's kernel",
+    )
+    wait_for(
+        browser,
+        "return document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"]')",
+        60,
+        "the kernel to be idle",
+    )
     # no autosave: a run longer than its interval never writes an edited parameter into the chapter's source
     plugin = "@jupyterlab/docmanager-extension:plugin"
     with urllib.request.urlopen(f"{url}/lab/api/settings/{plugin}?token={token}", timeout=10) as reply:
@@ -195,19 +254,26 @@ def test_a_chapter_runs_in_jupyterlab_and_leaves_the_repository_clean(lab, brows
     editor.click()
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
-    ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.HOME).key_up(Keys.CONTROL) \
-        .key_down(Keys.SHIFT).send_keys(Keys.END).key_up(Keys.SHIFT).send_keys('profile = "smoke"').perform()
+
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.HOME).key_up(Keys.CONTROL).key_down(
+        Keys.SHIFT
+    ).send_keys(Keys.END).key_up(Keys.SHIFT).send_keys('profile = "smoke"').perform()
     assert wait_for(browser, PARAMETERS, 5, "the parameters cell").text.startswith('profile = "smoke"\n')
 
     # Run All, from the menu
     click_text(browser, ".lm-MenuBar-itemLabel", "Run")
     click_text(browser, ".lm-Menu-itemLabel", "Run All Cells")
-    wait_for(browser, """const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
+    wait_for(
+        browser,
+        """const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')]
                           .map(e => e.textContent.trim());
-                         return p.length && p.every(t => /^\\[\\d+\\]:$/.test(t))""", RUN_ALL_TIMEOUT,
-             "every code cell to run (Run All)")
-    after = wait_for(browser, f"const s = (() => {{{STATE}}})(); return s.drawn > 0 ? s : null", 60,
-                     "a drawn plotly figure")
+                         return p.length && p.every(t => /^\\[\\d+\\]:$/.test(t))""",
+        RUN_ALL_TIMEOUT,
+        "every code cell to run (Run All)",
+    )
+    after = wait_for(
+        browser, f"const s = (() => {{{STATE}}})(); return s.drawn > 0 ? s : null", 60, "a drawn plotly figure"
+    )
     assert after["errors"] == [], after["errors"]
     assert after["plotly"] >= 1 and after["raw"] == 0 and after["cites"] > 0
     shot(browser, "lab_after.png")
@@ -219,8 +285,13 @@ def test_a_chapter_runs_in_jupyterlab_and_leaves_the_repository_clean(lab, brows
     assert after["dirty"], "the edited parameters cell marks the tab unsaved"
     click_text(browser, ".lm-MenuBar-itemLabel", "File")
     click_text(browser, ".lm-Menu-itemLabel", "Close Tab")
-    dialog = wait_for(browser, """return [...document.querySelectorAll('.jp-Dialog button')]
-                      .find(b => /Discard|Don.t Save/i.test(b.textContent)) || null""", 30, "the unsaved-work dialog")
+    dialog = wait_for(
+        browser,
+        """return [...document.querySelectorAll('.jp-Dialog button')]
+                      .find(b => /Discard|Don.t Save/i.test(b.textContent)) || null""",
+        30,
+        "the unsaved-work dialog",
+    )
     dialog.click()
     wait_for(browser, "return document.querySelectorAll('.jp-Notebook').length === 0", 30, "the tab to close")
     print(f"JupyterLab: opened, edited, ran and closed {CHAPTER} in {time.monotonic() - started:.0f} s")
@@ -238,11 +309,14 @@ def test_a_chapter_opens_with_its_kernels_language_info_and_saves_back_byte_for_
     from ipykernel.ipkernel import IPythonKernel
 
     from qkov_lib.runner.lab import ChapterContentsManager, kernel_language_info
+
     source = (REPO_ROOT / "notebooks" / f"{CHAPTER}.md").read_bytes()
     (tmp_path / "chapter.md").write_bytes(source)
-    (tmp_path / "plain.ipynb").write_text('{"cells": [], "metadata": {"kernelspec": {"name": "python3", '
-                                          '"display_name": "Python 3", "language": "python"}}, '
-                                          '"nbformat": 4, "nbformat_minor": 5}')
+    (tmp_path / "plain.ipynb").write_text(
+        '{"cells": [], "metadata": {"kernelspec": {"name": "python3", '
+        '"display_name": "Python 3", "language": "python"}}, '
+        '"nbformat": 4, "nbformat_minor": 5}'
+    )
     manager = ChapterContentsManager(root_dir=str(tmp_path))
 
     async def open_and_save():

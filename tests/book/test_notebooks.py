@@ -1,6 +1,7 @@
 """A chapter run by hand works as it does in the book, and opening it changes nothing: the sources are written as
 JupyterLab and jupytext write them back; their digest ignores notebook metadata; a chapter written as an .ipynb runs
 under plain papermill and shows its figures inline, while inside the runner they are glued for the book only."""
+
 from __future__ import annotations
 
 import copy
@@ -38,8 +39,12 @@ def test_a_chapter_opened_and_run_in_jupyterlab_is_saved_unchanged(source):
     spec = KernelSpecManager().get_kernel_spec("python3")
     nb = jupytext.read(source)
     nb.metadata["kernelspec"] = {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
-    nb.metadata["language_info"] = {"name": "python", "version": "3.11", "file_extension": ".py",
-                                    "codemirror_mode": {"name": "ipython", "version": 3}}
+    nb.metadata["language_info"] = {
+        "name": "python",
+        "version": "3.11",
+        "file_extension": ".py",
+        "codemirror_mode": {"name": "ipython", "version": 3},
+    }
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             cell.execution_count = i + 1
@@ -55,12 +60,18 @@ def test_the_source_digest_ignores_metadata_and_sees_every_cell(tmp_path):
     source.write_text(text, encoding="utf-8")
     before = source_digest(source)
     assert before == source_digest(REPO_ROOT / "notebooks" / f"{FAST}.md")
-    source.write_text(text.replace("display_name: Python 3 (ipykernel)", "display_name: Python 3")
-                      .replace("jupytext_version: 1.19.6", "jupytext_version: 1.20.0"), encoding="utf-8")
+    source.write_text(
+        text.replace("display_name: Python 3 (ipykernel)", "display_name: Python 3").replace(
+            "jupytext_version: 1.19.6", "jupytext_version: 1.20.0"
+        ),
+        encoding="utf-8",
+    )
     assert source.read_text(encoding="utf-8") != text and source_digest(source) == before  # metadata only
-    edits = [('profile = "default"', 'profile = "smoke"'),  # a parameter
-             ("## The trajectories", "## Trajectories"),  # prose
-             (":tags: [remove-cell]", ":tags: [remove-input]")]  # what the page shows
+    edits = [
+        ('profile = "default"', 'profile = "smoke"'),  # a parameter
+        ("## The trajectories", "## Trajectories"),  # prose
+        (":tags: [remove-cell]", ":tags: [remove-input]"),
+    ]  # what the page shows
     for old, new in edits:
         assert old in text
         source.write_text(text.replace(old, new, 1), encoding="utf-8")
@@ -83,8 +94,12 @@ def test_a_glued_figure_is_written_as_myst_nb_writes_it(monkeypatch, shown):
 def _figure_outputs(nb) -> list:
     """The outputs of the cell that glues Figure 4, other than its glued words."""
     cell = next(c for c in nb.cells if "glue_figure(" in c.source)
-    return [o for o in cell.outputs if o.get("metadata", {}).get("scrapbook", {}).get("name") == "fig4-trajectories"
-            or "scrapbook" not in o.get("metadata", {})]
+    return [
+        o
+        for o in cell.outputs
+        if o.get("metadata", {}).get("scrapbook", {}).get("name") == "fig4-trajectories"
+        or "scrapbook" not in o.get("metadata", {})
+    ]
 
 
 @pytest.mark.slow  # a chapter run through papermill
@@ -95,8 +110,9 @@ def test_a_chapter_written_as_ipynb_runs_under_plain_papermill_and_shows_its_fig
     assert written == tmp_path / "chapter.ipynb"
     nbformat.validate(nbformat.read(written, as_version=4))
     executed = tmp_path / "executed.ipynb"
-    papermill.execute_notebook(str(written), str(executed), parameters={"profile": "smoke"}, cwd=str(tmp_path),
-                               progress_bar=False)
+    papermill.execute_notebook(
+        str(written), str(executed), parameters={"profile": "smoke"}, cwd=str(tmp_path), progress_bar=False
+    )
     nb = nbformat.read(executed, as_version=4)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert any(PLOTLY in o.get("data", {}) for o in outputs)  # JupyterLab draws it where the cell is

@@ -2,6 +2,7 @@
 no import cycles, no import inside a function without a stated reason, every chapter run through one signature, and
 a new chapter is its notebook, its module and its lines in the table of contents and the intro (a worked example,
 run through the runner)."""
+
 import ast
 import inspect
 import os
@@ -20,8 +21,18 @@ from qkov_lib.core.paths import PACKAGE_DIR, REPO_ROOT
 from qkov_lib.runner.catalog import CHAPTERS
 
 LAYERS = {  # ARCHITECTURE.md's table, top down: a folder of the package -> its layer (0 = the core)
-    "__main__": 6, "runner": 5, "chapters": 4, "runs": 3, "train": 2,
-    "present": 1, "models": 1, "data": 1, "metrics": 1, "theory": 1, "core": 0, "__init__": 0,
+    "__main__": 6,
+    "runner": 5,
+    "chapters": 4,
+    "runs": 3,
+    "train": 2,
+    "present": 1,
+    "models": 1,
+    "data": 1,
+    "metrics": 1,
+    "theory": 1,
+    "core": 0,
+    "__init__": 0,
 }
 
 
@@ -44,7 +55,7 @@ def _imports(path: Path):
     inside = list(path.relative_to(PACKAGE_DIR).parts[:-1])  # the file's package
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level:
-            base = inside[:len(inside) - node.level + 1]
+            base = inside[: len(inside) - node.level + 1]
             target = ".".join(base + (node.module.split(".") if node.module else []))
             names = [f"{target}.{a.name}".lstrip(".") for a in node.names]
             found = [n for n in names if _is_module(n)]  # "from . import fig2_dtap", "from .data import squad"
@@ -84,9 +95,12 @@ def test_the_unit_tests_mirror_the_package():
     tests = REPO_ROOT / "tests"
     unit = {p.name for p in (tests / "unit").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert unit and unit <= set(LAYERS), f"tests/unit/ folders that are no folder of the package: {unit - set(LAYERS)}"
-    stray = sorted(p.relative_to(tests).as_posix() for p in tests.rglob("test_*.py")
-                   if p.parent.relative_to(tests).parts[:1] not in (("unit",), ("book",), ("project",))
-                   or p.parent == tests / "unit")
+    stray = sorted(
+        p.relative_to(tests).as_posix()
+        for p in tests.rglob("test_*.py")
+        if p.parent.relative_to(tests).parts[:1] not in (("unit",), ("book",), ("project",))
+        or p.parent == tests / "unit"
+    )
     assert stray == [], f"tests outside unit/<folder>/, book/ and project/: {stray}"
 
 
@@ -97,7 +111,7 @@ def test_no_import_cycles():
         state[node] = "open"
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == "open":
-                cycles.append(" -> ".join(trail[trail.index(nxt):] + [nxt]))
+                cycles.append(" -> ".join(trail[trail.index(nxt) :] + [nxt]))
             elif nxt not in state:
                 visit(nxt, trail + [nxt])
         state[node] = "done"
@@ -135,11 +149,14 @@ def test_table_of_contents_modules_and_sources_agree():
     assert set(re.findall(r"\{doc\}`chapters/(\w+)`", intro)) == set(CHAPTERS)
     assert all((REPO_ROOT / f"{f}.md").exists() for f in files if not f.startswith("book/chapters/"))
     order = run_order(list(CHAPTERS))
-    assert order[-len(GATHERERS):] == [n for n in in_toc if n in GATHERERS]  # shown where the toc says, run last
+    assert order[-len(GATHERERS) :] == [n for n in in_toc if n in GATHERERS]  # shown where the toc says, run last
 
 
-SIGNATURE = [("setup", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
-             ("device", inspect.Parameter.KEYWORD_ONLY, None), ("progress", inspect.Parameter.KEYWORD_ONLY, True)]
+SIGNATURE = [
+    ("setup", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
+    ("device", inspect.Parameter.KEYWORD_ONLY, None),
+    ("progress", inspect.Parameter.KEYWORD_ONLY, True),
+]
 
 
 def _signature(run) -> list[tuple]:
@@ -149,8 +166,11 @@ def _signature(run) -> list[tuple]:
 def test_every_chapter_runs_through_one_signature():
     """Every chapter of the table of contents computes through ``run(setup, *, device=None, progress=True)``, so that
     the notebooks and the runner call every chapter alike."""
-    odd = {name: _signature(m.run) if hasattr(m, "run") else "no run" for name, m in CHAPTERS.items()
-           if not hasattr(m, "run") or _signature(m.run) != SIGNATURE}
+    odd = {
+        name: _signature(m.run) if hasattr(m, "run") else "no run"
+        for name, m in CHAPTERS.items()
+        if not hasattr(m, "run") or _signature(m.run) != SIGNATURE
+    }
     assert odd == {}
 
 
@@ -184,7 +204,9 @@ def claims(table: pd.DataFrame) -> pd.DataFrame:
     return claim_table([Claim("positive", "The sum is positive.", f"sum {total}", check(total > 0),
                               "holds if the sum is above 0, fails otherwise")])
 '''
-NEW_NOTEBOOK = HEAD.replace("# A chapter for the tests", "# A tiny chapter") + """
+NEW_NOTEBOOK = (
+    HEAD.replace("# A chapter for the tests", "# A tiny chapter")
+    + """
 ```{code-cell} ipython3
 :tags: [remove-input]
 
@@ -196,6 +218,7 @@ table = tiny.run(ch.setup)
 ch.save({"main": table, "claims": tiny.claims(table)})
 ```
 """
+)
 
 
 @pytest.mark.slow
@@ -212,20 +235,37 @@ def test_a_new_chapter_is_its_notebook_its_module_and_two_lines(tmp_path):
     (root / "qkov_lib" / "chapters" / "tiny.py").write_text(NEW_MODULE)
     (root / "notebooks" / "tiny.md").write_text(NEW_NOTEBOOK)
     toc = (root / "_toc.yml").read_text()
-    (root / "_toc.yml").write_text(toc.replace("      - file: book/chapters/errata\n",
-                                               "      - file: book/chapters/errata\n      - file: book/chapters/tiny\n"))
+    (root / "_toc.yml").write_text(
+        toc.replace(
+            "      - file: book/chapters/errata\n",
+            "      - file: book/chapters/errata\n      - file: book/chapters/tiny\n",
+        )
+    )
     intro = root / "book" / "intro.md"
     intro.write_text(intro.read_text() + "- {doc}`chapters/tiny`: a tiny chapter.\n")
     after = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
     touched = sorted(str(p) for p in after if before.get(p) != after[p])
     assert touched == ["_toc.yml", "book/intro.md", "notebooks/tiny.md", "qkov_lib/chapters/tiny.py"]
     env = {**os.environ, "PYTHONPATH": str(root), "QKOV_PROGRESS": "0"}
-    run = [sys.executable, "-m", "qkov_lib", "reproduce", "--profile", "smoke", "--only", "tiny,scorecard",
-           "--out", str(root / "book" / "chapters"), "--results", str(root / "results")]
+    run = [
+        sys.executable,
+        "-m",
+        "qkov_lib",
+        "reproduce",
+        "--profile",
+        "smoke",
+        "--only",
+        "tiny,scorecard",
+        "--out",
+        str(root / "book" / "chapters"),
+        "--results",
+        str(root / "results"),
+    ]
     proc = subprocess.run(run, capture_output=True, text=True, env=env, cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    listed = subprocess.run([sys.executable, "-m", "qkov_lib", "chapters"], capture_output=True, text=True, env=env,
-                            cwd=root)
+    listed = subprocess.run(
+        [sys.executable, "-m", "qkov_lib", "chapters"], capture_output=True, text=True, env=env, cwd=root
+    )
     assert "tiny                         A tiny chapter" in listed.stdout
     scorecard = (root / "results" / "smoke" / "scorecard.csv").read_text()
     assert "tiny,A tiny chapter,positive,The sum is positive.,paper,sum 4,holds," in scorecard

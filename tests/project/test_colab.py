@@ -4,6 +4,7 @@ commit and fetches the chapter's data; ``profile = "auto"``), where it is put, a
 The slow test runs the first cell as written, pointed at a clone of this checkout, in a fresh virtual environment
 that sees the project's installed packages but not the project (so pip can download nothing: no torch), and then
 the whole chapter under the smoke profile in that environment."""
+
 from __future__ import annotations
 
 import json
@@ -73,16 +74,14 @@ def test_a_real_data_chapter_fetches_its_data_and_its_loader_packages():
 
 def test_the_rest_is_the_chapter_with_profile_auto_which_is_paper_on_a_gpu(tmp_path):
     plain = nbformat.read(notebooks.write_notebook("fig2_dtap", tmp_path), as_version=4)
-    colab = nbformat.read(notebooks.write_colab_notebook("fig2_dtap", tmp_path / "c.ipynb", REPO, COMMIT),
-                          as_version=4)
+    colab = nbformat.read(notebooks.write_colab_notebook("fig2_dtap", tmp_path / "c.ipynb", REPO, COMMIT), as_version=4)
     nbformat.validate(colab)
     assert len(colab.cells) == len(plain.cells) + 1
     assert parameters_cell(plain).startswith('profile = "default"  # smoke | default | paper | official | auto')
     assert parameters_cell(colab) == parameters_cell(plain).replace('profile = "default"', 'profile = "auto"', 1)
     for before, after in zip(plain.cells, colab.cells[1:]):
         if "parameters" not in before.metadata.get("tags", []):
-            assert (before.cell_type, before.source, before.metadata) == (after.cell_type, after.source,
-                                                                           after.metadata)
+            assert (before.cell_type, before.source, before.metadata) == (after.cell_type, after.source, after.metadata)
     assert colab.metadata["accelerator"] == "GPU" and colab.metadata["kernelspec"]["name"] == "python3"
     assert concrete_profile("auto", has_gpu=True) == "paper"
     assert concrete_profile("auto", has_gpu=False) == "default"
@@ -121,8 +120,9 @@ def test_the_pinned_packages_are_the_projects_pins():
 def test_the_launch_links_open_the_colab_branch():
     links = launch_links(REPO, "main", "theorem1")
     assert list(links) == ["open on Binder", "open in Colab", "source"]
-    assert links["open in Colab"] == ("https://colab.research.google.com/github/example-owner/qkov-companion/blob/"
-                                      "colab/theorem1.ipynb")
+    assert links["open in Colab"] == (
+        "https://colab.research.google.com/github/example-owner/qkov-companion/blob/colab/theorem1.ipynb"
+    )
     assert launch_links(REPO + ".git", "dev", "sva")["open in Colab"].endswith("/qkov-companion/blob/colab/sva.ipynb")
     assert "open in Colab" not in launch_links("https://gitlab.example.org/a/b", "main", "sva")
 
@@ -164,20 +164,27 @@ def test_the_workflow_puts_the_published_notebooks_on_the_colab_branch():
     assert download["with"] == {"name": "colab-notebooks", "path": "colab"}
     assert f"git init -q -b {notebooks.COLAB_BRANCH}" in push
     assert re.search(rf"git push -q -f \S+ {notebooks.COLAB_BRANCH}$", push.strip())
-    assert all(job.get("permissions", {}).get("contents") != "write" for name, job in jobs.items()
-               if name not in ("deploy", "release-results")), \
-        "only the short deploy job may push (and, on a tag, the job that attaches the results to its release)"
-    assert not [s for s in jobs["release-results"]["steps"] if "make book" in s.get("run", "")
-                or "reproduce" in s.get("run", "")], "the release job runs no chapter"
+    assert all(
+        job.get("permissions", {}).get("contents") != "write"
+        for name, job in jobs.items()
+        if name not in ("deploy", "release-results")
+    ), "only the short deploy job may push (and, on a tag, the job that attaches the results to its release)"
+    assert not [
+        s
+        for s in jobs["release-results"]["steps"]
+        if "make book" in s.get("run", "") or "reproduce" in s.get("run", "")
+    ], "the release job runs no chapter"
 
 
 # ---- the first cell, run --------------------------------------------------------------------------------------------
 
+
 def shell_command(line: str) -> list[str]:
     """A ``%pip ...`` line of a cell as the command IPython runs for it (``python -m pip ...``)."""
     import shlex
+
     assert line.startswith("%pip ")
-    return [sys.executable, "-m", "pip", *shlex.split(line[len("%pip "):])]
+    return [sys.executable, "-m", "pip", *shlex.split(line[len("%pip ") :])]
 
 
 @pytest.mark.slow
@@ -199,12 +206,19 @@ def test_the_first_cell_installs_and_the_chapter_runs_in_a_fresh_environment(tmp
     base = Path(sys.base_prefix) / "bin" / "python3"
     subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     (site / "zz_project_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     src = tmp_path / "src"
-    nb = notebooks.colab_notebook("fig4_mu_trajectories", REPO, commit, source=f"git+file://localhost{clone}",
-                                  src=str(src))
+    nb = notebooks.colab_notebook(
+        "fig4_mu_trajectories", REPO, commit, source=f"git+file://localhost{clone}", src=str(src)
+    )
     first = nb.cells[0].source
     (pip_line,) = [line for line in first.splitlines() if line.startswith("%pip")]
     env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
@@ -218,10 +232,17 @@ def test_the_first_cell_installs_and_the_chapter_runs_in_a_fresh_environment(tmp
     print(f"the install took {time.monotonic() - started:.1f} s")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     checkout = src / notebooks.CHECKOUT
-    assert subprocess.run([git, "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True
-                          ).stdout.strip() == commit
-    where = subprocess.run([str(python), "-c", "import qkov_lib, torch; print(qkov_lib.__file__)"], cwd=cwd, env=env,
-                           capture_output=True, text=True)
+    assert (
+        subprocess.run([git, "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
+        == commit
+    )
+    where = subprocess.run(
+        [str(python), "-c", "import qkov_lib, torch; print(qkov_lib.__file__)"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert where.returncode == 0, where.stderr[-3000:]
     assert Path(where.stdout.strip()) == checkout / "qkov_lib" / "__init__.py"
     installed = {p.name.split("-")[0].lower() for p in site.iterdir() if p.suffix == ".dist-info"}
@@ -231,9 +252,25 @@ def test_the_first_cell_installs_and_the_chapter_runs_in_a_fresh_environment(tmp
     notebook = tmp_path / "fig4.ipynb"
     nbformat.write(nb, notebook)
     started = time.monotonic()
-    run = subprocess.run([str(python), "-m", "papermill", str(notebook), str(tmp_path / "out.ipynb"), "-p",
-                          "profile", "smoke", "--cwd", str(cwd), "-k", "python3"], env=env, capture_output=True,
-                         text=True)
+    run = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "papermill",
+            str(notebook),
+            str(tmp_path / "out.ipynb"),
+            "-p",
+            "profile",
+            "smoke",
+            "--cwd",
+            str(cwd),
+            "-k",
+            "python3",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     print(f"the chapter took {time.monotonic() - started:.1f} s under papermill")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     out = json.loads((tmp_path / "out.ipynb").read_text())

@@ -1,5 +1,6 @@
 """The publishing workflow: valid against the GitHub Actions schema (check-jsonschema's vendored copy, offline), and
 consistent with this repository (jobs it needs exist, the make targets and profiles it runs exist)."""
+
 import re
 import shlex
 import subprocess
@@ -103,8 +104,7 @@ def decided_false(condition: str, values: dict[str, object]) -> bool:
     return False
 
 
-def jobs_that_run(event: str, ref: str, profile: str = "paper", failing: frozenset[str] = frozenset()
-                  ) -> list[str]:
+def jobs_that_run(event: str, ref: str, profile: str = "paper", failing: frozenset[str] = frozenset()) -> list[str]:
     """The jobs that run on an event, in file order (those in ``failing`` fail, the others succeed): a job runs when
     its `if:` holds, which without a status function also needs every job it needs to have succeeded."""
     jobs = yaml.safe_load(BOOK.read_text())["jobs"]
@@ -113,9 +113,15 @@ def jobs_that_run(event: str, ref: str, profile: str = "paper", failing: frozens
         needs = job.get("needs", [])
         needs = [needs] if isinstance(needs, str) else needs
         expr = EXPRESSION.sub(r"\1", str(job.get("if", "true")))
-        values = {"github.event_name": event, "github.ref": ref, "inputs.profile": profile, "always()": True,
-                  "github.ref_type": "tag" if ref.startswith("refs/tags/") else "branch",
-                  "cancelled()": False, **{f"needs.{n}.result": results[n] for n in needs}}
+        values = {
+            "github.event_name": event,
+            "github.ref": ref,
+            "inputs.profile": profile,
+            "always()": True,
+            "github.ref_type": "tag" if ref.startswith("refs/tags/") else "branch",
+            "cancelled()": False,
+            **{f"needs.{n}.result": results[n] for n in needs},
+        }
         succeeded = all(results[n] == "success" for n in needs)
         values["success()"], values["failure()"] = succeeded, any(results[n] == "failure" for n in needs)
         runs = bool(evaluate(expr.replace("true", "True") if expr == "true" else expr, values))
@@ -144,8 +150,10 @@ def test_the_deploy_takes_the_site_of_the_last_book_that_built():
     (name,) = EXPRESSION.findall(deploy["with"]["artifact_name"])
     for official, expected in (("success", "pages-official"), ("failure", "pages-default")):
         assert evaluate(name, {"needs.official-book.result": official}) == expected
-    uploads = {job: [s["with"]["name"] for s in steps_of(jobs[job]) if "upload-pages-artifact" in s.get("uses", "")]
-               for job in ("default-book", "official-book")}
+    uploads = {
+        job: [s["with"]["name"] for s in steps_of(jobs[job]) if "upload-pages-artifact" in s.get("uses", "")]
+        for job in ("default-book", "official-book")
+    }
     assert uploads == {"default-book": ["pages-default"], "official-book": ["pages-official"]}
 
 
@@ -172,15 +180,27 @@ def steps_of(job: dict) -> list[dict]:
                 return {k: fill(v) for k, v in value.items()}
             if not isinstance(value, str):
                 return value
-            return EXPRESSION.sub(lambda m: str(evaluate(m.group(1), {**values, **GITHUB})) if "inputs." in m.group(1)
-                                  or "github." in m.group(1) else m.group(0), value)
-        out += [{k: fill(v) if k != "if" else v for k, v in s.items()} for s in action(step["uses"])["runs"]["steps"]
-                if not decided_false(str(s.get("if", "")), values)]
+            return EXPRESSION.sub(
+                lambda m: (
+                    str(evaluate(m.group(1), {**values, **GITHUB}))
+                    if "inputs." in m.group(1) or "github." in m.group(1)
+                    else m.group(0)
+                ),
+                value,
+            )
+
+        out += [
+            {k: fill(v) if k != "if" else v for k, v in s.items()}
+            for s in action(step["uses"])["runs"]["steps"]
+            if not decided_false(str(s.get("if", "")), values)
+        ]
     return out
 
 
-GITHUB = {f"github.{k}": f"<github.{k}>" for k in ("ref_name", "run_id", "run_attempt", "token", "server_url",
-                                                    "repository", "event_name", "ref")}
+GITHUB = {
+    f"github.{k}": f"<github.{k}>"
+    for k in ("ref_name", "run_id", "run_attempt", "token", "server_url", "repository", "event_name", "ref")
+}
 
 
 def shell(step: dict) -> str:
@@ -193,8 +213,11 @@ def shell(step: dict) -> str:
 
 def qkov_commands(job: dict, steps: list[dict] | None = None) -> list[list[str]]:
     """Every `python -m qkov_lib ...` a job runs (one per line, its steps expanded), as its arguments."""
-    return [shlex.split(line) for step in (steps_of(job) if steps is None else steps)
-            for line in re.findall(r"-m qkov_lib (.*)", shell(step))]
+    return [
+        shlex.split(line)
+        for step in (steps_of(job) if steps is None else steps)
+        for line in re.findall(r"-m qkov_lib (.*)", shell(step))
+    ]
 
 
 PUBLISHERS = (("default-book", "default"), ("official-book", "official"), ("gpu-book", "paper"))
@@ -204,33 +227,40 @@ SITES = ("default", "paper", "official")  # every profile's book the site keeps
 @pytest.mark.parametrize("name, profile", PUBLISHERS)
 def test_publishing_jobs_restore_build_pack_and_cache_by_branch(name, profile):
     from qkov_lib.__main__ import build_parser
+
     job = yaml.safe_load(BOOK.read_text())["jobs"][name]
     if profile == "paper":  # the GPU job's profile is the Run workflow choice
         job = yaml.safe_load(yaml.safe_dump(job).replace("${{ inputs.profile }}", "paper"))
     steps = steps_of(job)
     publish_at = next(i for i, s in enumerate(steps) if "qkov_lib publish" in s.get("run", ""))
-    (command,) = qkov_commands(job, steps[publish_at:publish_at + 1])
+    (command,) = qkov_commands(job, steps[publish_at : publish_at + 1])
     args = build_parser().parse_args(command)  # the command exists and takes these options
     assert args.command == "publish" and args.profile == profile and args.fetch
-    assert args.budget_minutes > 0 and args.budget_minutes < job["timeout-minutes"] - 30, \
+    assert args.budget_minutes > 0 and args.budget_minutes < job["timeout-minutes"] - 30, (
         "a time budget that leaves the setup and the book build time"
+    )
     assert args.strict == (profile == "paper")
     assert args.repo_url == "<github.server_url>/<github.repository>"
 
     def cache(kind: str, before: bool) -> list[dict]:
         part = steps[:publish_at] if before else steps[publish_at:]
         return [s for s in part if s.get("uses", "").startswith(f"actions/cache/{kind}")]
+
     key = f"results-{profile}-<github.ref_name>-<github.run_id>-<github.run_attempt>"
     (restore,) = [s for s in cache("restore", True) if s["with"]["key"] == key]  # its own cache key
     (save,) = [s for s in cache("save", False) if s["with"]["key"] == key]
     assert restore["with"]["path"] == save["with"]["path"] == str(args.bundle) == f".publish/results-{profile}.tar.gz"
-    assert restore["with"]["restore-keys"] + "<github.run_id>-<github.run_attempt>" == key, \
+    assert restore["with"]["restore-keys"] + "<github.run_id>-<github.run_attempt>" == key, (
         "the newest cache of the branch is restored; each run saves its own"
+    )
     assert save["if"].startswith("always()"), "the results are kept also when a chapter failed"
     fallback = next(s for s in steps[:publish_at] if "gh run download" in s.get("run", ""))
     assert f"results-{profile}" in shell(fallback), "the artifact fallback fetches this profile's results"
-    upload = next(s for s in steps[publish_at:] if s.get("uses", "").startswith("actions/upload-artifact")
-                  and s["with"]["name"] == f"results-{profile}")
+    upload = next(
+        s
+        for s in steps[publish_at:]
+        if s.get("uses", "").startswith("actions/upload-artifact") and s["with"]["name"] == f"results-{profile}"
+    )
     assert upload["with"]["path"] == str(args.bundle) and upload["if"].startswith("always()")
 
     assert str(args.site) == ".publish/site"
@@ -244,12 +274,14 @@ def test_publishing_jobs_restore_build_pack_and_cache_by_branch(name, profile):
             assert r["with"]["restore-keys"] == f"site-{other}-<github.ref_name>-"
     assert any("upload-pages-artifact" in s.get("uses", "") for s in steps[publish_at:])
     assert job["concurrency"]["cancel-in-progress"] is False, "a long build is never cancelled by a push"
-    assert profile in job["concurrency"]["group"] or "inputs.profile" in job["concurrency"]["group"], \
+    assert profile in job["concurrency"]["group"] or "inputs.profile" in job["concurrency"]["group"], (
         "one build per profile at a time"
+    )
 
 
 def test_the_default_book_reads_the_last_official_results_beside_its_own():
     from qkov_lib.__main__ import build_parser
+
     job = yaml.safe_load(BOOK.read_text())["jobs"]["default-book"]
     steps = steps_of(job)
     unpack = next(i for i, s in enumerate(steps) if "results unpack" in s.get("run", ""))
@@ -259,11 +291,15 @@ def test_the_default_book_reads_the_last_official_results_beside_its_own():
     (command,) = qkov_commands(job, [steps[unpack]])
     args = build_parser().parse_args(command)
     assert args.profile == "official" and str(args.file).startswith(".publish/beside/")
-    restore = next(s for s in steps[:unpack] if s.get("uses", "").startswith("actions/cache/restore")
-                   and s["with"]["path"] == str(args.file))
+    restore = next(
+        s
+        for s in steps[:unpack]
+        if s.get("uses", "").startswith("actions/cache/restore") and s["with"]["path"] == str(args.file)
+    )
     assert restore["with"]["restore-keys"] == "results-official-<github.ref_name>-"
-    assert not [s for s in steps if s.get("uses", "").startswith("actions/cache/save")
-                and "official" in s["with"]["key"]], "read, never saved under official's key"
+    assert not [
+        s for s in steps if s.get("uses", "").startswith("actions/cache/save") and "official" in s["with"]["key"]
+    ], "read, never saved under official's key"
     official = steps_of(yaml.safe_load(BOOK.read_text())["jobs"]["official-book"])
     assert not any("results unpack" in s.get("run", "") for s in official)
 
@@ -287,8 +323,12 @@ def test_a_composite_action_uses_every_input_and_its_callers_pass_only_those(pat
     assert used == declared, f"declared but unused: {declared - used}; used but undeclared: {used - declared}"
     required = {k for k, v in spec["inputs"].items() if v.get("required")}
     uses = f"./{path.parent.relative_to(REPO_ROOT)}"
-    callers = [s for job in yaml.safe_load(BOOK.read_text())["jobs"].values() for s in job.get("steps", [])
-               if s.get("uses") == uses]
+    callers = [
+        s
+        for job in yaml.safe_load(BOOK.read_text())["jobs"].values()
+        for s in job.get("steps", [])
+        if s.get("uses") == uses
+    ]
     assert callers, f"no job uses {uses}"
     for step in callers:
         assert required <= set(step.get("with", {})) <= declared, step

@@ -16,6 +16,7 @@ The chapter is a package: ``setup`` (its setup, profiles and the ablation's fact
 training and verdicts), ``ablation`` (its runs, their training and which factor flips which claim), ``pages`` (what
 the page shows); this module runs the sweep over both.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -29,7 +30,7 @@ from ...runs.sweep import SweepRun, cell_folder, run_sweep
 from . import ablation, grid
 from .setup import PROFILES, Setup, shared
 
-__all__ = ["PROFILES", "Setup", "VERDICTS", "run", "run_setting", "sweep_folders", "tasks"]
+__all__ = ["PROFILES", "VERDICTS", "Setup", "run", "run_setting", "sweep_folders", "tasks"]
 
 VERDICTS = "verdicts"  # the table of verdicts per setting, which the scorecard reads
 
@@ -43,14 +44,21 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
     """The atlas: every grid setting and ablation run not yet finished under this code and these shared settings,
     on the setup's scheduler (serial, a local cluster, or a Dask scheduler), then every cell's rows. ``device`` is
     unused: every cell trains on a CPU worker of one thread."""
-    return run_sweep(run_setting, tasks(setup), shared(setup), sweep_folders(setup)[0], scheduler=setup.scheduler,
-                     workers=setup.workers, progress=progress, desc="atlas")
+    return run_sweep(
+        run_setting,
+        tasks(setup),
+        shared(setup),
+        sweep_folders(setup)[0],
+        scheduler=setup.scheduler,
+        workers=setup.workers,
+        progress=progress,
+        desc="atlas",
+    )
 
 
 def tasks(setup: Setup) -> list[dict[str, Any]]:
     """The sweep's tasks: the ablation's runs (the longest, so first) and the grid's settings."""
-    return (ablation.cells(setup.ablation_factors, setup.ablation_speedup, setup.ablation_cap)
-            + grid.settings(setup))
+    return ablation.cells(setup.ablation_factors, setup.ablation_speedup, setup.ablation_cap) + grid.settings(setup)
 
 
 def run_setting(cell: Mapping[str, Any], common: Mapping[str, Any]) -> pd.DataFrame:

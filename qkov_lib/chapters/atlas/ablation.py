@@ -1,6 +1,7 @@
 """The atlas's ablation: Figure 2 from the paper's text (``fig2_dtap.Setup()``) towards the authors' code
 (``fig2_dtap.PROFILES["official"]``), one factor (``setup.FACTORS``) at a time, in both directions; each run one
 cell of the atlas's sweep, its claims checked as the grid's, and which factor flips which claim."""
+
 from __future__ import annotations
 
 import math
@@ -37,10 +38,12 @@ def runs(factors: Sequence[str] = FACTOR_KEYS) -> list[AblationRun]:
     if unknown:
         raise ValueError(f"unknown ablation factors {unknown}; the factors are {', '.join(FACTOR_KEYS)}")
     every = tuple(FACTOR_KEYS)
-    return ([AblationRun("paper", (), "paper", None)]
-            + [AblationRun(f"paper+{f}", (f,), "paper", f) for f in factors]
-            + [AblationRun("authors", every, "authors", None)]
-            + [AblationRun(f"authors-{f}", tuple(g for g in every if g != f), "authors", f) for f in factors])
+    return (
+        [AblationRun("paper", (), "paper", None)]
+        + [AblationRun(f"paper+{f}", (f,), "paper", f) for f in factors]
+        + [AblationRun("authors", every, "authors", None)]
+        + [AblationRun(f"authors-{f}", tuple(g for g in every if g != f), "authors", f) for f in factors]
+    )
 
 
 def cells(factors: Sequence[str], speedup: int, cap: int | None) -> list[dict[str, Any]]:
@@ -59,8 +62,10 @@ def factor_changes(on: Sequence[str]) -> dict[str, Any]:
     official = fig2_dtap.PROFILES["official"]
     named = {k for f in FACTORS for k in f.keys}
     if set(official) - named:
-        raise ValueError(f"fig2_dtap's official profile sets {sorted(set(official) - named)}, which no factor of "
-                         f"the atlas's ablation names; add each to one of atlas.setup.FACTORS")
+        raise ValueError(
+            f"fig2_dtap's official profile sets {sorted(set(official) - named)}, which no factor of "
+            f"the atlas's ablation names; add each to one of atlas.setup.FACTORS"
+        )
     keys = {k for f in FACTORS if f.key in on for k in f.keys}
     return {k: v for k, v in official.items() if k in keys}
 
@@ -71,8 +76,11 @@ def run_setup(cell: Mapping[str, Any], common: Mapping[str, Any]) -> fig2_dtap.S
     speedup, every step count (the step caps, the per-panel budgets, the QK ramps) divided by it and capped at the
     cell's cap. The authors' stop rule keeps its epochs (100-250 steps): how often it is checked, not a budget."""
     paper = values(fig2_dtap.Setup())
-    task = {f.name: common[f.name] for f in fields(SyntheticTask) if f.init and f.name not in STEP_COUNTS
-            and f.name != "eval_every"}
+    task = {
+        f.name: common[f.name]
+        for f in fields(SyntheticTask)
+        if f.init and f.name not in STEP_COUNTS and f.name != "eval_every"
+    }
     chosen = {**paper, **task, **{k: paper[k] for f in FACTORS for k in f.keys}, **factor_changes(cell["on"])}
     k, cap = cell["speedup"], cell["cap"] or math.inf
     chosen["lr"] = PAPER_LR * k
@@ -98,9 +106,12 @@ def budget(speedup: int, cap: int | None, common: Mapping[str, Any]) -> dict[str
     for key, on in (("paper", ()), ("authors", FACTOR_KEYS)):
         s = run_setup({RUN: key, "on": list(on), "speedup": speedup, "cap": cap}, common)
         full = run_setup({RUN: key, "on": list(on), "speedup": 1, "cap": None}, common)
-        ends[key] = {"caps": {p.key: p.max_steps for p in fig2_dtap.runs(s)},
-                     "full caps": {p.key: p.max_steps for p in fig2_dtap.runs(full)},
-                     "ramp": s.ramp_steps, "full ramp": full.ramp_steps}
+        ends[key] = {
+            "caps": {p.key: p.max_steps for p in fig2_dtap.runs(s)},
+            "full caps": {p.key: p.max_steps for p in fig2_dtap.runs(full)},
+            "ramp": s.ramp_steps,
+            "full ramp": full.ramp_steps,
+        }
     return {"lr": PAPER_LR * speedup, "paper lr": PAPER_LR, "speedup": speedup, "cap": cap, **ends}
 
 
@@ -108,7 +119,7 @@ def rows_of(rows: pd.DataFrame) -> pd.DataFrame:
     """The ablation's rows of a sweep's rows (the grid's left out)."""
     if RUN not in rows:
         return rows.iloc[:0]
-    return rows[rows[RUN].notna()].drop(columns=SETTING + ["mult_set"]).reset_index(drop=True)
+    return rows[rows[RUN].notna()].drop(columns=[*SETTING, "mult_set"]).reset_index(drop=True)
 
 
 def claims_per_run(rows: pd.DataFrame, factors: Sequence[str] = FACTOR_KEYS) -> pd.DataFrame:
@@ -142,14 +153,26 @@ def flips(table: pd.DataFrame) -> pd.DataFrame:
         for cid in claims:
             p0, p1 = verdict[("paper", cid)], verdict[(f"paper+{key}", cid)]
             a1, a0 = verdict[("authors", cid)], verdict[(f"authors-{key}", cid)]
-            out.append({"factor": key, "claim_id": cid, "paper": p0, "paper + factor": p1,
-                        "from the paper's": effect(p0, p1), "authors": a1, "authors - factor": a0,
-                        "from the authors'": effect(a1, a0)})
+            out.append(
+                {
+                    "factor": key,
+                    "claim_id": cid,
+                    "paper": p0,
+                    "paper + factor": p1,
+                    "from the paper's": effect(p0, p1),
+                    "authors": a1,
+                    "authors - factor": a0,
+                    "from the authors'": effect(a1, a0),
+                }
+            )
     return pd.DataFrame(out)
 
 
 def decided(table: pd.DataFrame) -> dict[str, int]:
     """How many of a verdict table's verdicts are decided (holds or fails), undecided, and in all."""
     words = table["verdict"]
-    return {"decided": int(words.isin([HOLDS, FAILS]).sum()), "undecided": int((words == UNDECIDED).sum()),
-            "verdicts": len(words)}
+    return {
+        "decided": int(words.isin([HOLDS, FAILS]).sum()),
+        "undecided": int((words == UNDECIDED).sum()),
+        "verdicts": len(words),
+    }

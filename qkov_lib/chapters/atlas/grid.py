@@ -1,5 +1,6 @@
 """The atlas's grid: its settings (initialisation, learning rate, score scaling), each trained as Figure 2's panels for
 every multiplier set, and Figure 2's claims checked in each setting."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -23,16 +24,21 @@ RUN = "run"  # the column naming an ablation run (absent from the grid's rows)
 
 def settings(setup: Setup) -> list[dict[str, Any]]:
     """Every setting of the grid: each [init kind, scale] x learning rate x score scaling (False: 1, True: 1/sqrt d)."""
-    return [{"init": kind, "init_scale": float(scale), "lr": float(lr), "scaled_scores": bool(scaled)}
-            for kind, scale in setup.inits for lr in setup.lrs for scaled in setup.scaled_scores]
+    return [
+        {"init": kind, "init_scale": float(scale), "lr": float(lr), "scaled_scores": bool(scaled)}
+        for kind, scale in setup.inits
+        for lr in setup.lrs
+        for scaled in setup.scaled_scores
+    ]
 
 
 def setting(cell: Mapping[str, Any], common: Mapping[str, Any]) -> SyntheticSetup:
     """A grid cell's synthetic setup: the shared task and training, the cell's initialisation, rate and scaling."""
     task = SyntheticTask(**{f.name: common[f.name] for f in fields(SyntheticTask) if f.init})
     score_scale = 1 / np.sqrt(task.vocab) if cell["scaled_scores"] else 1.0
-    return SyntheticSetup(**values(task), init=cell["init"], init_scale=cell["init_scale"], lr=cell["lr"],
-                          score_scale=score_scale)
+    return SyntheticSetup(
+        **values(task), init=cell["init"], init_scale=cell["init_scale"], lr=cell["lr"], score_scale=score_scale
+    )
 
 
 def panels(setup: SyntheticSetup, mult_sets: Sequence[Sequence[float]]) -> list[tuple[int, Panel]]:
@@ -61,12 +67,23 @@ def train(setup: SyntheticSetup, runs: Sequence[Panel]) -> pd.DataFrame:
     with one_thread():
         data = synthetic_data(setup.data, setup.seeds, setup.n_train, setup.n_test)
         results = train_runs(runs, setup, data, pick_device(), progress=False, workers=1)
-    return pd.DataFrame([{"panel": r.panel.key, "parameterisation": r.panel.parameterisation,
-                          "qk_mult": r.panel.rates.qk_mult, "qk_schedule": r.panel.rates.qk_schedule,
-                          "seed": s["seed"],
-                          **{m: s[m] for m in METRICS}, "MRTA": s["MRTA"], "steps": s["steps"],
-                          "hit_cap": s["hit_cap"]}
-                         for r in results for _, s in r.summary.iterrows()])
+    return pd.DataFrame(
+        [
+            {
+                "panel": r.panel.key,
+                "parameterisation": r.panel.parameterisation,
+                "qk_mult": r.panel.rates.qk_mult,
+                "qk_schedule": r.panel.rates.qk_schedule,
+                "seed": s["seed"],
+                **{m: s[m] for m in METRICS},
+                "MRTA": s["MRTA"],
+                "steps": s["steps"],
+                "hit_cap": s["hit_cap"],
+            }
+            for r in results
+            for _, s in r.summary.iterrows()
+        ]
+    )
 
 
 def claims_per_setting(rows: pd.DataFrame) -> pd.DataFrame:
@@ -75,7 +92,7 @@ def claims_per_setting(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows_of(rows)
     out = []
     base = rows[rows["mult_set"] < 0]
-    for key, faster in rows[rows["mult_set"] >= 0].groupby(SETTING + ["mult_set"], sort=False):
+    for key, faster in rows[rows["mult_set"] >= 0].groupby([*SETTING, "mult_set"], sort=False):
         setting_values, j = dict(zip(SETTING, key[:-1])), key[-1]
         panels_here = pd.concat([base[(base[SETTING] == pd.Series(setting_values)).all(axis=1)], faster])
         out += claim_rows(panels_here, {**setting_values, "mult_set": j})
@@ -86,9 +103,18 @@ def claim_rows(panels_here: pd.DataFrame, key: Mapping[str, Any]) -> list[dict[s
     """Figure 2's claims on one run's per-seed rows, one row per claim led by ``key``, with its capped models."""
     table = fig2_dtap.claims(panels_here)
     capped = int(panels_here["hit_cap"].sum())
-    return [{**key, "claim_id": row["id"], "claim": row["claim"], "this run": row["this run"],
-             "verdict": row["verdict"], "capped models": capped, "models": len(panels_here)}
-            for _, row in table.iterrows()]
+    return [
+        {
+            **key,
+            "claim_id": row["id"],
+            "claim": row["claim"],
+            "this run": row["this run"],
+            "verdict": row["verdict"],
+            "capped models": capped,
+            "models": len(panels_here),
+        }
+        for _, row in table.iterrows()
+    ]
 
 
 def rows_of(rows: pd.DataFrame) -> pd.DataFrame:
@@ -96,7 +122,7 @@ def rows_of(rows: pd.DataFrame) -> pd.DataFrame:
     if RUN not in rows:
         return rows
     out = rows[rows[RUN].isna()].drop(columns=RUN).dropna(axis=1, how="all")
-    key = SETTING + ["mult_set"]
+    key = [*SETTING, "mult_set"]
     out = out[key + [c for c in out.columns if c not in key]]  # the grid's own column order
     return out.astype({"scaled_scores": bool, "mult_set": int}).reset_index(drop=True)
 
@@ -113,5 +139,7 @@ def where_claims_hold(table: pd.DataFrame) -> pd.DataFrame:
 def share_by_claim(table: pd.DataFrame) -> dict[str, str]:
     """'holds in k of n settings (fails in f, undecided in u)' per claim id, for the scorecard and the summary."""
     share = where_claims_hold(table)
-    return {r.claim_id: f"holds in {r[HOLDS]} of {r.settings} settings (fails in {r[FAILS]}, undecided in "
-                        f"{r[UNDECIDED]})" for _, r in share.iterrows()}
+    return {
+        r.claim_id: f"holds in {r[HOLDS]} of {r.settings} settings (fails in {r[FAILS]}, undecided in {r[UNDECIDED]})"
+        for _, r in share.iterrows()
+    }

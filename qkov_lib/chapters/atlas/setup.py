@@ -1,5 +1,6 @@
 """The atlas's setup and profiles: Figure 2's task and training, the grid's axes, the ablation's factors and budget, and
 where the sweep runs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -50,12 +51,19 @@ class Setup(SyntheticTask):
     sweep runs (a Dask scheduler's address, ``"serial"``, or None: a local cluster of ``workers`` processes, one per
     core when None). The paper states one setting, partly unstated: the grid around it is this companion's."""
 
-    inits: tuple[tuple[str, float], ...] = (("identity", 1e-6), ("balanced", 0.01), ("balanced", 0.1),
-                                            ("balanced", 1.0), ("pytorch", 1.0))  # the authors' and around it
+    inits: tuple[tuple[str, float], ...] = (
+        ("identity", 1e-6),
+        ("balanced", 0.01),
+        ("balanced", 0.1),
+        ("balanced", 1.0),
+        ("pytorch", 1.0),
+    )  # the authors' and around it
     lrs: tuple[float, ...] = (0.01, 0.1, 1.0)  # SGD's rate: the authors' 0.01 and larger
     scaled_scores: tuple[bool, ...] = (False, True)  # no score scaling (eq. 1), or the authors' 1/sqrt(d)
     mult_sets: tuple[tuple[float, float, float, float], ...] = (
-        (10.0, 20.0, 5.0, 10.0), (20.0, 40.0, 5.0, 10.0))  # the paper's multipliers (Figure 2), the code's
+        (10.0, 20.0, 5.0, 10.0),
+        (20.0, 40.0, 5.0, 10.0),
+    )  # the paper's multipliers (Figure 2), the code's
     ablation_factors: tuple[str, ...] = FACTOR_KEYS  # the factors switched one at a time (all of FACTORS)
     ablation_speedup: int = 1  # the rate x this, step counts / this; 1: the paper's 0.01, the authors' budgets
     ablation_cap: int | None = None  # a cap on every ablation run's steps (None: the budgets alone, as the authors)
@@ -66,7 +74,7 @@ class Setup(SyntheticTask):
         """Each axis value checked where its kind is checked (an initialisation, a rate, Figure 2's multipliers), so
         every setting of the grid is a valid Figure 2 setup; then the ablation's parameters and the sweep's place."""
         super().__post_init__()
-        for name in PER_SETTING + ("mult_sets",):
+        for name in (*PER_SETTING, "mult_sets"):
             if not getattr(self, name):
                 raise ValueError(f"{name} must be a non-empty list (got {list(getattr(self, name))!r})")
         try:
@@ -93,27 +101,49 @@ class Setup(SyntheticTask):
         """The ablation's parameters: known, distinct factors, a whole-number speedup, a positive cap or None."""
         unknown = [f for f in self.ablation_factors if f not in FACTOR_KEYS]
         if not self.ablation_factors or unknown or len(set(self.ablation_factors)) < len(self.ablation_factors):
-            raise ValueError(f"ablation_factors must be a non-empty list of distinct factors from "
-                             f"{', '.join(FACTOR_KEYS)} (got {list(self.ablation_factors)!r})")
+            raise ValueError(
+                f"ablation_factors must be a non-empty list of distinct factors from "
+                f"{', '.join(FACTOR_KEYS)} (got {list(self.ablation_factors)!r})"
+            )
         if not is_positive_int(self.ablation_speedup):
-            raise ValueError(f"ablation_speedup must be an integer >= 1: the ablation's rate is {PAPER_LR:g} times "
-                             f"it and its step counts are divided by it (got {self.ablation_speedup!r})")
+            raise ValueError(
+                f"ablation_speedup must be an integer >= 1: the ablation's rate is {PAPER_LR:g} times "
+                f"it and its step counts are divided by it (got {self.ablation_speedup!r})"
+            )
         if not (self.ablation_cap is None or is_positive_int(self.ablation_cap)):
-            raise ValueError(f"ablation_cap must be None (the budgets alone) or an integer >= 1 "
-                             f"(got {self.ablation_cap!r})")
+            raise ValueError(
+                f"ablation_cap must be None (the budgets alone) or an integer >= 1 (got {self.ablation_cap!r})"
+            )
 
 
 # A grid that fits a CPU: three starts, three rates, the paper's multipliers, 60,000 steps (ramps over 20,000).
-CPU_GRID = dict(inits=(("identity", 1e-6), ("balanced", 0.1), ("pytorch", 1.0)), lrs=(0.01, 0.1, 1.0),
-                mult_sets=((10.0, 20.0, 5.0, 10.0),), max_steps=60_000, ramp_steps=20_000)
+CPU_GRID = dict(
+    inits=(("identity", 1e-6), ("balanced", 0.1), ("pytorch", 1.0)),
+    lrs=(0.01, 0.1, 1.0),
+    mult_sets=((10.0, 20.0, 5.0, 10.0),),
+    max_steps=60_000,
+    ramp_steps=20_000,
+)
 PROFILES = {
     "default": dict(**CPU_GRID, ablation_speedup=10),
     # The ablation at the authors' rate 0.01 and their own budgets. The grid is this companion's, not theirs: under
     # official it is the default's (the paper's 60 settings at 700,000 steps would take days on a CPU).
     "official": dict(**CPU_GRID, ablation_speedup=1),
-    "smoke": dict(seeds=(0, 1), n_train=320, n_test=320, inits=(("identity", 1e-6), ("balanced", 0.1)), lrs=(1.0,),
-                  scaled_scores=(False,), mult_sets=((10.0, 20.0, 5.0, 10.0),), max_steps=200, eval_every=20,
-                  ramp_steps=100, ablation_speedup=100, ablation_cap=100, scheduler="serial"),
+    "smoke": dict(
+        seeds=(0, 1),
+        n_train=320,
+        n_test=320,
+        inits=(("identity", 1e-6), ("balanced", 0.1)),
+        lrs=(1.0,),
+        scaled_scores=(False,),
+        mult_sets=((10.0, 20.0, 5.0, 10.0),),
+        max_steps=200,
+        eval_every=20,
+        ramp_steps=100,
+        ablation_speedup=100,
+        ablation_cap=100,
+        scheduler="serial",
+    ),
 }
 
 

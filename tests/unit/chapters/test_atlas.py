@@ -2,6 +2,7 @@
 cover exactly the official profile's keys, its runs are the ones it claims (both directions, both end points), its
 budget rescales what it says, and the factor x claim table and its reading are right on a hand-made verdicts table;
 plus the page's labels and figures."""
+
 from dataclasses import asdict
 
 import pandas as pd
@@ -21,8 +22,9 @@ CLAIMS = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "pre
 def test_the_factors_cover_exactly_the_official_profiles_keys():
     keys = [k for f in FACTORS for k in f.keys]
     assert len(keys) == len(set(keys)), "a key of the official profile is in two factors"
-    assert set(keys) == set(fig2_dtap.PROFILES["official"]), \
+    assert set(keys) == set(fig2_dtap.PROFILES["official"]), (
         "every key of fig2_dtap's official profile must be in exactly one of atlas.setup.FACTORS"
+    )
     assert len(FACTORS) == 9 and len(set(FACTOR_KEYS)) == 9
 
 
@@ -35,8 +37,9 @@ def test_an_official_key_no_factor_names_is_one_clear_error(monkeypatch):
 def test_the_runs_are_both_directions_and_both_end_points():
     runs = ablation.runs()
     every = set(FACTOR_KEYS)
-    assert [r.key for r in runs] == (["paper"] + [f"paper+{f}" for f in FACTOR_KEYS] + ["authors"]
-                                     + [f"authors-{f}" for f in FACTOR_KEYS])
+    assert [r.key for r in runs] == (
+        ["paper"] + [f"paper+{f}" for f in FACTOR_KEYS] + ["authors"] + [f"authors-{f}" for f in FACTOR_KEYS]
+    )
     by_key = {r.key: r for r in runs}
     assert by_key["paper"].on == () and set(by_key["authors"].on) == every
     for f in FACTOR_KEYS:
@@ -44,8 +47,14 @@ def test_the_runs_are_both_directions_and_both_end_points():
         assert set(by_key[f"authors-{f}"].on) == every - {f} and by_key[f"authors-{f}"].start == "authors"
         assert by_key[f"paper+{f}"].factor == by_key[f"authors-{f}"].factor == f
     some = ablation.runs(["scaling", "fresh"])
-    assert [r.key for r in some] == ["paper", "paper+scaling", "paper+fresh", "authors", "authors-scaling",
-                                     "authors-fresh"]
+    assert [r.key for r in some] == [
+        "paper",
+        "paper+scaling",
+        "paper+fresh",
+        "authors",
+        "authors-scaling",
+        "authors-fresh",
+    ]
     assert set(some[3].on) == every  # the authors' end point keeps every factor, whichever are switched
 
 
@@ -62,9 +71,13 @@ def test_the_end_points_are_the_papers_setup_and_the_authors_profile():
     one = asdict(_setup("paper+scaling"))
     assert {k for k, v in one.items() if v != asdict(fig2_dtap.Setup())[k]} == {"score_scale"}
     official = asdict(resolve("fig2_dtap", "official")[1])
-    for factor, keys in {"budgets": {"panel_steps", "panel_stop", "max_steps", "eval_every"},
-                         "init": {"pytorch_init"}, "multipliers": {"mult_e", "ramp_f"},
-                         "collapsed": {"collapsed_init"}, "classes": {"class_draw"}}.items():
+    for factor, keys in {
+        "budgets": {"panel_steps", "panel_stop", "max_steps", "eval_every"},
+        "init": {"pytorch_init"},
+        "multipliers": {"mult_e", "ramp_f"},
+        "collapsed": {"collapsed_init"},
+        "classes": {"class_draw"},
+    }.items():
         off = asdict(_setup(f"authors-{factor}"))
         assert {k for k, v in off.items() if v != official[k]} == keys, factor
 
@@ -84,13 +97,16 @@ def test_the_budget_is_rescaled_by_the_speedup_and_capped():
     assert budget["authors"]["full caps"]["c"] == 1_000_000 and budget["paper"]["caps"]["a"] == 70_000
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"ablation_factors": ["layout", "colour"]}, "ablation_factors must be a non-empty list of distinct factors"),
-    ({"ablation_factors": []}, "ablation_factors must be a non-empty list"),
-    ({"ablation_factors": ["fresh", "fresh"]}, "distinct factors from layout, weights"),
-    ({"ablation_speedup": 0}, "ablation_speedup must be an integer >= 1"),
-    ({"ablation_cap": 0}, "ablation_cap must be None .* or an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"ablation_factors": ["layout", "colour"]}, "ablation_factors must be a non-empty list of distinct factors"),
+        ({"ablation_factors": []}, "ablation_factors must be a non-empty list"),
+        ({"ablation_factors": ["fresh", "fresh"]}, "distinct factors from layout, weights"),
+        ({"ablation_speedup": 0}, "ablation_speedup must be an integer >= 1"),
+        ({"ablation_cap": 0}, "ablation_cap must be None .* or an integer >= 1"),
+    ],
+)
 def test_bad_ablation_parameters_are_one_error_naming_the_fix(overrides, message):
     with pytest.raises(ParameterError, match=message):
         resolve("atlas", "smoke", overrides)
@@ -101,66 +117,97 @@ def _hand_made(verdicts: dict[str, dict[str, str]]) -> pd.DataFrame:
     rows = []
     for r in ablation.runs():
         for cid in CLAIMS:
-            rows.append({RUN: r.key, "start": r.start, "factor": r.factor, "claim_id": cid, "claim": cid,
-                         "this run": "", "verdict": verdicts.get(r.key, {}).get(cid, "fails"), "capped models": 0,
-                         "models": 40})
+            rows.append(
+                {
+                    RUN: r.key,
+                    "start": r.start,
+                    "factor": r.factor,
+                    "claim_id": cid,
+                    "claim": cid,
+                    "this run": "",
+                    "verdict": verdicts.get(r.key, {}).get(cid, "fails"),
+                    "capped models": 0,
+                    "models": 40,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def test_the_flip_table_on_a_hand_made_verdicts_table():
-    table = _hand_made({
-        "paper+scaling": {"faster_qk_top_right": "holds"},  # on from the paper's: fails -> holds
-        "authors": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
-        "authors-layout": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
-        "authors-weights": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
-        "authors-fresh": {"faster_qk_top_right": "holds", "prediction_kept": "undecided"},
-        **{f"authors-{f}": {"faster_qk_top_right": "holds", "prediction_kept": "holds"}
-           for f in ("classes", "collapsed", "init", "multipliers", "budgets")},
-        # authors-scaling: both 'fails', so scaling off flips faster QK and prediction kept from holds to fails
-    })
+    table = _hand_made(
+        {
+            "paper+scaling": {"faster_qk_top_right": "holds"},  # on from the paper's: fails -> holds
+            "authors": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
+            "authors-layout": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
+            "authors-weights": {"faster_qk_top_right": "holds", "prediction_kept": "holds"},
+            "authors-fresh": {"faster_qk_top_right": "holds", "prediction_kept": "undecided"},
+            **{
+                f"authors-{f}": {"faster_qk_top_right": "holds", "prediction_kept": "holds"}
+                for f in ("classes", "collapsed", "init", "multipliers", "budgets")
+            },
+            # authors-scaling: both 'fails', so scaling off flips faster QK and prediction kept from holds to fails
+        }
+    )
     f = ablation.flips(table).set_index(["factor", "claim_id"])
     assert len(f) == 9 * 4
     assert f.loc[("scaling", "faster_qk_top_right"), "from the paper's"] == "flips"
     assert f.loc[("scaling", "faster_qk_top_right"), "from the authors'"] == "flips"
-    assert f.loc[("scaling", "prediction_kept"), ["from the paper's", "from the authors'"]].tolist() == \
-        ["no change", "flips"]
+    assert f.loc[("scaling", "prediction_kept"), ["from the paper's", "from the authors'"]].tolist() == [
+        "no change",
+        "flips",
+    ]
     assert f.loc[("fresh", "prediction_kept"), "from the authors'"] == "unclear"  # holds -> undecided
-    assert f.loc[("layout", "faster_qk_top_right"), ["from the paper's", "from the authors'"]].tolist() == \
-        ["no change", "no change"]
-    assert (f.loc[("weights", "prediction_kept"), ["paper", "paper + factor", "authors", "authors - factor"]]
-            .tolist() == ["fails", "fails", "holds", "holds"])
+    assert f.loc[("layout", "faster_qk_top_right"), ["from the paper's", "from the authors'"]].tolist() == [
+        "no change",
+        "no change",
+    ]
+    assert f.loc[
+        ("weights", "prediction_kept"), ["paper", "paper + factor", "authors", "authors - factor"]
+    ].tolist() == ["fails", "fails", "holds", "holds"]
     assert "switched on in the paper's settings (default, rate 0.1)" in pages.flip_table(table, "default, rate 0.1")
     shown = pages.flip_table(table)
     assert shown.loc[("score scaling", "faster QK top-right"), "flips it"] == "from both ends"
     assert shown.loc[("score scaling", "prediction kept"), "flips it"] == "from the authors'"
-    assert shown.loc[("fresh batches", "prediction kept"), "switched off in the authors' settings"] == \
-        "holds → undecided"
+    assert (
+        shown.loc[("fresh batches", "prediction kept"), "switched off in the authors' settings"] == "holds → undecided"
+    )
     assert shown.loc[("token layout", "collapsed OV top-right"), "flips it"] == "no"
     assert not any("_" in str(c) for c in shown.columns) and not any("_" in str(i) for i in shown.index.levels[1])
 
 
 def test_the_reading_is_generated_from_the_table():
-    text = pages.reading(_hand_made({"paper+scaling": {"faster_qk_top_right": "holds"},
-                                     "authors": {"faster_qk_top_right": "holds"}}))
+    text = pages.reading(
+        _hand_made({"paper+scaling": {"faster_qk_top_right": "holds"}, "authors": {"faster_qk_top_right": "holds"}})
+    )
     lines = text.splitlines()
     assert len(lines) == 4 and all(line.startswith("- **") for line in lines)
     qk = next(line for line in lines if "faster QK top-right" in line)
     assert "fails in the paper's settings and holds in the authors'" in qk
     assert "Switching on the authors' score scaling alone flips it from fails to holds;" in qk
-    assert ("switching off the authors' token layout, distinct-token weights, score scaling, fresh batches, "
-            "random classes, collapsed start, per-panel initialisation, the code's multipliers or per-panel budgets "
-            "and stop rule alone flips it from holds to fails.") in qk  # each factor is on at the authors' end
+    assert (
+        "switching off the authors' token layout, distinct-token weights, score scaling, fresh batches, "
+        "random classes, collapsed start, per-panel initialisation, the code's multipliers or per-panel budgets "
+        "and stop rule alone flips it from holds to fails."
+    ) in qk  # each factor is on at the authors' end
     assert "No single factor flips it." in next(line for line in lines if "FAFO top-left" in line)
     assert listed(["a", "b"], "or") == "a or b"
-    together = pages.reading(_hand_made({"authors": {"fafo_top_left": "holds"}} | {
-        f"authors-{f}": {"fafo_top_left": "holds"} for f in FACTOR_KEYS}))
+    together = pages.reading(
+        _hand_made(
+            {"authors": {"fafo_top_left": "holds"}} | {f"authors-{f}": {"fafo_top_left": "holds"} for f in FACTOR_KEYS}
+        )
+    )
     assert "No single factor flips it: it takes several together." in together.splitlines()[1]
 
 
 def test_the_ablation_rows_must_all_be_there():
     table = _hand_made({})
-    rows = pd.DataFrame([{RUN: "paper", "panel": p, "seed": s, "ACMC": 0.0, "top_left": 0.0, "accuracy": 0.0,
-                          "hit_cap": False} for p in fig2_dtap.PANEL_KEYS for s in (0, 1)])  # the paper's run alone
+    rows = pd.DataFrame(
+        [
+            {RUN: "paper", "panel": p, "seed": s, "ACMC": 0.0, "top_left": 0.0, "accuracy": 0.0, "hit_cap": False}
+            for p in fig2_dtap.PANEL_KEYS
+            for s in (0, 1)
+        ]
+    )  # the paper's run alone
     with pytest.raises(ValueError, match="no run 'paper\\+layout'; rerun the chapter"):
         ablation.claims_per_run(rows)
     assert ablation.decided(table) == {"decided": 80, "undecided": 0, "verdicts": 80}  # 20 runs x 4 claims
@@ -170,16 +217,22 @@ def test_labels_read_as_words():
     assert pages.init_label("identity", 1e-6) == "identity ×10⁻⁶"
     assert pages.init_label("balanced", 0.1) == "balanced ×0.1"
     assert pages.init_label("pytorch", 1.0) == "PyTorch default"
-    assert pages.rate_label(0.1, True) == "rate 0.1, scores ×1/√d" and pages.rate_label(1.0, False) == \
-        "rate 1, unscaled"
-    assert pages.run_label("paper+fresh") == "+ fresh batches" and pages.run_label("authors-budgets") == \
-        "− per-panel budgets and stop rule"
+    assert (
+        pages.rate_label(0.1, True) == "rate 0.1, scores ×1/√d" and pages.rate_label(1.0, False) == "rate 1, unscaled"
+    )
+    assert (
+        pages.run_label("paper+fresh") == "+ fresh batches"
+        and pages.run_label("authors-budgets") == "− per-panel budgets and stop rule"
+    )
     assert pages.clock(resolve("atlas", "default")[1]) == "rate 0.1, step counts ÷10"
     assert pages.clock(resolve("atlas", "official")[1]) == "rate 0.01, full budgets"
     assert pages.reading(_hand_made({}), "profile `default` (rate 0.1)").startswith(
-        "Every run below trained at profile `default` (rate 0.1).")
-    assert pages.panel_label({"panel": "f", "parameterisation": "FAFO", "qk_mult": 20.0, "qk_schedule": "ramp"}) \
+        "Every run below trained at profile `default` (rate 0.1)."
+    )
+    assert (
+        pages.panel_label({"panel": "f", "parameterisation": "FAFO", "qk_mult": 20.0, "qk_schedule": "ramp"})
         == "(f) FAFO, QK 1→20"
+    )
     assert listed(["a", "b", "c"]) == "a, b and c" and listed(["a"]) == "a"
 
 

@@ -1,4 +1,5 @@
 """Profiles, parameter resolution and the command line's answers to bad input."""
+
 import os
 import re
 
@@ -45,6 +46,7 @@ def test_every_setup_field_has_a_comment_and_every_profile_names_real_parameters
     import ast
     import inspect
     from qkov_lib.core.chapter import parameters
+
     for name, module in CHAPTERS.items():
         source = inspect.getsource(module.Setup)
         for node in ast.parse(source).body[0].body:
@@ -55,20 +57,23 @@ def test_every_setup_field_has_a_comment_and_every_profile_names_real_parameters
             assert profile in PROFILES and set(changes) <= set(parameters(module.Setup)), (name, profile)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"bogus": 1}, "unknown parameter 'bogus'.*allowed: m, n, b, M"),
-    ({"M": "five"}, "parameter 'M' .* must be an int"),
-    ({"ratios": [0.0, 1.0]}, "ratios must contain only finite numbers > 0"),
-    ({"ratios": [-1.0]}, "ratios must contain only finite numbers > 0"),
-    ({"ratios": []}, "ratios must be a non-empty list"),
-    ({"m": 0}, "m must be a positive integer"),
-    ({"n": -5}, "n must be a positive integer"),
-    ({"target_loss": 2.0}, r"target_loss must lie in \(0, log M\)"),
-    ({"table_losses": [0.1, 0.0]}, "table_losses must contain only finite numbers > 0"),
-    ({"table_losses": [0.1, 1.7]}, r"each of table_losses must lie in \(0, log M\) = \(0, 1.609\)"),
-    ({"table_losses": [1e-5]}, "table_losses must all be >= target_loss"),
-    ({"time_axis": "weird"}, "time_axis must be 'normalised' or 'raw'"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"bogus": 1}, "unknown parameter 'bogus'.*allowed: m, n, b, M"),
+        ({"M": "five"}, "parameter 'M' .* must be an int"),
+        ({"ratios": [0.0, 1.0]}, "ratios must contain only finite numbers > 0"),
+        ({"ratios": [-1.0]}, "ratios must contain only finite numbers > 0"),
+        ({"ratios": []}, "ratios must be a non-empty list"),
+        ({"m": 0}, "m must be a positive integer"),
+        ({"n": -5}, "n must be a positive integer"),
+        ({"target_loss": 2.0}, r"target_loss must lie in \(0, log M\)"),
+        ({"table_losses": [0.1, 0.0]}, "table_losses must contain only finite numbers > 0"),
+        ({"table_losses": [0.1, 1.7]}, r"each of table_losses must lie in \(0, log M\) = \(0, 1.609\)"),
+        ({"table_losses": [1e-5]}, "table_losses must all be >= target_loss"),
+        ({"time_axis": "weird"}, "time_axis must be 'normalised' or 'raw'"),
+    ],
+)
 def test_bad_parameters(overrides, message):
     with pytest.raises(ParameterError, match=message):
         resolve(FIG4, "default", overrides)
@@ -80,26 +85,31 @@ def test_placeholder_parameters_take_none_or_their_own_type():
     assert resolve("atlas", "default")[1].scheduler is None
     _, s = resolve("atlas", "default", {"scheduler": "tcp://10.0.0.5:8786", "workers": 3})
     assert s.scheduler == "tcp://10.0.0.5:8786" and s.workers == 3
-    for overrides, message in [({"scheduler": 3}, "'scheduler' of atlas must be a str or None"),
-                               ({"scheduler": ""}, "scheduler must be None, 'serial' or a scheduler address"),
-                               ({"workers": 0}, r"workers must be None \(one per core\) or an integer >= 1"),
-                               ({"workers": "two"}, "'workers' of atlas must be an int or None"),
-                               ({"workers": True}, "'workers' of atlas must be an int or None")]:
+    for overrides, message in [
+        ({"scheduler": 3}, "'scheduler' of atlas must be a str or None"),
+        ({"scheduler": ""}, "scheduler must be None, 'serial' or a scheduler address"),
+        ({"workers": 0}, r"workers must be None \(one per core\) or an integer >= 1"),
+        ({"workers": "two"}, "'workers' of atlas must be an int or None"),
+        ({"workers": True}, "'workers' of atlas must be an int or None"),
+    ]:
         with pytest.raises(ParameterError, match=message):
             resolve("atlas", "default", overrides)
     with pytest.raises(ParameterError, match="'seq_len_gh' of fig2_dtap must be an int or None"):
         resolve("fig2_dtap", "default", {"seq_len_gh": "long"})
 
 
-@pytest.mark.parametrize("chapter, overrides, message", [
-    ("fig2_dtap", {"seeds": "x"}, r"'seeds' of fig2_dtap must be a list of ints like"),
-    ("fig2_dtap", {"panel_steps": 3}, r"'panel_steps' of fig2_dtap must be a mapping to ints like"),
-    ("fig2_dtap", {"panel_stop": 3}, r"must be a mapping to values, each an int or None like"),
-    ("atlas", {"inits": 3}, r"'inits' of atlas must be a list of lists of 2 values like"),
-    ("atlas", {"mult_sets": [[10.0, 20.0, 5.0]]}, r"'mult_sets' of atlas must be a list of lists of 4 values like"),
-    ("atlas", {"mult_sets": [[10.0, 20.0, 5.0, -1.0]]}, r"mult_sets: the QK multiplier ramp_h must be a finite"),
-    ("atlas", {"inits": [["bogus", 1.0]]}, r"inits, each \[kind, scale\]: unknown init 'bogus'; allowed"),
-])
+@pytest.mark.parametrize(
+    "chapter, overrides, message",
+    [
+        ("fig2_dtap", {"seeds": "x"}, r"'seeds' of fig2_dtap must be a list of ints like"),
+        ("fig2_dtap", {"panel_steps": 3}, r"'panel_steps' of fig2_dtap must be a mapping to ints like"),
+        ("fig2_dtap", {"panel_stop": 3}, r"must be a mapping to values, each an int or None like"),
+        ("atlas", {"inits": 3}, r"'inits' of atlas must be a list of lists of 2 values like"),
+        ("atlas", {"mult_sets": [[10.0, 20.0, 5.0]]}, r"'mult_sets' of atlas must be a list of lists of 4 values like"),
+        ("atlas", {"mult_sets": [[10.0, 20.0, 5.0, -1.0]]}, r"mult_sets: the QK multiplier ramp_h must be a finite"),
+        ("atlas", {"inits": [["bogus", 1.0]]}, r"inits, each \[kind, scale\]: unknown init 'bogus'; allowed"),
+    ],
+)
 def test_a_wrong_type_is_described_in_plain_words(chapter, overrides, message):
     """The type a parameter must have, in words a reader can follow: plurals of nested lists and mappings."""
     with pytest.raises(ParameterError, match=message):
@@ -124,14 +134,17 @@ def test_parse_value():
     assert parse_value("[0.1, 10]") == [0.1, 10] and parse_value("raw") == "raw"
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["reproduce", "--profile", "fast"], "error: unknown profile 'fast'"),
-    (["reproduce", "-p", "nope", "1"], "error: unknown parameter 'nope' in -p"),
-    (["reproduce", "-p", "ratios", "[0, 1]"], "error: ratios must contain only finite numbers > 0"),
-    (["reproduce", "-p", "m", "0"], "error: m must be a positive integer"),
-    (["reproduce", "-p", "target_loss", "3"], r"error: target_loss must lie in \(0, log M\)"),
-    (["reproduce", "--only", "fig9"], "error: unknown chapter 'fig9'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["reproduce", "--profile", "fast"], "error: unknown profile 'fast'"),
+        (["reproduce", "-p", "nope", "1"], "error: unknown parameter 'nope' in -p"),
+        (["reproduce", "-p", "ratios", "[0, 1]"], "error: ratios must contain only finite numbers > 0"),
+        (["reproduce", "-p", "m", "0"], "error: m must be a positive integer"),
+        (["reproduce", "-p", "target_loss", "3"], r"error: target_loss must lie in \(0, log M\)"),
+        (["reproduce", "--only", "fig9"], "error: unknown chapter 'fig9'"),
+    ],
+)
 def test_cli_bad_input_exits_2_with_one_message(argv, message, capsys, tmp_path):
     assert main(argv + ["--out", str(tmp_path / "nb"), "--results", str(tmp_path / "res")]) == 2
     err = capsys.readouterr().err
@@ -159,19 +172,22 @@ def test_device_choice(monkeypatch):
         assert re.fullmatch(r"\S+ family \S+ model \S+ stepping \S+, flags [0-9a-f]{12}", info["cpu_id"])
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"mult_e": 0.0}, r"the QK multiplier mult_e must be a finite number > 0"),
-    ({"ramp_h": -1.0}, r"the QK multiplier ramp_h"),
-    ({"bins": [0.0, 0.5, 1.5]}, r"bins must lie in \[0, 1\]"),
-    ({"bins": [0.0, 0.6, 0.4, 1.0]}, "bins must be strictly increasing"),
-    ({"gamma": 1.2}, r"gamma .* must lie in \(0, 1\)"),
-    ({"seq_len": 1}, "seq_len must be an integer >= 2"),
-    ({"vocab_size": 40}, "vocab_size = 40 cannot hold the 58 tokens"),
-    ({"init": "orthogonal"}, "unknown init 'orthogonal'"),
-    ({"seeds": [1, 1]}, "seeds must be a non-empty list of distinct integers"),
-    ({"batch_size": 10_000}, "batch_size = 10000 exceeds n_train = 6400"),
-    ({"lr": 0.0}, "lr must be a finite number > 0"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"mult_e": 0.0}, r"the QK multiplier mult_e must be a finite number > 0"),
+        ({"ramp_h": -1.0}, r"the QK multiplier ramp_h"),
+        ({"bins": [0.0, 0.5, 1.5]}, r"bins must lie in \[0, 1\]"),
+        ({"bins": [0.0, 0.6, 0.4, 1.0]}, "bins must be strictly increasing"),
+        ({"gamma": 1.2}, r"gamma .* must lie in \(0, 1\)"),
+        ({"seq_len": 1}, "seq_len must be an integer >= 2"),
+        ({"vocab_size": 40}, "vocab_size = 40 cannot hold the 58 tokens"),
+        ({"init": "orthogonal"}, "unknown init 'orthogonal'"),
+        ({"seeds": [1, 1]}, "seeds must be a non-empty list of distinct integers"),
+        ({"batch_size": 10_000}, "batch_size = 10000 exceeds n_train = 6400"),
+        ({"lr": 0.0}, "lr must be a finite number > 0"),
+    ],
+)
 def test_bad_figure2_parameters(overrides, message):
     with pytest.raises(ParameterError, match=message):
         resolve("fig2_dtap", "default", overrides)
@@ -183,15 +199,18 @@ def test_figure2_profiles():
     assert official.layout == "official" and official.vocab_size == 50 and official.mult_e == 20.0
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"alphas": [0.2, 1.5]}, r"alphas must be a non-empty list of distinct numbers in \[0, 1\]"),
-    ({"alphas": []}, "alphas must be a non-empty list"),
-    ({"delta": 0.0}, r"delta must lie in \(0, 0.1\]"),
-    ({"others": "query"}, "others must be one of common, all"),
-    ({"check_epoch": 501}, r"check_epoch in \[1, epochs\]"),
-    ({"gamma": 0.0}, r"gamma .* must lie in \(0, 1\)"),
-    ({"batch_size": 2}, r"batch_size must lie in \[n_classes, n_train\]"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"alphas": [0.2, 1.5]}, r"alphas must be a non-empty list of distinct numbers in \[0, 1\]"),
+        ({"alphas": []}, "alphas must be a non-empty list"),
+        ({"delta": 0.0}, r"delta must lie in \(0, 0.1\]"),
+        ({"others": "query"}, "others must be one of common, all"),
+        ({"check_epoch": 501}, r"check_epoch in \[1, epochs\]"),
+        ({"gamma": 0.0}, r"gamma .* must lie in \(0, 1\)"),
+        ({"batch_size": 2}, r"batch_size must lie in \[n_classes, n_train\]"),
+    ],
+)
 def test_bad_figure3_parameters(overrides, message):
     with pytest.raises(ParameterError, match=message):
         resolve("fig3_incentive", "default", overrides)

@@ -1,5 +1,6 @@
 """The reproducibility summary's results table on a hand-made scorecard: how a headline combines its parts'
 verdicts, names each part's numbers, and says when a chapter did not run."""
+
 import re
 
 import pandas as pd
@@ -13,9 +14,13 @@ RULE = "holds if the 95% interval of X lies above 0; fails if it lies at or belo
 
 def scorecard(rows: list[tuple[str, str, str, str, str]]) -> pd.DataFrame:
     """A scorecard table (``scorecard.gather``'s columns that the summary reads): page, id, verdict, numbers."""
-    return pd.DataFrame([{"page": page, "id": cid, "verdict": verdict, "this run": run, "authors": theirs,
-                          "rule": RULE} for page, cid, verdict, run, theirs in rows],
-                        columns=["page", "id", "verdict", "this run", "authors", "rule"])
+    return pd.DataFrame(
+        [
+            {"page": page, "id": cid, "verdict": verdict, "this run": run, "authors": theirs, "rule": RULE}
+            for page, cid, verdict, run, theirs in rows
+        ],
+        columns=["page", "id", "verdict", "this run", "authors", "rule"],
+    )
 
 
 def row(table: pd.DataFrame, page: str) -> pd.Series:
@@ -23,13 +28,17 @@ def row(table: pd.DataFrame, page: str) -> pd.Series:
 
 
 def test_a_headline_holds_only_if_every_part_holds_and_names_each_parts_numbers():
-    claims = scorecard([("hatexplain", "accuracy_comparable", UNDECIDED, "62.3 → 61.9", "baseline 57.5%"),
-                        ("hatexplain", "ACMC_rises", HOLDS, "14.8 → 41.1", ""),
-                        ("sva", "accuracy_comparable", HOLDS, "76.4 → 82.7", ""),
-                        ("sva", "ACMC_rises", HOLDS, "0.5 → 11.9", ""),
-                        ("squad", "F1_comparable", NOT_EVIDENCE, "18.0 → 17.0", ""),
-                        ("squad", "ACMC_rises", FAILS, "12.2 → 13.6", ""),
-                        ("fig2_dtap", "fafo_top_left", FAILS, "99.1", "")])
+    claims = scorecard(
+        [
+            ("hatexplain", "accuracy_comparable", UNDECIDED, "62.3 → 61.9", "baseline 57.5%"),
+            ("hatexplain", "ACMC_rises", HOLDS, "14.8 → 41.1", ""),
+            ("sva", "accuracy_comparable", HOLDS, "76.4 → 82.7", ""),
+            ("sva", "ACMC_rises", HOLDS, "0.5 → 11.9", ""),
+            ("squad", "F1_comparable", NOT_EVIDENCE, "18.0 → 17.0", ""),
+            ("squad", "ACMC_rises", FAILS, "12.2 → 13.6", ""),
+            ("fig2_dtap", "fafo_top_left", FAILS, "99.1", ""),
+        ]
+    )
     table = summary.results_table(claims)
     assert len(table) == len(summary.HEADLINES)
     hatexplain = row(table, "hatexplain")
@@ -54,16 +63,29 @@ def test_every_label_names_one_id():
 
 
 AUTHORS_NOTEBOOKS = {  # the 17 notebooks of the authors' repository (commit 9e89c94)
-    "Fig2-Heatmaps/Fig-2-Heatmaps-Row-1.ipynb", "Fig2-Heatmaps/Fig-2_CACO_FAFO Experiments.ipynb",
+    "Fig2-Heatmaps/Fig-2-Heatmaps-Row-1.ipynb",
+    "Fig2-Heatmaps/Fig-2_CACO_FAFO Experiments.ipynb",
     "FIg-3-Code/Fig-3_Fixed-Self-Attention-Experiments_Factorised.ipynb",
     "FIg-3-Code/Fig-3_Fixed-Self-Attention-Experiments_Collapsed.ipynb",
     "Fig-4 Code/Simulated_Differential_equations.ipynb",
-    *(f"HateXplain Dataset/{n}.ipynb" for n in (
-        "HateXplain_Faster_QK_LR_Final_4-Layers", "HateXplain_Faster_QK_LR_Final_Config", "HateXplain_Same_LR-4-Layers",
-        "HateXplain_Same_LR_Final_Config", "HateXplain_heatmaps_1_layer", "HateXplain_heatmaps_2_layers")),
-    "SVA-Dataset/Baseline_SVA_Train+heatmap+Eval.ipynb", "SVA-Dataset/Faster_SVA_Train+heatmap+Eval.ipynb",
-    *(f"Squad-Dataset/{n}.ipynb" for n in ("GPT2-Squad-QA_Faster", "GPT2-Squad-QA_Same", "Squad_Faster_QK_heatmaps",
-                                           "Squad_baseline_heatmaps"))}
+    *(
+        f"HateXplain Dataset/{n}.ipynb"
+        for n in (
+            "HateXplain_Faster_QK_LR_Final_4-Layers",
+            "HateXplain_Faster_QK_LR_Final_Config",
+            "HateXplain_Same_LR-4-Layers",
+            "HateXplain_Same_LR_Final_Config",
+            "HateXplain_heatmaps_1_layer",
+            "HateXplain_heatmaps_2_layers",
+        )
+    ),
+    "SVA-Dataset/Baseline_SVA_Train+heatmap+Eval.ipynb",
+    "SVA-Dataset/Faster_SVA_Train+heatmap+Eval.ipynb",
+    *(
+        f"Squad-Dataset/{n}.ipynb"
+        for n in ("GPT2-Squad-QA_Faster", "GPT2-Squad-QA_Same", "Squad_Faster_QK_heatmaps", "Squad_baseline_heatmaps")
+    ),
+}
 CELL = re.compile(r"\d+( \((In \[\d+\]|unexecuted|no execution count)\))?")  # position in the file, from 1
 SEEDS = re.compile(r"(\d+)( \(.+\))?")  # how many seeds the stored number covers, and which
 

@@ -1,6 +1,7 @@
 """The summary's "paper's text against the authors' code": for every chapter whose numbers the authors' notebooks
 stored, the paper's number, the authors', this book under `official` and under the build's profile, and whether
 `official` gives the authors' number back; read from fake official units in a results root."""
+
 import html
 
 import pandas as pd
@@ -9,8 +10,16 @@ import pytest
 from qkov_lib.chapters import summary
 from qkov_lib.core.results import UNAVAILABLE, save
 from qkov_lib.data import authors
-from qkov_lib.metrics.verdicts import (DIFFERS, HOLDS, NOT_EVIDENCE, OFFICIAL_COLUMN, REPRODUCES, UNDECIDED,
-                                       VERDICT_COLUMN, as_printed)
+from qkov_lib.metrics.verdicts import (
+    DIFFERS,
+    HOLDS,
+    NOT_EVIDENCE,
+    OFFICIAL_COLUMN,
+    REPRODUCES,
+    UNDECIDED,
+    VERDICT_COLUMN,
+    as_printed,
+)
 
 
 def test_a_number_without_seeds_reproduces_to_the_digits_the_authors_printed():
@@ -19,6 +28,7 @@ def test_a_number_without_seeds_reproduces_to_the_digits_the_authors_printed():
     assert as_printed(0.149, 0.1484) == DIFFERS and as_printed(0.149, 0.1496) == DIFFERS
     assert as_printed(100.0, 100.04) == REPRODUCES and as_printed(100.0, 100.06) == DIFFERS  # one printed decimal
     assert as_printed(None, 0.149) == UNDECIDED and as_printed(0.149, None) == UNDECIDED  # nothing stored; not run
+
 
 SHIFTS = (-0.4, -0.1, 0.0, 0.2, 0.3)  # five seeds around a mean: an interval of about +-0.3
 
@@ -38,20 +48,40 @@ def real_per_seed(page: str, accuracy_shift: float = 0.0) -> pd.DataFrame:
     for seed, shift in enumerate(SHIFTS):
         for condition, key in (("baseline", "baseline"), ("faster QK (x30)", "faster")):
             acc = stored(f"{page}.accuracy.{key}") + shift + (accuracy_shift if key == "faster" else 0.0)
-            rows.append({"condition": condition, "seed": seed, "accuracy": acc, "MRTA": 20.0 + shift, "AC": 5.0,
-                         "ACMC": 4.0, "sufficiency": 0.3, "comprehensiveness": 0.4})
+            rows.append(
+                {
+                    "condition": condition,
+                    "seed": seed,
+                    "accuracy": acc,
+                    "MRTA": 20.0 + shift,
+                    "AC": 5.0,
+                    "ACMC": 4.0,
+                    "sufficiency": 0.3,
+                    "comprehensiveness": 0.4,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def fig2_main(top_right_b: float) -> pd.DataFrame:
-    return pd.DataFrame([{"panel": k, "seed": seed, "top_right_cell": (top_right_b if k == "b" else 50.0) + shift,
-                          "accuracy": 100.0} for k in "abcdefgh" for seed, shift in enumerate(SHIFTS)])
+    return pd.DataFrame(
+        [
+            {"panel": k, "seed": seed, "top_right_cell": (top_right_b if k == "b" else 50.0) + shift, "accuracy": 100.0}
+            for k in "abcdefgh"
+            for seed, shift in enumerate(SHIFTS)
+        ]
+    )
 
 
 def fig4_main(alphas: dict[float, float]) -> pd.DataFrame:
     """Theorem 1's matched read-out at two losses: the stopping loss the authors printed alpha at, and another."""
-    return pd.DataFrame([{"ratio": r, "stopping_loss": loss, "alpha": a if loss == summary.STORED_LOSS else 0.5}
-                         for r, a in alphas.items() for loss in (1e-2, summary.STORED_LOSS)])
+    return pd.DataFrame(
+        [
+            {"ratio": r, "stopping_loss": loss, "alpha": a if loss == summary.STORED_LOSS else 0.5}
+            for r, a in alphas.items()
+            for loss in (1e-2, summary.STORED_LOSS)
+        ]
+    )
 
 
 @pytest.fixture
@@ -61,37 +91,50 @@ def root(tmp_path):
     Figure 4 only."""
     official = tmp_path / "official"
     save(official, "fig2_dtap", {"main": fig2_main(stored("fig2.b.top_right_cell")), "claims": claims()}, {})
-    save(official, "fig4_mu_trajectories", {"main": fig4_main({0.01: 0.14883, 0.1: 0.2921, 100.0: 0.99}),
-                                            "claims": claims()}, {})
-    save(official, "hatexplain", {"per_seed": real_per_seed("hatexplain", accuracy_shift=10.0),
-                                  "claims": claims()}, {})
+    save(
+        official,
+        "fig4_mu_trajectories",
+        {"main": fig4_main({0.01: 0.14883, 0.1: 0.2921, 100.0: 0.99}), "claims": claims()},
+        {},
+    )
+    save(official, "hatexplain", {"per_seed": real_per_seed("hatexplain", accuracy_shift=10.0), "claims": claims()}, {})
     save(official, "sva", {"per_seed": real_per_seed("sva"), "claims": claims(NOT_EVIDENCE)}, {})
     default = tmp_path / "default"
-    save(default, "hatexplain", {"per_seed": real_per_seed("hatexplain", accuracy_shift=-3.0), "claims": claims()},
-         {})
-    save(default, "fig4_mu_trajectories", {"main": fig4_main({0.01: 0.05, 0.1: 0.2, 100.0: 0.98}),
-                                           "claims": claims()}, {})
+    save(default, "hatexplain", {"per_seed": real_per_seed("hatexplain", accuracy_shift=-3.0), "claims": claims()}, {})
+    save(
+        default,
+        "fig4_mu_trajectories",
+        {"main": fig4_main({0.01: 0.05, 0.1: 0.2, 100.0: 0.98}), "claims": claims()},
+        {},
+    )
     return tmp_path
 
 
 def test_a_chapter_with_official_results_sets_them_beside_the_authors_and_this_profile(root):
     hate = summary.beside_authors(root, "default", "hatexplain")
-    assert list(hate.columns) == ["the paper", "the authors' notebooks", OFFICIAL_COLUMN, "this book under default",
-                                  VERDICT_COLUMN]
+    assert list(hate.columns) == [
+        "the paper",
+        "the authors' notebooks",
+        OFFICIAL_COLUMN,
+        "this book under default",
+        VERDICT_COLUMN,
+    ]
     assert len(hate) == (authors.table()["chapter"] == "hatexplain").sum()  # one row per stored number
     base, fast = hate.loc[("test accuracy", "baseline")], hate.loc[("test accuracy", "faster QK")]
     assert base[VERDICT_COLUMN] == "reproduces" and fast[VERDICT_COLUMN] == "differs"  # the faster one moved by 10
     assert base[OFFICIAL_COLUMN].startswith(f"{stored('hatexplain.accuracy.baseline'):.1f} [")  # with its interval
     assert fast["this book under default"].startswith(f"{stored('hatexplain.accuracy.faster') - 3:.1f}")
     assert hate.loc[("AC", "baseline"), VERDICT_COLUMN] == "undecided"  # the authors stored none
-    assert hate.loc[("test accuracy", "baseline"), "the authors' notebooks"] == \
-        authors.stored("hatexplain.accuracy.baseline")
+    assert hate.loc[("test accuracy", "baseline"), "the authors' notebooks"] == authors.stored(
+        "hatexplain.accuracy.baseline"
+    )
 
     fig2 = summary.beside_authors(root, "default", "fig2_dtap")
     b = fig2.loc[("test sequences at attention >= 0.8 and probability >= 0.8", "(b) FACO")]
     assert b[VERDICT_COLUMN] == "reproduces" and b["this book under default"] == "not run"  # no default unit
-    assert fig2.loc[("test sequences at attention >= 0.8 and probability >= 0.8", "(a) FAFO"),
-                    VERDICT_COLUMN] == "differs"  # 50 against the authors' 0
+    assert (
+        fig2.loc[("test sequences at attention >= 0.8 and probability >= 0.8", "(a) FAFO"), VERDICT_COLUMN] == "differs"
+    )  # 50 against the authors' 0
     assert fig2.loc[("test accuracy", "(g) CACO QK x5"), VERDICT_COLUMN] == "reproduces"  # 100 within one seed's slack
 
     fig4 = summary.beside_authors(root, "default", "fig4_mu_trajectories")
@@ -101,7 +144,10 @@ def test_a_chapter_with_official_results_sets_them_beside_the_authors_and_this_p
     stopped = fig4_main({0.01: 0.05}).query("stopping_loss > 1e-3")  # a run that stopped before the authors' loss
     save(root / "smoke", "fig4_mu_trajectories", {"main": stopped, "claims": claims()}, {})
     assert list(summary.beside_authors(root, "smoke", "fig4_mu_trajectories")["this book under smoke"]) == [
-        "stopped before the loss 0.0001", "not run", "not run"]
+        "stopped before the loss 0.0001",
+        "not run",
+        "not run",
+    ]
 
 
 def test_a_chapter_without_official_results_says_how_to_compute_them(root):
@@ -116,7 +162,7 @@ def test_a_chapter_without_official_results_says_how_to_compute_them(root):
         assert html.escape(f"python -m qkov_lib reproduce --profile official --only {name}") in page
     assert "--only hatexplain<" not in page and page.count("<details") == 4  # the four chapters with official units
     assert page.index('href="fig2_dtap.html"') < page.index('href="hatexplain.html"') < page.index('href="squad.html"')
-    squad = page[page.index('href="squad.html"'):]
+    squad = page[page.index('href="squad.html"') :]
     assert "its data was not available where it ran" in squad and "not run yet" in page
     assert (summary.beside_authors(root, "default", "sva")["this book under default"] == "not run").all()
 

@@ -1,6 +1,7 @@
 """Per-chapter code fingerprints (qkov_lib/core/codehash.py), on a temporary copy of the package (the real tree is never
 edited): a docstring edit makes no chapter stale; a code edit makes exactly the chapters whose closure holds the
 module stale; a new import edge is picked up; a dynamic import the analysis cannot follow is an error."""
+
 from __future__ import annotations
 
 import ast
@@ -58,8 +59,10 @@ def edit_docstrings(path: Path) -> None:
     lines = path.read_text().split("\n")
     tree = ast.parse("\n".join(lines))
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                ast.get_docstring(node, clean=False) is not None:
+        if (
+            isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and ast.get_docstring(node, clean=False) is not None
+        ):
             doc = node.body[0].value
             line = lines[doc.lineno - 1]
             quote = line.index('"""', doc.col_offset) + 3
@@ -88,12 +91,20 @@ def test_a_new_import_edge_is_picked_up(package):
     errata.write_text(errata.read_text() + "\nfrom ..runs import sweep  # a new edge\n")
     assert "qkov_lib.runs.sweep" in codehash.closure(["qkov_lib.theory.errata"], package)
     sweep = package / "runs" / "sweep.py"
-    assert stale_after(package, lambda: sweep.write_text(sweep.read_text() + "\nEDIT = 1\n")) == ["atlas", "errata", "scorecard", "summary"]
+    assert stale_after(package, lambda: sweep.write_text(sweep.read_text() + "\nEDIT = 1\n")) == [
+        "atlas",
+        "errata",
+        "scorecard",
+        "summary",
+    ]
 
 
 DYNAMIC = [
-    ("import_module of a computed name", "import importlib\nimportlib.import_module('qkov_lib.' + 'plots')\n",
-     "import_module"),
+    (
+        "import_module of a computed name",
+        "import importlib\nimportlib.import_module('qkov_lib.' + 'plots')\n",
+        "import_module",
+    ),
     ("__import__", "mod = __import__(f'qkov_lib.{NAME}')\n", "__import__"),
     ("exec", "exec('from qkov_lib.present import plots')\n", "exec"),
     ("eval", "x = eval('1 + 1')\n", "eval"),
@@ -107,8 +118,11 @@ def test_a_dynamic_import_is_an_error_naming_file_and_line(package, code, name):
     errata = package / "theory" / "errata.py"
     errata.write_text(errata.read_text() + "\n" + code)
     line = errata.read_text().split("\n").index(code.strip().split("\n")[-1]) + 1
-    with pytest.raises(codehash.DynamicImport, match=rf"errata\.py:{line}: {name}\(\.\.\.\) runs code the "
-                                                     r"fingerprint cannot follow; use a plain import"):
+    with pytest.raises(
+        codehash.DynamicImport,
+        match=rf"errata\.py:{line}: {name}\(\.\.\.\) runs code the "
+        r"fingerprint cannot follow; use a plain import",
+    ):
         codehash.chapter_code(NOTEBOOKS["errata"], package)
 
 
@@ -123,25 +137,41 @@ def test_a_notebook_running_a_file_is_an_error(tmp_path):
 
 def test_a_dynamic_import_of_a_constant_name_is_followed(package):
     errata = package / "theory" / "errata.py"
-    errata.write_text(errata.read_text() + "\nimport importlib\nTASK = 'qkov_lib.runs.sweep'\n"
-                      "importlib.import_module(TASK)\nimportlib.import_module('numpy')\n")
+    errata.write_text(
+        errata.read_text() + "\nimport importlib\nTASK = 'qkov_lib.runs.sweep'\n"
+        "importlib.import_module(TASK)\nimportlib.import_module('numpy')\n"
+    )
     assert "qkov_lib.runs.sweep" in codehash.closure(["qkov_lib.theory.errata"], package)
 
 
 def test_import_forms_resolve_to_modules(tmp_path):
     """Absolute and relative imports at any depth, `from . import name` naming a submodule or not, parent packages."""
     pkg = tmp_path / "pkg"
-    for name, code in {"__init__.py": "", "top.py": "X = 1\n", "unused.py": "",
-                       "a/__init__.py": "from .b import f\n", "a/b.py": "from ..top import X\nfrom . import c, g\n",
-                       "a/c.py": "from .. import deep\n", "a/g.py": "", "deep/__init__.py": "",
-                       "deep/d.py": "import pkg.top\n", "deep/e/__init__.py": "",
-                       "deep/e/f.py": "from ... import top\n",
-                       "lazy.py": "def f():\n    from .deep.e import f\n    import os.path\n"}.items():
+    for name, code in {
+        "__init__.py": "",
+        "top.py": "X = 1\n",
+        "unused.py": "",
+        "a/__init__.py": "from .b import f\n",
+        "a/b.py": "from ..top import X\nfrom . import c, g\n",
+        "a/c.py": "from .. import deep\n",
+        "a/g.py": "",
+        "deep/__init__.py": "",
+        "deep/d.py": "import pkg.top\n",
+        "deep/e/__init__.py": "",
+        "deep/e/f.py": "from ... import top\n",
+        "lazy.py": "def f():\n    from .deep.e import f\n    import os.path\n",
+    }.items():
         (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_text(code)
     assert codehash.closure(["pkg.a"], pkg) == ["pkg", "pkg.a", "pkg.a.b", "pkg.a.c", "pkg.a.g", "pkg.deep", "pkg.top"]
-    assert codehash.closure(["pkg.lazy"], pkg) == ["pkg", "pkg.deep", "pkg.deep.e", "pkg.deep.e.f", "pkg.lazy",
-                                                   "pkg.top"]
+    assert codehash.closure(["pkg.lazy"], pkg) == [
+        "pkg",
+        "pkg.deep",
+        "pkg.deep.e",
+        "pkg.deep.e.f",
+        "pkg.lazy",
+        "pkg.top",
+    ]
     (pkg / "bad.py").write_text("from ... import top\n")
     with pytest.raises(codehash.DynamicImport, match="bad.py:1: a relative import goes above the package"):
         codehash.closure(["pkg.bad"], pkg)
@@ -152,7 +182,12 @@ def test_import_forms_resolve_to_modules(tmp_path):
 
 def test_notebook_imports_and_versions():
     assert codehash.notebook_modules(NOTEBOOKS["errata"]) == {
-        "qkov_lib", "qkov_lib.core", "qkov_lib.core.chapter", "qkov_lib.chapters", "qkov_lib.chapters.errata"}
+        "qkov_lib",
+        "qkov_lib.core",
+        "qkov_lib.core.chapter",
+        "qkov_lib.chapters",
+        "qkov_lib.chapters.errata",
+    }
     state = codehash.chapter_code(NOTEBOOKS["errata"])
     assert {"torch", "numpy", "scipy", "sympy", "pandas"} <= set(state.versions)
     assert "qkov_lib.runner.reproduce" not in state.modules and "qkov_lib.theory.errata" in state.modules
@@ -170,15 +205,21 @@ def test_the_runner_names_the_changed_modules(package, tmp_path, monkeypatch):
     units.seal(folder, "tiny", fp, 1.0)
     assert fingerprints.stale_reason(folder, "tiny", fp)[0] is None
     edit_docstrings(package / "core" / "results.py")
-    assert fingerprints.stale_reason(folder, "tiny", fingerprints.fingerprint("tiny", "smoke", {"x": 1}, folder.parent))[0] is None
+    assert (
+        fingerprints.stale_reason(folder, "tiny", fingerprints.fingerprint("tiny", "smoke", {"x": 1}, folder.parent))[0]
+        is None
+    )
     (package / "core" / "results.py").write_text((package / "core" / "results.py").read_text() + "\nEDIT = 1\n")
-    reason = fingerprints.stale_reason(folder, "tiny", fingerprints.fingerprint("tiny", "smoke", {"x": 1}, folder.parent))[0]
+    reason = fingerprints.stale_reason(
+        folder, "tiny", fingerprints.fingerprint("tiny", "smoke", {"x": 1}, folder.parent)
+    )[0]
     assert reason == "code (qkov_lib.core.results) changed"
 
 
 def test_sweep_cells_follow_their_task_code(package):
     from qkov_lib.runs import sweep
     from qkov_lib.chapters import atlas
+
     folder = sweep.cell_folder("atlas", {"a": 1}, atlas.run_setting)
     edit_docstrings(package / "train" / "engine.py")
     assert sweep.cell_folder("atlas", {"a": 1}, atlas.run_setting) == folder
@@ -215,8 +256,13 @@ def test_a_page_that_sets_official_beside_its_run_follows_the_official_unit(tmp_
 
 
 def test_every_page_that_reads_the_official_results_declares_it():
-    reads = {name for name, path in NOTEBOOKS.items()  # in the page, or in its module's run
-             if re.search(r'official_run\(|profile_tables\(.*"official"|official_html\(',
-                          path.read_text() + inspect.getsource(catalog.CHAPTERS[name]))}
+    reads = {
+        name
+        for name, path in NOTEBOOKS.items()  # in the page, or in its module's run
+        if re.search(
+            r'official_run\(|profile_tables\(.*"official"|official_html\(',
+            path.read_text() + inspect.getsource(catalog.CHAPTERS[name]),
+        )
+    }
     declares = {name for name, module in catalog.CHAPTERS.items() if "official" in getattr(module, "BESIDE", ())}
     assert reads == declares and "summary" in reads and "fig2_dtap" in reads

@@ -9,6 +9,7 @@ and, where a C compiler is present, MKL dispatching as on an Intel CPU (a preloa
 MKL is linked into libtorch and takes its vendor check through the PLT), so that MKL's code path changes on an AMD
 CPU too, and another C maths library (glibc's ``expf``, ``logf``, ... preloaded one float up).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ from qkov_lib.core.paths import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(not portable.applicable(), reason="the portable mode concerns x86-64 CPUs")
 
-TRAIN = r'''
+TRAIN = r"""
 import hashlib, json
 import numpy as np
 from qkov_lib.core import portable
@@ -94,7 +95,7 @@ def answer_loss(prm, ids, y):
 
 decoder = run(init_decoder(dcfg, seeds), answer_loss, lambda step: (x, targets), 1)
 print(json.dumps({"classifier": classifier, "decoder": decoder, **portable.effective()}))
-'''
+"""
 
 NO_AVX = "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX2,-FMA,-AVX"
 # a processor's environment as seen by torch's libraries, emulated on this one
@@ -122,15 +123,24 @@ F(expf) F(logf) F(log1pf) F(expm1f) F(sinf) F(cosf) F(tanhf) D(exp) D(log) D(log
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in (*portable.VARIABLES, "MKL_ENABLE_INSTRUCTIONS", "GLIBC_TUNABLES", "LD_PRELOAD", portable.ENV)}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in (*portable.VARIABLES, "MKL_ENABLE_INSTRUCTIONS", "GLIBC_TUNABLES", "LD_PRELOAD", portable.ENV)
+    }
     return {**env, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]), **extra}
 
 
 def _python(code: str, extra: dict[str, str], args: list[str] = (), timeout: int = 300) -> dict:
     """Run ``code`` in a fresh interpreter with ``extra`` in its environment; its last line of output, as JSON."""
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=_env(extra),
-                          timeout=timeout, cwd=REPO_ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=_env(extra),
+        timeout=timeout,
+        cwd=REPO_ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -167,10 +177,14 @@ def other_libm(tmp_path_factory) -> dict[str, str]:
 def test_mode_as_data():
     env = {"PATH": "/bin"}
     assert portable.apply(env) == portable.SETTINGS and env == {"PATH": "/bin", **portable.SETTINGS}
-    assert {k: portable.SETTINGS[k] for k in ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE",
-                                               "NUMBA_CPU_NAME")} == {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY":
-                                                                      "avx2", "OPENBLAS_CORETYPE": "Haswell",
-                                                                      "NUMBA_CPU_NAME": "haswell"}
+    assert {
+        k: portable.SETTINGS[k] for k in ("MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE", "NUMBA_CPU_NAME")
+    } == {
+        "MKL_CBWR": "COMPATIBLE",
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "OPENBLAS_CORETYPE": "Haswell",
+        "NUMBA_CPU_NAME": "haswell",
+    }
     env = {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "avx2"}
     assert portable.apply(env) == {} and env == {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "avx2"}
     assert portable.settings({portable.ENV: "x86-64"})["ATEN_CPU_CAPABILITY"] == "default"
@@ -194,8 +208,9 @@ def test_same_bits_on_every_emulated_processor(level, fake_intel, other_libm):
         settings["Intel AVX-512"] = fake_intel
     if other_libm and level == "avx2":
         settings["another libm"] = other_libm
-    runs = _trainings({name: {**extra, portable.ENV: level if level == "x86-64" else "1"}
-                       for name, extra in settings.items()})
+    runs = _trainings(
+        {name: {**extra, portable.ENV: level if level == "x86-64" else "1"} for name, extra in settings.items()}
+    )
     capability = portable.LEVELS[level]["ATEN_CPU_CAPABILITY"].upper()
     for name, run in runs.items():
         assert (run["portable"], run["cpu_capability"]) == (level, capability), (name, run)
@@ -207,8 +222,10 @@ def test_same_bits_on_every_emulated_processor(level, fake_intel, other_libm):
 def test_other_bits_without_the_mode(fake_intel):
     """Mode off: ATen's AVX2 kernels against those without AVX2 (and, where it can be emulated, MKL's Intel path
     against this CPU's) give other parameters: the test above could fail."""
-    settings = {"default": {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "default"},
-                "avx2": {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "avx2"}}
+    settings = {
+        "default": {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "default"},
+        "avx2": {portable.ENV: "0", "ATEN_CPU_CAPABILITY": "avx2"},
+    }
     if fake_intel:
         settings["avx2, Intel's MKL path"] = {**settings["avx2"], **fake_intel}
     runs = _trainings(settings)
@@ -221,7 +238,7 @@ def test_other_bits_without_the_mode(fake_intel):
         assert runs["avx2, Intel's MKL path"]["decoder"] != runs["avx2"]["decoder"]
 
 
-STACK = r'''
+STACK = r"""
 import hashlib, json
 from qkov_lib.core import portable
 from qkov_lib.train.backends import train_stack
@@ -247,7 +264,7 @@ for p in out.params:
     for k in sorted(p):
         h.update(p[k].numpy().tobytes())
 print(json.dumps({"stack": h.hexdigest(), **portable.effective()}))
-'''
+"""
 
 
 # Other processors for the compiled engine, emulated by asking numba and OpenBLAS for their code: (numba's CPU name,
@@ -265,15 +282,21 @@ def test_the_compiled_engine_gives_the_same_bits_in_the_mode():
     on (the mode pins both). A target this CPU cannot execute is left out, and said so."""
     runnable = {name: (cpu, core) for name, (cpu, core, needs) in TARGETS.items() if needs <= HOST_FLAGS}
     for name in TARGETS.keys() - runnable.keys():
-        print(f"left out {name}: this CPU lacks {', '.join(sorted(TARGETS[name][2] - HOST_FLAGS))}, and its code would "
-              f"die of an illegal instruction")
+        print(
+            f"left out {name}: this CPU lacks {', '.join(sorted(TARGETS[name][2] - HOST_FLAGS))}, and its code would "
+            f"die of an illegal instruction"
+        )
     if not runnable:
         pytest.skip(f"this CPU runs none of the emulated targets ({', '.join(TARGETS)})")
-    envs = {"this CPU": {}} | {name: {"NUMBA_CPU_NAME": cpu, "OPENBLAS_CORETYPE": core}
-                              for name, (cpu, core) in runnable.items()}
+    envs = {"this CPU": {}} | {
+        name: {"NUMBA_CPU_NAME": cpu, "OPENBLAS_CORETYPE": core} for name, (cpu, core) in runnable.items()
+    }
     with ThreadPoolExecutor(2) as pool:
-        runs = {(name, mode): pool.submit(_python, STACK, {portable.ENV: mode, **env})
-                for name, env in envs.items() for mode in ("0", "1")}
+        runs = {
+            (name, mode): pool.submit(_python, STACK, {portable.ENV: mode, **env})
+            for name, env in envs.items()
+            for mode in ("0", "1")
+        }
         runs = {key: future.result() for key, future in runs.items()}
     off = {name: runs[name, "0"]["stack"] for name in envs}
     on = {name: runs[name, "1"]["stack"] for name in envs}
@@ -284,25 +307,34 @@ def test_the_compiled_engine_gives_the_same_bits_in_the_mode():
 
 def _vendor() -> str:
     try:
-        return next((line.split(":")[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("vendor_id")), "")
+        return next(
+            (
+                line.split(":")[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("vendor_id")
+            ),
+            "",
+        )
     except OSError:
         return ""
 
 
 def test_torch_loaded_with_other_settings_is_reported():
     """Torch that computed before the mode was applied: apply() raises, naming the capability it found."""
-    out = _python("import json, torch\nnatural = torch.backends.cpu.get_cpu_capability()\n"
-                  "from qkov_lib.core import portable\ntry:\n    portable.apply(); err = ''\n"
-                  "except portable.PortableModeError as e:\n    err = str(e)\n"
-                  "print(json.dumps({'natural': natural, 'err': err}))", {})
+    out = _python(
+        "import json, torch\nnatural = torch.backends.cpu.get_cpu_capability()\n"
+        "from qkov_lib.core import portable\ntry:\n    portable.apply(); err = ''\n"
+        "except portable.PortableModeError as e:\n    err = str(e)\n"
+        "print(json.dumps({'natural': natural, 'err': err}))",
+        {},
+    )
     if out["natural"] == portable.SETTINGS["ATEN_CPU_CAPABILITY"].upper() or not HAS_AVX2:  # (no AVX2: a warning)
         assert out["err"] == ""
     else:
         assert f"cpu_capability is {out['natural']}" in out["err"] and portable.ENV in out["err"]
 
 
-REACH = r'''
+REACH = r"""
 import json, sys
 from qkov_lib.core import portable
 portable.apply()
@@ -320,7 +352,7 @@ if sys.argv[1] == "all":
                                       extra_arguments=["--IPKernelApp.log_level=ERROR"])
     seen["papermill kernel"] = [json.loads(done.cells[0].outputs[0]["text"])]
 print(json.dumps(seen))
-'''
+"""
 
 
 def test_reaches_every_process():
@@ -333,8 +365,10 @@ def test_reaches_every_process():
     for where, reports in seen.items():
         for eff in reports:
             assert (eff["portable"], eff["cpu_capability"], eff["mkl_cbwr"]) == (
-                "avx2", "AVX2" if HAS_AVX2 else "DEFAULT", "COMPATIBLE"), \
-                (where, eff)
+                "avx2",
+                "AVX2" if HAS_AVX2 else "DEFAULT",
+                "COMPATIBLE",
+            ), (where, eff)
 
 
 def test_off_reaches_workers_too():
@@ -348,9 +382,16 @@ def test_this_machine_reproduces_the_committed_reference(smoke_book):
     trainings give the sha256 committed in tests/expected/portable.json: on any x86-64 machine with AVX2, the same
     bits. A deliberate change regenerates the file (``make portable-reference``)."""
     from portable_reference import EXPECTED, table_digests, training_digests
+
     expected = json.loads(EXPECTED.read_text())
     got = {"tables": table_digests(smoke_book / "data" / "results" / "smoke"), "trainings": training_digests()}
-    differ = [f"{kind} {name}" for kind in expected for name in expected[kind] | got[kind]
-              if expected[kind].get(name) != got[kind].get(name)]
-    assert not differ, (f"{len(differ)} result(s) differ from the committed reference: {', '.join(differ)}; if the "
-                        "change is deliberate, run `make portable-reference` and commit tests/expected/portable.json")
+    differ = [
+        f"{kind} {name}"
+        for kind in expected
+        for name in expected[kind] | got[kind]
+        if expected[kind].get(name) != got[kind].get(name)
+    ]
+    assert not differ, (
+        f"{len(differ)} result(s) differ from the committed reference: {', '.join(differ)}; if the "
+        "change is deliberate, run `make portable-reference` and commit tests/expected/portable.json"
+    )

@@ -1,5 +1,6 @@
 """Progress as each place can show it: plain whole lines in a log (no carriage return, no nested redraws), tqdm's bar
 on a terminal, and the compile notice once for a run and the processes it starts, on stdout."""
+
 from __future__ import annotations
 
 import io
@@ -84,17 +85,19 @@ def test_the_compile_notice_is_said_once_for_a_run_and_its_workers_on_stdout(cap
 
 
 def test_another_run_says_it_again():
-    code = ("from qkov_lib.core import progress; "
-            "print(progress.notice('compile', 'compiling the engine\\'s kernels'))")
+    code = "from qkov_lib.core import progress; print(progress.notice('compile', 'compiling the engine\\'s kernels'))"
     env = {k: v for k, v in os.environ.items() if k != progress.SESSION_ENV}
-    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-            for _ in range(2)]
+    runs = [
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        for _ in range(2)
+    ]
     assert [r.stdout.count("compiling the engine's kernels") for r in runs] == [1, 1]
 
 
 def test_in_a_notebook_kernel_a_bar_is_a_widget_or_without_ipywidgets_lines(monkeypatch):
     class Widget(progress.tqdm):
         pass
+
     monkeypatch.setattr(progress, "_notebook_kernel", lambda: True)
     monkeypatch.setattr(progress, "_widgets", lambda: Widget)
     assert progress.kind(Terminal()) == progress.WIDGET

@@ -1,4 +1,5 @@
 """The data-directory setting, and what a dataset's identity is."""
+
 import shutil
 
 import pytest
@@ -58,7 +59,10 @@ def test_no_download_is_tried_while_the_data_folder_is_set(monkeypatch, tmp_path
     monkeypatch.setenv(DATA_ENV, str(tmp_path / "empty"))
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
-    with pytest.raises(DataUnavailable, match=r"hatexplain data not available \(QKOV_DATA_DIR=.* holds none of its "
-                                              r"files, and no download is tried while QKOV_DATA_DIR is set\)"):
+    with pytest.raises(
+        DataUnavailable,
+        match=r"hatexplain data not available \(QKOV_DATA_DIR=.* holds none of its "
+        r"files, and no download is tried while QKOV_DATA_DIR is set\)",
+    ):
         canonical_file("hatexplain", "dataset.json", download=True)
     assert not (tmp_path / "cache").exists()

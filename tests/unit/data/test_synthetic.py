@@ -1,4 +1,5 @@
 """The synthetic task (Section 4, Appendix A.2.1): token sets, sampling, splits."""
+
 import numpy as np
 import pytest
 import torch
@@ -71,8 +72,17 @@ def test_bucketed_inverse_cdf_is_searchsorted_at_every_edge():
     cum = np.concatenate([np.sort(rng.random(30)), [0.5, 0.5 + 1e-12, 0.5 + 2e-12, 1.0]])
     cum.sort()
     edges = np.arange(4096) / 4096
-    u = np.concatenate([rng.random(20000), cum, np.nextafter(cum, 0), np.nextafter(cum, 2), edges,
-                        np.nextafter(edges, 0), [0.0, np.nextafter(1.0, 0)]])
+    u = np.concatenate(
+        [
+            rng.random(20000),
+            cum,
+            np.nextafter(cum, 0),
+            np.nextafter(cum, 2),
+            edges,
+            np.nextafter(edges, 0),
+            [0.0, np.nextafter(1.0, 0)],
+        ]
+    )
     u = u[(u >= 0) & (u < 1)]
     assert np.array_equal(inverse_cdf(cum, u), np.searchsorted(cum, u, side="left"))
     grid = rng.random((50, 7))
@@ -92,12 +102,18 @@ def test_stack_splits():
     assert stacked.tokens.shape == (2, 40, 64) and stacked.distinct.shape == (2, 40, 64)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(gamma=0.0), r"gamma .* must lie in \(0, 1\)"), (dict(gamma=1.0), r"gamma .* must lie in \(0, 1\)"),
-    (dict(seq_len=1), "seq_len must be an integer >= 2"), (dict(n_distinct=0), "n_distinct must be a positive integer"),
-    (dict(vocab_size=50), "vocab_size = 50 cannot hold the 58 tokens"), (dict(layout="mixed"), "layout must be"),
-    (dict(distinct_weights="zipf"), "distinct_weights must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(gamma=0.0), r"gamma .* must lie in \(0, 1\)"),
+        (dict(gamma=1.0), r"gamma .* must lie in \(0, 1\)"),
+        (dict(seq_len=1), "seq_len must be an integer >= 2"),
+        (dict(n_distinct=0), "n_distinct must be a positive integer"),
+        (dict(vocab_size=50), "vocab_size = 50 cannot hold the 58 tokens"),
+        (dict(layout="mixed"), "layout must be"),
+        (dict(distinct_weights="zipf"), "distinct_weights must be"),
+    ],
+)
 def test_bad_task_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SyntheticConfig(**kwargs)

@@ -1,16 +1,20 @@
 """SQuAD v1.1's answer normalisation, exact match and F1, on hand-made cases."""
+
 import pytest
 
 from qkov_lib.metrics.qa import exact_match, f1_score, normalize_answer
 
 
-@pytest.mark.parametrize("text, normal", [
-    ("The Cat!", "cat"),
-    ("  an  apple,  a day ", "apple day"),
-    ("Theatre of the Absurd", "theatre of absurd"),  # "the" only as a word
-    ("U.S.-led", "usled"),  # punctuation goes before the split
-    ("A", ""),
-])
+@pytest.mark.parametrize(
+    "text, normal",
+    [
+        ("The Cat!", "cat"),
+        ("  an  apple,  a day ", "apple day"),
+        ("Theatre of the Absurd", "theatre of absurd"),  # "the" only as a word
+        ("U.S.-led", "usled"),  # punctuation goes before the split
+        ("A", ""),
+    ],
+)
 def test_normalisation(text, normal):
     assert normalize_answer(text) == normal
 

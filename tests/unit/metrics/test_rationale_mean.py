@@ -1,6 +1,7 @@
 """HateXplain's rationale rule ``mean`` (the authors' metric): relevance weights in [0, 1], the mean of the three
 annotators' masks, carried from the loader through encoding to the attention mass and AC; ``union`` and
 ``majority`` untouched; the official profiles use it."""
+
 import numpy as np
 import pytest
 import torch
@@ -67,9 +68,11 @@ def test_the_weights_reach_the_encoded_test_split_cut_as_the_words_are_and_01_ma
 def test_evaluated_the_mean_rule_gives_the_mean_of_the_masses_on_each_annotators_mask():
     """End to end through ``evaluate_condition`` (an untrained model, every post measured): the mass of each post
     under ``mean`` is the mean over the three annotators of the mass on each one's own mask."""
-    annotators = [[np.array([1, 0, 1, 0]), np.array([0, 1, 0, 0]), None],  # post 0: C marked nothing
-                  [np.array([1, 1, 0, 0]), np.array([1, 0, 0, 1]), np.array([0, 0, 1, 0])],
-                  [None, None, None]]  # nobody: no attention on rationale words
+    annotators = [
+        [np.array([1, 0, 1, 0]), np.array([0, 1, 0, 0]), None],  # post 0: C marked nothing
+        [np.array([1, 1, 0, 0]), np.array([1, 0, 0, 1]), np.array([0, 0, 1, 0])],
+        [None, None, None],
+    ]  # nobody: no attention on rationale words
     s = setup(max_len=8, unannotated="zero")
 
     def masses(relevant):
@@ -78,8 +81,9 @@ def test_evaluated_the_mean_rule_gives_the_mean_of_the_masses_on_each_annotators
         return evaluate_condition(params, data, s)[1]["mass"]
 
     one_each = [masses([post[j] for post in annotators]) for j in range(3)]  # one annotator's mask as relevance
-    mean = masses([hatexplain.relevance([m.tolist() for m in post if m is not None], 4, "mean", "x")
-                   for post in annotators])
+    mean = masses(
+        [hatexplain.relevance([m.tolist() for m in post if m is not None], 4, "mean", "x") for post in annotators]
+    )
     assert mean.shape == (2, 3)  # every post measured, the unannotated one at mass 0
     assert np.allclose(mean, sum(one_each) / 3, atol=1e-6) and (mean[:, 2] == 0).all()
     skipped = setup(max_len=8)
@@ -98,5 +102,6 @@ def test_the_official_profiles_use_the_authors_metric_and_the_others_keep_the_un
             assert (s.rationale_rule, s.unannotated) == ("union", "skip")
     with pytest.raises(ParameterError, match="unannotated"):
         resolve(hatexplain_chapter, "default", {"unannotated": "drop"})
-    assert "share of the three annotators" in hatexplain_chapter.relevance_words(resolve(hatexplain_chapter,
-                                                                                        "official")[1])
+    assert "share of the three annotators" in hatexplain_chapter.relevance_words(
+        resolve(hatexplain_chapter, "official")[1]
+    )

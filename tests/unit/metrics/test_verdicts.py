@@ -1,4 +1,5 @@
 """Intervals over seeds of a bounded quantity stay inside its bounds, and the verdicts they decide keep their rules."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -44,9 +45,18 @@ def test_clipping_keeps_every_verdict_against_a_threshold_inside_the_bounds(thre
 
 
 def test_figure_2_reads_its_percentages_inside_the_bounds():
-    rows = [{"panel": p, "seed": s, "ACMC": 70.0 + s, "top_left": 30.0 + s, "top_right_cell": 60.0 + s,
-             "accuracy": NEAR_FULL[s] if p in "abgh" else 99.0}
-            for p in fig2_dtap.PANEL_KEYS for s in range(5)]
+    rows = [
+        {
+            "panel": p,
+            "seed": s,
+            "ACMC": 70.0 + s,
+            "top_left": 30.0 + s,
+            "top_right_cell": 60.0 + s,
+            "accuracy": NEAR_FULL[s] if p in "abgh" else 99.0,
+        }
+        for p in fig2_dtap.PANEL_KEYS
+        for s in range(5)
+    ]
     summary = pd.DataFrame(rows)
     table = fig2_dtap.compared(summary)
     shown = " ".join(table.astype(str).to_numpy().ravel())

@@ -1,4 +1,5 @@
 """The SQuAD decoder: causal and padding masks, and greedy decoding of a learnt continuation."""
+
 import torch
 
 from qkov_lib.models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits

@@ -1,4 +1,5 @@
 """Eq. (1) in four parameterisations, learning-rate groups, batched training and DTAP metrics."""
+
 import numpy as np
 import pytest
 import torch
@@ -14,8 +15,7 @@ TOKENS = torch.randint(0, 58, (2, 6, 64), generator=torch.Generator().manual_see
 @pytest.mark.parametrize("par", PARAMETERISATIONS)
 @pytest.mark.parametrize("d_model, self_attend", [(None, True), (None, False), (12, True)])
 def test_forward_matches_literal_eq1(par, d_model, self_attend):
-    cfg = AttentionConfig(par, vocab=58, d_model=d_model, init_scale=1.0, attend_to_query=self_attend,
-                          score_scale=0.5)
+    cfg = AttentionConfig(par, vocab=58, d_model=d_model, init_scale=1.0, attend_to_query=self_attend, score_scale=0.5)
     params = init_params(cfg, [5, 6])
     logits, attn = forward(params, cfg, TOKENS)
     for s in range(2):
@@ -52,7 +52,7 @@ def test_pytorch_default_initialisation(par):
         w = w[0].detach()
         bound = 1 / w.shape[1] ** 0.5
         assert w.abs().max() <= bound and w.abs().max() > 0.95 * bound, name
-        assert abs(w.mean()) < 0.05 * bound and abs(w.std() - bound / 3 ** 0.5) < 0.05 * bound, name
+        assert abs(w.mean()) < 0.05 * bound and abs(w.std() - bound / 3**0.5) < 0.05 * bound, name
     again = init_params(AttentionConfig(par, vocab=50, n_out=40, init="pytorch", init_scale=1.0), [3])
     assert all(torch.equal(p[k], again[k]) for k in p)  # seeded
     with pytest.raises(ValueError, match="unknown init 'default'; allowed: balanced, identity, pytorch"):
@@ -75,9 +75,15 @@ def test_multipliers_and_ramps():
     assert RateSchedule(lr=0.1, ov_mult=0.5).rate("ov", 3) == pytest.approx(0.05)
 
 
-@pytest.mark.parametrize("kwargs, message", [(dict(qk_mult=0.0), "qk_mult must be a finite number > 0"),
-                                             (dict(qk_mult=-2.0), "qk_mult"), (dict(lr=0.0), "lr must be"),
-                                             (dict(qk_schedule="cosine"), "qk_schedule must be one of")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(qk_mult=0.0), "qk_mult must be a finite number > 0"),
+        (dict(qk_mult=-2.0), "qk_mult"),
+        (dict(lr=0.0), "lr must be"),
+        (dict(qk_schedule="cosine"), "qk_schedule must be one of"),
+    ],
+)
 def test_bad_schedules(kwargs, message):
     with pytest.raises(ValueError, match=message):
         RateSchedule(**kwargs)
@@ -101,8 +107,15 @@ def test_dtap_on_hand_made_inputs():
     assert s["accuracy"] == pytest.approx(60)
 
 
-@pytest.mark.parametrize("edges, message", [([0, 0.5, 1.2], r"must lie in \[0, 1\]"), ([-0.1, 1], r"\[0, 1\]"),
-                                            ([0, 0.6, 0.4, 1], "strictly increasing"), ([0.5], "at least two")])
+@pytest.mark.parametrize(
+    "edges, message",
+    [
+        ([0, 0.5, 1.2], r"must lie in \[0, 1\]"),
+        ([-0.1, 1], r"\[0, 1\]"),
+        ([0, 0.6, 0.4, 1], "strictly increasing"),
+        ([0.5], "at least two"),
+    ],
+)
 def test_bad_bins(edges, message):
     with pytest.raises(ValueError, match=message):
         check_bins(edges)
@@ -113,9 +126,11 @@ def test_a_collapsed_circuit_starts_as_the_product_or_as_one_factor():
     factorised model), or one factor's sigma I (the authors' notebooks)."""
     for name, parameterisation in (("W_OV", "FACO"), ("W_QK", "CAFO")):
         product = init_params(AttentionConfig(parameterisation, vocab=10, init="identity", init_scale=1e-6), [0])
-        factor = init_params(AttentionConfig(parameterisation, vocab=10, init="identity", init_scale=1e-6,
-                                             collapsed_init="factor"), [0])
+        factor = init_params(
+            AttentionConfig(parameterisation, vocab=10, init="identity", init_scale=1e-6, collapsed_init="factor"), [0]
+        )
         assert torch.allclose(product[name][0], 1e-12 * torch.eye(10)) and torch.allclose(
-            factor[name][0], 1e-6 * torch.eye(10))
+            factor[name][0], 1e-6 * torch.eye(10)
+        )
     with pytest.raises(ValueError, match="unknown collapsed_init 'sum'"):
         AttentionConfig("CACO", collapsed_init="sum")

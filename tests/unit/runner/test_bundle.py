@@ -1,6 +1,7 @@
 """Results bundles (qkov_lib/runner/bundle.py): a pack/unpack round trip restores every file bit for bit; a damaged,
 truncated or foreign bundle is refused with one message naming the problem and the fix, and the target folder is
 left exactly as it was. The units are sealed here directly (no chapter runs)."""
+
 from __future__ import annotations
 
 import errno
@@ -30,11 +31,16 @@ def seal_unit(folder: Path, chapter: str, x: int) -> None:
     """A unit as the runner leaves it: tables, an executed notebook, metadata listing every file's sha256."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{chapter}.ipynb").write_text(json.dumps({"cells": [], "x": x}))
-    results.save(folder, chapter, {"main": pd.DataFrame({"x": [x]}), "claims": pd.DataFrame({"ok": [True]})},
-                 {"profile": folder.name, "git_commit": "0" * 40, "runner_wall_time_s": 1.0})
+    results.save(
+        folder,
+        chapter,
+        {"main": pd.DataFrame({"x": [x]}), "claims": pd.DataFrame({"ok": [True]})},
+        {"profile": folder.name, "git_commit": "0" * 40, "runner_wall_time_s": 1.0},
+    )
     meta = results.read_meta(folder, chapter)
-    meta["files"] = {p.name: results.sha256_file(p) for p in sorted(folder.glob(f"{chapter}.*"))
-                     if p.name != f"{chapter}.json"}
+    meta["files"] = {
+        p.name: results.sha256_file(p) for p in sorted(folder.glob(f"{chapter}.*")) if p.name != f"{chapter}.json"
+    }
     results.write_meta(folder, chapter, meta)
     results.check(folder, chapter)
 
@@ -60,13 +66,19 @@ def res(tmp_path, monkeypatch) -> Path:
 
 
 def hashes(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): results.sha256_file(p) for p in sorted(root.rglob("*"))
-            if p.is_file() and units.LOCKS not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): results.sha256_file(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and units.LOCKS not in p.parts
+    }
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and units.LOCKS not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and units.LOCKS not in p.parts
+    }
 
 
 def test_round_trip_restores_every_file_bit_for_bit(res, tmp_path, capsys):
@@ -77,8 +89,7 @@ def test_round_trip_restores_every_file_bit_for_bit(res, tmp_path, capsys):
     fresh = tmp_path / "fresh"
     assert main(["results", "unpack", str(target), "--results", str(fresh)]) == 0
     assert "restored 2 units of profile smoke" in capsys.readouterr().out
-    packed = {k: v for k, v in hashes(res).items()
-              if k.startswith(("smoke/alpha.", "smoke/beta.", "sweeps/"))}
+    packed = {k: v for k, v in hashes(res).items() if k.startswith(("smoke/alpha.", "smoke/beta.", "sweeps/"))}
     assert hashes(fresh) == packed and len(packed) == 2 * 4 + 2
     manifest = bundle.read(target)
     assert manifest["format"] == bundle.FORMAT and manifest["version"] == bundle.VERSION
@@ -149,10 +160,12 @@ def truncate(path: Path) -> None:
 
 def edited(change):
     """A damage that rewrites the archive: ``change(manifest, files)`` edits them in place."""
+
     def damage(path: Path) -> None:
         manifest, files = members(path)
         change(manifest, files)
         write(path, manifest, files)
+
     return damage
 
 
@@ -177,16 +190,28 @@ DAMAGE = [
     ("gzip of no tar", lambda p: p.write_bytes(gzip.compress(b"hello" * 100)), r"no tar archive inside the gzip"),
     ("no manifest", lambda p: write(p, None, members(p)[1]), r"is not a results bundle \(it has no manifest.json\)"),
     ("a foreign manifest", edited(lambda m, f: m.update(format="something-else")), r"not of format 'qkov-results"),
-    ("a wrong format version", edited(lambda m, f: m.update(version=2)),
-     r"format version 2; this library reads version 1: pack the results again"),
+    (
+        "a wrong format version",
+        edited(lambda m, f: m.update(version=2)),
+        r"format version 2; this library reads version 1: pack the results again",
+    ),
     ("a path escaping the folder", edited(escaping), r"names a path outside the results layout \('\.\./evil\.csv'"),
     ("an absolute path", edited(absolute), r"names a path outside the results layout \('/outside/evil\.csv'"),
-    ("a link", lambda p: write(p, *members(p), links=("smoke/alpha.link.csv",)),
-     r"smoke/alpha.link.csv, which is not a plain"),
-    ("a member not in the manifest", edited(lambda m, f: f.update({"smoke/alpha.more.csv": b"x"})),
-     r"holds smoke/alpha.more.csv, which its manifest does not list"),
-    ("a manifest entry missing", edited(lambda m, f: f.pop("smoke/beta.csv")),
-     r"manifest lists smoke/beta.csv, which the archive lacks"),
+    (
+        "a link",
+        lambda p: write(p, *members(p), links=("smoke/alpha.link.csv",)),
+        r"smoke/alpha.link.csv, which is not a plain",
+    ),
+    (
+        "a member not in the manifest",
+        edited(lambda m, f: f.update({"smoke/alpha.more.csv": b"x"})),
+        r"holds smoke/alpha.more.csv, which its manifest does not list",
+    ),
+    (
+        "a manifest entry missing",
+        edited(lambda m, f: f.pop("smoke/beta.csv")),
+        r"manifest lists smoke/beta.csv, which the archive lacks",
+    ),
     ("a file altered", edited(altered), r"is damaged: smoke/alpha.csv differs from its manifest \(sha256\)"),
     ("a malformed manifest", edited(lambda m, f: m.update(files="all")), r"has a malformed manifest"),
 ]
@@ -238,10 +263,14 @@ def test_restored_units_are_reused_by_the_runner(tmp_path, monkeypatch):
 
 # ---- hostile bundles: checked whole before anything moves; nothing changes in the results folder or beside it -------
 
+
 def sha_tree(root: Path) -> dict[str, str]:
     """The sha256 of every file under ``root`` (the results folder and the folders beside it), but the locks."""
-    return {p.relative_to(root).as_posix(): results.sha256_file(p) for p in sorted(root.rglob("*"))
-            if p.is_file() and units.LOCKS not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): results.sha256_file(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and units.LOCKS not in p.parts
+    }
 
 
 def rewritten(path: Path, change) -> None:
@@ -266,12 +295,14 @@ def _outside_unit(root: Path) -> Path:
 def _profile(value):
     def change(manifest, files):
         manifest["profile"] = value
+
     return change
 
 
 def _renamed(old: str, new: str):
     def change(manifest, files):
         files[new] = files.pop(old)
+
     return change
 
 
@@ -279,6 +310,7 @@ def _only(name: str, data: bytes):
     def change(manifest, files):
         files.clear()
         files[name] = data
+
     return change
 
 
@@ -293,25 +325,46 @@ def _hand_edited_unit(manifest, files):
 
 
 HOSTILE = [
-    ("profile an absolute folder", lambda root: _profile(str(root / "outside")),
-     r"names profile '/.*outside', which is not one of this book's \(smoke, default, paper, official\)"),
+    (
+        "profile an absolute folder",
+        lambda root: _profile(str(root / "outside")),
+        r"names profile '/.*outside', which is not one of this book's \(smoke, default, paper, official\)",
+    ),
     ("profile sweeps", lambda root: _profile("sweeps"), r"names profile 'sweeps', which is not one of this book's"),
     ("profile ..", lambda root: _profile(".."), r"names profile '\.\.', which is not one of this book's"),
     ("profile smoke/sub", lambda root: _profile("smoke/sub"), r"names profile 'smoke/sub', which is not one"),
     ("profile empty", lambda root: _profile(""), r"names profile '', which is not one of this book's"),
     ("profile Smoke", lambda root: _profile("Smoke"), r"names profile 'Smoke', which is not one of this book's"),
-    ("a dot inside the chapter part", lambda root: _only("smoke/alpha.x.json", b"{}"),
-     r"names a path outside the results layout \('smoke/alpha\.x\.json'"),
-    ("a chapter the book does not have", lambda root: _renamed("smoke/alpha.csv", "smoke/omega.csv"),
-     r"names a path outside the results layout \('smoke/omega\.csv'"),
-    ("a stray sweep file", lambda root: _renamed(f"{CELLS.as_posix()}/aaaaaaaaaaaaaaaa.csv", "sweeps/tiny/x.csv"),
-     r"names a path outside the results layout \('sweeps/tiny/x\.csv'"),
-    ("a big member of no unit", lambda root: _big_stray,
-     r"holds smoke/alpha\.big\.csv, which its unit's metadata does not list"),
-    ("a unit file without its unit", lambda root: lambda m, f: f.pop("smoke/beta.json"),
-     r"holds smoke/beta\..*, which belongs to no unit"),
-    ("a unit that fails its own check", lambda root: _hand_edited_unit,
-     r"unit alpha fails its own check \(.*seal differs.*\); nothing was restored, the local unit is kept"),
+    (
+        "a dot inside the chapter part",
+        lambda root: _only("smoke/alpha.x.json", b"{}"),
+        r"names a path outside the results layout \('smoke/alpha\.x\.json'",
+    ),
+    (
+        "a chapter the book does not have",
+        lambda root: _renamed("smoke/alpha.csv", "smoke/omega.csv"),
+        r"names a path outside the results layout \('smoke/omega\.csv'",
+    ),
+    (
+        "a stray sweep file",
+        lambda root: _renamed(f"{CELLS.as_posix()}/aaaaaaaaaaaaaaaa.csv", "sweeps/tiny/x.csv"),
+        r"names a path outside the results layout \('sweeps/tiny/x\.csv'",
+    ),
+    (
+        "a big member of no unit",
+        lambda root: _big_stray,
+        r"holds smoke/alpha\.big\.csv, which its unit's metadata does not list",
+    ),
+    (
+        "a unit file without its unit",
+        lambda root: lambda m, f: f.pop("smoke/beta.json"),
+        r"holds smoke/beta\..*, which belongs to no unit",
+    ),
+    (
+        "a unit that fails its own check",
+        lambda root: _hand_edited_unit,
+        r"unit alpha fails its own check \(.*seal differs.*\); nothing was restored, the local unit is kept",
+    ),
 ]
 
 
@@ -376,8 +429,10 @@ def test_members_are_streamed_not_held_in_memory(tmp_path, monkeypatch):
 
 def test_pack_onto_a_folder_a_file_or_a_full_disk_is_one_error(res, tmp_path, monkeypatch, capsys):
     (tmp_path / "afile").write_text("x")
-    cases = [(tmp_path, r"is a folder; give the bundle's file name"),
-             (tmp_path / "afile" / "b.tar.gz", r"cannot write .*b\.tar\.gz \(File exists\); name a file in a writable")]
+    cases = [
+        (tmp_path, r"is a folder; give the bundle's file name"),
+        (tmp_path / "afile" / "b.tar.gz", r"cannot write .*b\.tar\.gz \(File exists\); name a file in a writable"),
+    ]
     for target, message in cases:
         before = sha_tree(tmp_path)
         assert main(["results", "pack", "smoke", str(target), "--results", str(res)]) == 1
@@ -387,6 +442,7 @@ def test_pack_onto_a_folder_a_file_or_a_full_disk_is_one_error(res, tmp_path, mo
 
     def full(*args):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     monkeypatch.setattr(bundle, "_write_bundle", full)
     before = sha_tree(tmp_path)
     assert main(["results", "pack", "smoke", str(tmp_path / "b.tar.gz"), "--results", str(res)]) == 1

@@ -1,5 +1,6 @@
 """``reproduce --dry-run`` (each chapter current or stale, and why; nothing runs or is written) and the time budget
 (a stale chapter that would not fit is not started; the book shows its last unit, saying so). Tiny chapters only."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,24 @@ def book(tmp_path, monkeypatch) -> Path:
 def dry_run(book: Path, capsys, *args: str) -> dict[str, tuple[str, str]]:
     """The dry run's table: chapter -> (state, reason)."""
     before = snapshot(book)
-    assert main(["reproduce", "--profile", "smoke", "--only", "tiny,other", "--results", str(book / "res"),
-                 "--out", str(book / "nb"), "--dry-run", *args]) == 0
+    assert (
+        main(
+            [
+                "reproduce",
+                "--profile",
+                "smoke",
+                "--only",
+                "tiny,other",
+                "--results",
+                str(book / "res"),
+                "--out",
+                str(book / "nb"),
+                "--dry-run",
+                *args,
+            ]
+        )
+        == 0
+    )
     assert snapshot(book) == before  # nothing written
     lines = capsys.readouterr().out.strip().split("\n")
     assert lines[0].split() == ["chapter", "state", "last", "run", "reason"]
@@ -38,8 +55,11 @@ def dry_run(book: Path, capsys, *args: str) -> dict[str, tuple[str, str]]:
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and units.LOCKS not in p.parts}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and units.LOCKS not in p.parts
+    }
 
 
 def test_dry_run_says_current_or_stale_and_why(book, capsys, monkeypatch):
@@ -73,11 +93,12 @@ def test_a_stale_chapter_past_the_budget_is_not_started(book, capsys):
     unit = snapshot(res / "smoke")
     table = dry_run(book, capsys, "-p", "x", "2", "--budget-minutes", "5")
     assert table["tiny"] == ("deferred", "parameters changed") and table["other"][0] == "stale"
-    summary = runner.reproduce("smoke", [("x", 2)], ["tiny", "other"], out_dir=nb, results_root=res,
-                               budget_minutes=5)
+    summary = runner.reproduce("smoke", [("x", 2)], ["tiny", "other"], out_dir=nb, results_root=res, budget_minutes=5)
     assert summary.done == {"deferred": ["tiny"], "ran": ["other"]} and summary.failures == []
-    assert "not starting tiny (parameters changed; its last run took 10.0 min): the 5-minute budget would be " \
-           "exceeded" in capsys.readouterr().out
+    assert (
+        "not starting tiny (parameters changed; its last run took 10.0 min): the 5-minute budget would be "
+        "exceeded" in capsys.readouterr().out
+    )
     assert {k: v for k, v in snapshot(res / "smoke").items() if k.startswith("tiny.")} == unit
     first = nbformat.read(nb / "tiny.ipynb", as_version=4).cells[0].source
     assert "Not rerun in this build, for want of time (parameters changed)" in first
@@ -98,8 +119,22 @@ def test_a_chapter_never_run_past_the_budget_gets_a_placeholder_page(book):
 
 
 def test_a_bad_budget_is_one_error(book, capsys):
-    assert main(["reproduce", "--profile", "smoke", "--only", "tiny", "--results", str(book / "res"),
-                 "--budget-minutes", "0"]) == 2
+    assert (
+        main(
+            [
+                "reproduce",
+                "--profile",
+                "smoke",
+                "--only",
+                "tiny",
+                "--results",
+                str(book / "res"),
+                "--budget-minutes",
+                "0",
+            ]
+        )
+        == 2
+    )
     assert "--budget-minutes 0.0 is not a positive number of minutes" in capsys.readouterr().err
     assert json.loads((book / "res" / "smoke" / "tiny.json").read_text())["parameters"] == {"x": 1}
 
@@ -114,7 +149,9 @@ def test_code_the_fingerprint_cannot_follow_is_one_error(book, capsys, monkeypat
     assert err.count("error:") == 1 and "results.py:" in err and "exec(...) runs code the fingerprint cannot" in err
 
 
-STOPPED = HEAD + """
+STOPPED = (
+    HEAD
+    + """
 ```{code-cell} ipython3
 import os
 from qkov_lib.core.budget import DEADLINE_ENV
@@ -124,6 +161,7 @@ if os.environ.get(DEADLINE_ENV):  # the runner passed its deadline: the sweep "r
 raise ValueError("no deadline reached the chapter")
 ```
 """
+)
 
 
 def test_a_sweep_stopped_by_the_budget_is_deferred_not_failed(book):
@@ -134,14 +172,18 @@ def test_a_sweep_stopped_by_the_budget_is_deferred_not_failed(book):
     summary = runner.reproduce("smoke", only=["other"], out_dir=nb, results_root=res, budget_minutes=60)
     assert summary.failures == [] and summary.done == {"deferred": ["other"]}
     page = nbformat.read(nb / "other.ipynb", as_version=4).cells[0].source
-    assert "this build's time budget ran out in the middle of it: the time budget ran out in the middle of the " \
-           "sweep: 3 of 7 cells are finished and kept" in page
+    assert (
+        "this build's time budget ran out in the middle of it: the time budget ran out in the middle of the "
+        "sweep: 3 of 7 cells are finished and kept" in page
+    )
     assert not (res / "smoke" / "other.json").exists() and not (res / "smoke" / "failed" / "other.ipynb").exists()
     summary = runner.reproduce("smoke", only=["other"], out_dir=nb, results_root=res)
     assert summary.done == {} and "ValueError: no deadline reached the chapter" in summary.failures[0]
 
 
-WHERE = HEAD + """
+WHERE = (
+    HEAD
+    + """
 ```{code-cell} ipython3
 import pandas as pd
 import qkov_lib
@@ -150,6 +192,7 @@ results.save(results.results_dir(profile), "other", {"main": pd.DataFrame({"file
              {"profile": profile, "parameters": {"x": 1}})
 ```
 """
+)
 
 
 def test_the_kernel_imports_the_runners_own_package(book, monkeypatch):

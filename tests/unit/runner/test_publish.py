@@ -2,6 +2,7 @@
 fresh; a fresh runner with the bundle reruns nothing; a damaged bundle means starting fresh; a build past its time
 budget publishes the finished chapters and the cached rest, saying so; the profiles' books sit side by side under
 one site with an index page. ``make book`` is replaced by the runner called in-process (no real chapter runs)."""
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,16 @@ class FakeBook:
         return 1 if summary.failures else 0
 
     def publish(self, bundle_path: Path, site: Path, log: list[str], **kw) -> int:
-        return publish.publish("default", bundle_path, site, results_root=self.res, html_dir=self.html,
-                               build=self.make, log=log.append, **kw)
+        return publish.publish(
+            "default",
+            bundle_path,
+            site,
+            results_root=self.res,
+            html_dir=self.html,
+            build=self.make,
+            log=log.append,
+            **kw,
+        )
 
 
 @pytest.fixture
@@ -69,12 +78,15 @@ def bundle_files(path: Path) -> dict[str, str]:
 def test_first_build_starts_fresh_and_a_new_runner_reruns_nothing(book, tmp_path):
     archive, site, log = tmp_path / "cache" / "results-default.tar.gz", tmp_path / "site", []
     assert book.publish(archive, site, log) == 0
-    assert f"publish: no results bundle at {archive}: starting fresh (every chapter without current results in " \
-           f"{book.res} runs)" in log
+    assert (
+        f"publish: no results bundle at {archive}: starting fresh (every chapter without current results in "
+        f"{book.res} runs)" in log
+    )
     assert book.runs[-1].done == {"ran": ["tiny", "other"]}
     first = bundle_files(archive)
-    assert sorted(first) == sorted(f"default/{c}.{e}" for c in ("tiny", "other") for e in ("csv", "claims.csv",
-                                                                                           "ipynb", "json"))
+    assert sorted(first) == sorted(
+        f"default/{c}.{e}" for c in ("tiny", "other") for e in ("csv", "claims.csv", "ipynb", "json")
+    )
     book.new_runner()  # the next push: a fresh machine, the bundle from the cache
     log.clear()
     assert book.publish(archive, site, log) == 0
@@ -88,10 +100,13 @@ def test_first_build_starts_fresh_and_a_new_runner_reruns_nothing(book, tmp_path
     assert "publish: 2 units in results/ beside the book" in " ".join(log)
     for chapter, entry in index["chapters"].items():
         archive = site / "default" / published.FOLDER / entry["file"]
-        assert results.sha256_file(archive) == entry["sha256"] and entry["fingerprint"] == results.read_meta(
-            book.res / "default", chapter)["fingerprint"]
-        assert sorted(bundle_files(archive)) == sorted(f"default/{chapter}.{e}" for e in ("csv", "claims.csv",
-                                                                                          "ipynb", "json"))
+        assert (
+            results.sha256_file(archive) == entry["sha256"]
+            and entry["fingerprint"] == results.read_meta(book.res / "default", chapter)["fingerprint"]
+        )
+        assert sorted(bundle_files(archive)) == sorted(
+            f"default/{chapter}.{e}" for e in ("csv", "claims.csv", "ipynb", "json")
+        )
 
 
 def test_a_damaged_bundle_means_starting_fresh(book, tmp_path):
@@ -103,9 +118,11 @@ def test_a_damaged_bundle_means_starting_fresh(book, tmp_path):
     book.new_runner()
     log.clear()
     assert book.publish(archive, site, log) == 0
-    assert any(line.startswith(f"publish: the results bundle cannot be used ({archive} is ") and
-               line.endswith(f"): starting fresh (every chapter without current results in {book.res} runs)")
-               for line in log)
+    assert any(
+        line.startswith(f"publish: the results bundle cannot be used ({archive} is ")
+        and line.endswith(f"): starting fresh (every chapter without current results in {book.res} runs)")
+        for line in log
+    )
     assert book.runs[-1].done == {"ran": ["tiny", "other"]}
     bundle.read(archive)  # packed again, whole
 
@@ -160,23 +177,47 @@ def test_a_failed_build_still_packs_what_finished(book, tmp_path):
     def failing(args: Sequence[str]) -> int:
         book.make(args)
         return 1  # a chapter failed: make renders the book and exits 1
-    assert publish.publish("default", archive, site, results_root=book.res, html_dir=book.html, build=failing,
-                           log=log.append) == 1
+
+    assert (
+        publish.publish(
+            "default", archive, site, results_root=book.res, html_dir=book.html, build=failing, log=log.append
+        )
+        == 1
+    )
     assert len(bundle_files(archive)) == 8 and (site / "default" / "index.html").exists()
     book.new_runner()
 
     def broken(args: Sequence[str]) -> int:
         return 2  # the book build itself failed: the site keeps its last build
+
     (site / "default" / "index.html").write_text("last good build")
-    assert publish.publish("default", archive, site, results_root=book.res, html_dir=book.html, build=broken,
-                           log=log.append) == 2
+    assert (
+        publish.publish(
+            "default", archive, site, results_root=book.res, html_dir=book.html, build=broken, log=log.append
+        )
+        == 2
+    )
     assert (site / "default" / "index.html").read_text() == "last good build"
     assert "publish: make book failed (exit 2); the site is not updated" in log
 
 
 def test_a_bad_budget_is_one_error(tmp_path, capsys):
-    assert main(["publish", "--profile", "default", "--bundle", str(tmp_path / "b.tar.gz"), "--site",
-                 str(tmp_path / "site"), "--budget-minutes", "-5"]) == 2
+    assert (
+        main(
+            [
+                "publish",
+                "--profile",
+                "default",
+                "--bundle",
+                str(tmp_path / "b.tar.gz"),
+                "--site",
+                str(tmp_path / "site"),
+                "--budget-minutes",
+                "-5",
+            ]
+        )
+        == 2
+    )
     assert "--budget-minutes -5.0 is not a positive number of minutes" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 
@@ -185,25 +226,39 @@ def test_make_book_passes_the_budget_to_the_runner(tmp_path):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / ".installed").touch()
-    out = subprocess.run(["make", "-n", "-o", str(venv / ".installed"), "book", "PROFILE=default", "BUDGET=300",
-                          f"VENV={venv}"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["make", "-n", "-o", str(venv / ".installed"), "book", "PROFILE=default", "BUDGET=300", f"VENV={venv}"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     command = " ".join(out.replace("\\\n", " ").split())  # one line, continuations joined
     assert "-m qkov_lib reproduce --profile default --budget-minutes 300;" in command
     assert publish.make_args("paper", 660, "https://github.com/o/r", True) == [
-        "book", "PROFILE=paper", "BUDGET=660", "REPO_URL=https://github.com/o/r", "STRICT=1"]
+        "book",
+        "PROFILE=paper",
+        "BUDGET=660",
+        "REPO_URL=https://github.com/o/r",
+        "STRICT=1",
+    ]
 
 
 def test_a_page_computed_at_an_older_commit_says_where_the_book_is():
     """The banner (reproduce.banner) as Sphinx renders it: the book's commit is added when it differs."""
     banner = execute.banner({"profile": "default", "git_commit": "0123456789abcdef" * 2 + "01234567"})
     assert "commit `0123456789ab`" in banner
-    body = ('<p><em>This page was run with profile <code class="docutils literal notranslate"><span class="pre">'
-            'default</span></code> · commit <code class="docutils literal notranslate"><span class="pre">0123456789ab'
-            '</span></code>.</em></p>')
+    body = (
+        '<p><em>This page was run with profile <code class="docutils literal notranslate"><span class="pre">'
+        'default</span></code> · commit <code class="docutils literal notranslate"><span class="pre">0123456789ab'
+        "</span></code>.</em></p>"
+    )
     assert mark_older(body, "0123456789abcdef" * 2 + "01234567") == body
     older = mark_older(body, "fedcba9876543210" * 2 + "01234567")
-    assert "0123456789ab</span></code> (the book is at <code class=\"docutils literal notranslate\"><span " \
-           "class=\"pre\">fedcba987654</span></code>)." in older
+    assert (
+        '0123456789ab</span></code> (the book is at <code class="docutils literal notranslate"><span '
+        'class="pre">fedcba987654</span></code>).' in older
+    )
 
 
 def test_the_book_rebuilds_every_page_only_when_more_than_a_notebook_changed(tmp_path):
@@ -211,6 +266,7 @@ def test_the_book_rebuilds_every_page_only_when_more_than_a_notebook_changed(tmp
     own pages, its style sheet or the extension changed since the last build that succeeded (at least as strictly);
     the copies of plotly.js and MathJax each build writes into book/_static do not count."""
     from qkov_lib.runner.book import book_inputs, needs_full_build
+
     root = tmp_path / "tree"
     for name in ("_config.yml", "_toc.yml", "book/intro.md", "book/chapters/tiny.ipynb", "book/_static/qkov.css"):
         (root / name).parent.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@ run of two tiny chapters, served over HTTP. A fresh results folder takes both in
 chapter reruns alone; each way the site can be wrong (tampered, truncated, a lying index, an unknown chapter, a path
 outside the layout, 404, 500, silence, a redirect elsewhere) is one line, leaves every local file as it was, and the
 run then computes what it must."""
+
 from __future__ import annotations
 
 import hashlib
@@ -89,8 +90,12 @@ def cli(root: Path, res: Path, *args: str) -> int:
 
 def local(root: Path) -> dict[str, str]:
     """The sha256 of every file of the results folder and the folder beside it (lock files aside)."""
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for folder in (root / "res", root / "beside")
-            for p in sorted(folder.rglob("*")) if p.is_file() and units.LOCKS not in p.parts}
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+        for folder in (root / "res", root / "beside")
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and units.LOCKS not in p.parts
+    }
 
 
 def test_a_fresh_folder_takes_every_chapter_in_and_reruns_none(book, capsys):
@@ -110,8 +115,9 @@ def test_a_fresh_folder_takes_every_chapter_in_and_reruns_none(book, capsys):
 def test_an_edited_chapter_reruns_alone(book, capsys):
     root, site = book
     source = catalog.NOTEBOOKS_DIR / "tiny.md"
-    source.write_text(source.read_text().replace('x = overrides.get("x", 1)', 'x = overrides.get("x", 1)  # edited\n'
-                                                                                'y = 2'))
+    source.write_text(
+        source.read_text().replace('x = overrides.get("x", 1)', 'x = overrides.get("x", 1)  # edited\ny = 2')
+    )
     capsys.readouterr()
     assert cli(root, root / "res") == 0
     out = capsys.readouterr().out
@@ -132,6 +138,7 @@ def _tamper(site: Site) -> None:
     """Rewrite a file inside tiny's archive and give the index the new archive's size and sha256: only the unit's
     own seal can tell."""
     import tarfile
+
     archive = site.results / "tiny.tar.gz"
     work = archive.parent / "work"
     with tarfile.open(archive) as tar:
@@ -147,8 +154,9 @@ def _tamper(site: Site) -> None:
         for name in [bundle.MANIFEST] + [e["path"] for e in manifest["files"]]:
             tar.add(work / name, arcname=name)
     shutil.rmtree(work)
-    site.rewrite_index(lambda ix: ix["chapters"]["tiny"].update(size=archive.stat().st_size,
-                                                                 sha256=results.sha256_file(archive)))
+    site.rewrite_index(
+        lambda ix: ix["chapters"]["tiny"].update(size=archive.stat().st_size, sha256=results.sha256_file(archive))
+    )
 
 
 def _truncate(site: Site) -> None:
@@ -171,28 +179,59 @@ class _Silent:
 
 EVERY = "; every stale chapter runs here"
 SITE_FAULTS = [
-    ("a tampered bundle", _tamper, r"published tiny not used: .*tiny\.tar\.gz holds smoke/tiny\.csv, which its unit's "
-                                   r"metadata does not list \(or lists with another sha256\).*"),
-    ("a truncated download", _truncate, r"published tiny not used: .*/tiny\.tar\.gz ended after \d+ of its \d+ bytes "
-                                        r"\(truncated\); not used"),
-    ("an index with a wrong sha256", lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"].update(
-        sha256="0" * 64)), r"published tiny not used: .*/tiny\.tar\.gz differs from its published sha256 \(damaged or altered\); "
-                                      r"not used"),
-    ("an index naming an unknown chapter", lambda s: s.rewrite_index(lambda ix: ix["chapters"].update(
-        nope=dict(ix["chapters"]["tiny"], file="nope.tar.gz"))),
-     r"published results not used: .*index\.json names chapter 'nope', which this book has not; refusing the index"
-     + EVERY),
-    ("an index naming a path outside the layout", lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"].update(
-        file="../../escape.tar.gz")), r"published results not used: .*index\.json names a file outside the published "
-                                      r"layout for tiny \('\.\./\.\./escape\.tar\.gz'\); refusing the index" + EVERY),
-    ("a lying index", lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"]["fingerprint"].update(
-        parameters="0" * 64)), None),
-    ("a 404", lambda s: (s.results / published.INDEX).unlink(),
-     r"published results not used: .*/smoke/results/index\.json: HTTP 404 File not found" + EVERY),
-    ("a 500", lambda s: setattr(s, "fault", "500"), r"published results not used: .*index\.json: HTTP 500 Internal Server Error" + EVERY),
-    ("a redirect to another host", lambda s: setattr(s, "fault", "redirect"),
-     r"published results not used: .*index\.json redirects to another host \(http://127\.0\.0\.2:\d+\); refusing it"
-     + EVERY),
+    (
+        "a tampered bundle",
+        _tamper,
+        r"published tiny not used: .*tiny\.tar\.gz holds smoke/tiny\.csv, which its unit's "
+        r"metadata does not list \(or lists with another sha256\).*",
+    ),
+    (
+        "a truncated download",
+        _truncate,
+        r"published tiny not used: .*/tiny\.tar\.gz ended after \d+ of its \d+ bytes "
+        r"\(truncated\); not used",
+    ),
+    (
+        "an index with a wrong sha256",
+        lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"].update(sha256="0" * 64)),
+        r"published tiny not used: .*/tiny\.tar\.gz differs from its published sha256 \(damaged or altered\); "
+        r"not used",
+    ),
+    (
+        "an index naming an unknown chapter",
+        lambda s: s.rewrite_index(
+            lambda ix: ix["chapters"].update(nope=dict(ix["chapters"]["tiny"], file="nope.tar.gz"))
+        ),
+        r"published results not used: .*index\.json names chapter 'nope', which this book has not; refusing the index"
+        + EVERY,
+    ),
+    (
+        "an index naming a path outside the layout",
+        lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"].update(file="../../escape.tar.gz")),
+        r"published results not used: .*index\.json names a file outside the published "
+        r"layout for tiny \('\.\./\.\./escape\.tar\.gz'\); refusing the index" + EVERY,
+    ),
+    (
+        "a lying index",
+        lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"]["fingerprint"].update(parameters="0" * 64)),
+        None,
+    ),
+    (
+        "a 404",
+        lambda s: (s.results / published.INDEX).unlink(),
+        r"published results not used: .*/smoke/results/index\.json: HTTP 404 File not found" + EVERY,
+    ),
+    (
+        "a 500",
+        lambda s: setattr(s, "fault", "500"),
+        r"published results not used: .*index\.json: HTTP 500 Internal Server Error" + EVERY,
+    ),
+    (
+        "a redirect to another host",
+        lambda s: setattr(s, "fault", "redirect"),
+        r"published results not used: .*index\.json redirects to another host \(http://127\.0\.0\.2:\d+\); refusing it"
+        + EVERY,
+    ),
 ]
 
 
@@ -204,16 +243,18 @@ def test_a_site_that_is_wrong_is_one_line_and_changes_nothing(book, monkeypatch,
     damage(site)
     before = local(root)
     lines: list[str] = []
-    fetched = published.fetch(PROFILE, ["tiny", "other"], {"tiny": {}, "other": {}}, root / "res", site.url,
-                              timeout=2, say=lines.append)
+    fetched = published.fetch(
+        PROFILE, ["tiny", "other"], {"tiny": {}, "other": {}}, root / "res", site.url, timeout=2, say=lines.append
+    )
     assert "tiny" not in fetched.taken
     if message is None:  # an index whose fingerprint for tiny is not this checkout's: tiny is simply not taken
         assert fetched.taken == ["other"] and "tiny" in fetched.to_run
     else:
         problems = [line for line in lines if "not used" in line]
         assert len(problems) == 1 and re.fullmatch(message, problems[0]), lines
-        assert {k: v for k, v in local(root).items() if "/other." not in k} == \
-            {k: v for k, v in before.items() if "/other." not in k}
+        assert {k: v for k, v in local(root).items() if "/other." not in k} == {
+            k: v for k, v in before.items() if "/other." not in k
+        }
     site.fault = None
     capsys.readouterr()
     assert cli(root, root / "res", "--no-fetch") == 0  # the run computes what it must
@@ -224,11 +265,15 @@ def test_a_server_that_never_answers_is_a_timeout_not_a_hang(book, capsys):
     root, site = book
     lines: list[str] = []
     with _Silent() as url:
-        done = published.fetch(PROFILE, ["tiny", "other"], {"tiny": {}, "other": {}}, root / "res", url, timeout=1,
-                               say=lines.append)
+        done = published.fetch(
+            PROFILE, ["tiny", "other"], {"tiny": {}, "other": {}}, root / "res", url, timeout=1, say=lines.append
+        )
     assert done.taken == [] and len(lines) == 1
-    assert re.fullmatch(r"published results not used: http://127\.0\.0\.1:\d+/smoke/results/index\.json (did not "
-                        r"answer within 1 s|stopped answering) \(.*\); every stale chapter runs here", lines[0]), lines
+    assert re.fullmatch(
+        r"published results not used: http://127\.0\.0\.1:\d+/smoke/results/index\.json (did not "
+        r"answer within 1 s|stopped answering) \(.*\); every stale chapter runs here",
+        lines[0],
+    ), lines
     assert not (root / "res").exists()
 
 
@@ -239,26 +284,34 @@ def test_an_unreachable_site_and_no_site_are_one_line(book, monkeypatch, capsys)
     capsys.readouterr()
     assert cli(root, root / "res") == 0
     out = capsys.readouterr().out
-    assert re.search(r"published results not used: http://127\.0\.0\.1:\d+/smoke/results/index\.json is unreachable "
-                     r"\(.*\); every stale chapter runs here", out), out
+    assert re.search(
+        r"published results not used: http://127\.0\.0\.1:\d+/smoke/results/index\.json is unreachable "
+        r"\(.*\); every stale chapter runs here",
+        out,
+    ), out
     assert "running tiny" in out
     monkeypatch.delenv(published.RESULTS_URL_ENV)
     monkeypatch.setattr(published, "origin_url", lambda: "/some/local/clone")
     assert cli(root, root / "res2") == 0
-    assert ("no published results to start from: QKOV_RESULTS_URL is unset and the checkout's origin "
-            "(/some/local/clone) is not a GitHub repository; every stale chapter runs here") in capsys.readouterr().out
+    assert (
+        "no published results to start from: QKOV_RESULTS_URL is unset and the checkout's origin "
+        "(/some/local/clone) is not a GitHub repository; every stale chapter runs here"
+    ) in capsys.readouterr().out
     monkeypatch.setenv(published.RESULTS_URL_ENV, "")
     assert cli(root, root / "res3") == 0
     assert "published" not in capsys.readouterr().out  # turned off: not a word
 
 
-@pytest.mark.parametrize("remote,url", [
-    ("https://github.com/Example-Owner/qkov-companion.git", "https://example-owner.github.io/qkov-companion"),
-    ("git@github.com:someone/qkov.git", "https://someone.github.io/qkov"),
-    ("https://github.com/someone/someone.github.io", "https://someone.github.io"),
-    ("https://gitlab.com/someone/qkov.git", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "remote,url",
+    [
+        ("https://github.com/Example-Owner/qkov-companion.git", "https://example-owner.github.io/qkov-companion"),
+        ("git@github.com:someone/qkov.git", "https://someone.github.io/qkov"),
+        ("https://github.com/someone/someone.github.io", "https://someone.github.io"),
+        ("https://gitlab.com/someone/qkov.git", None),
+        (None, None),
+    ],
+)
 def test_the_default_site_is_the_origins_pages_address(remote, url):
     assert published.pages_url(remote) == url
 
@@ -279,6 +332,9 @@ def test_a_profile_set_beside_that_is_not_published_leaves_the_rest_taken(tmp_pa
     finally:
         site.server.shutdown()
     assert done.taken == ["tiny"], lines
-    assert re.fullmatch(r"published official results, which the smoke pages set beside their own, not used: "
-                        r".*/official/results/index\.json: HTTP 404 File not found", lines[0]), lines
+    assert re.fullmatch(
+        r"published official results, which the smoke pages set beside their own, not used: "
+        r".*/official/results/index\.json: HTTP 404 File not found",
+        lines[0],
+    ), lines
     assert lines[1].startswith("1 of 1 chapters from the published results")

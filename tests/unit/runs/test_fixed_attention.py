@@ -1,4 +1,5 @@
 """Section 5: the effective input x~, fixed attention at the ends of [0, 1], and the incentive's sign."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -6,8 +7,14 @@ import torch
 
 from qkov_lib.chapters.fig3_incentive import claims as figure3
 from qkov_lib.data.synthetic import SyntheticSplit
-from qkov_lib.runs.fixed_attention import (OVModel, bag_features, effective_input, fade_epochs, run_fixed_attention,
-                                           run_models)
+from qkov_lib.runs.fixed_attention import (
+    OVModel,
+    bag_features,
+    effective_input,
+    fade_epochs,
+    run_fixed_attention,
+    run_models,
+)
 
 # two hand-made sequences over a vocabulary of 6: distinct tokens are marked, the query (last) is token 5
 TOKENS = torch.tensor([[[0, 2, 2, 1, 3, 5], [4, 0, 0, 1, 4, 5]]])
@@ -44,8 +51,7 @@ def _toy(n: int = 200, seed: int = 0):
     """Class c has distinct token 2 + c and shares common tokens 0, 1: more attention on distinct tokens helps."""
     gen = torch.Generator().manual_seed(seed)
     classes = torch.randint(0, 2, (1, n), generator=gen)
-    tokens = torch.stack([torch.randint(0, 2, (1, n), generator=gen), 2 + classes,
-                          torch.full((1, n), 4)], dim=-1)
+    tokens = torch.stack([torch.randint(0, 2, (1, n), generator=gen), 2 + classes, torch.full((1, n), 4)], dim=-1)
     distinct = torch.tensor([False, True, False]).expand(1, n, 3)
     return bag_features(SyntheticSplit(tokens, classes, classes, distinct), 5), classes
 
@@ -54,8 +60,20 @@ def test_incentive_is_positive_where_attention_helps():
     """Only the distinct token carries the class, so once the OV circuit has learned anything, more attention on it
     lowers the held-out loss: the incentive is positive at every epoch."""
     feats, labels = _toy()
-    curves = run_fixed_attention(OVModel(False, init="balanced", init_scale=1e-4), [0.3, 0.6], [0], feats, labels,
-                                 feats, labels, lr=0.5, batch_size=50, epochs=5, delta=0.01, progress=False)
+    curves = run_fixed_attention(
+        OVModel(False, init="balanced", init_scale=1e-4),
+        [0.3, 0.6],
+        [0],
+        feats,
+        labels,
+        feats,
+        labels,
+        lr=0.5,
+        batch_size=50,
+        epochs=5,
+        delta=0.01,
+        progress=False,
+    )
     assert (curves["incentive"] > 0).all()
     first, last = curves[curves.epoch == 1], curves[curves.epoch == 5]
     assert (last["train_loss"].to_numpy() < first["train_loss"].to_numpy()).all()
@@ -65,16 +83,27 @@ def test_incentive_is_positive_where_attention_helps():
 
 def test_incentive_is_nan_past_alpha_one():
     feats, labels = _toy(40)
-    curves = run_fixed_attention(OVModel(True, init="balanced", init_scale=0.5), [1.0], [0, 1],
-                                 torch.cat([feats, feats]), torch.cat([labels, labels]), torch.cat([feats, feats]),
-                                 torch.cat([labels, labels]), lr=0.1, batch_size=20, epochs=2, delta=0.005,
-                                 progress=False)
+    curves = run_fixed_attention(
+        OVModel(True, init="balanced", init_scale=0.5),
+        [1.0],
+        [0, 1],
+        torch.cat([feats, feats]),
+        torch.cat([labels, labels]),
+        torch.cat([feats, feats]),
+        torch.cat([labels, labels]),
+        lr=0.1,
+        batch_size=20,
+        epochs=2,
+        delta=0.005,
+        progress=False,
+    )
     assert curves["incentive"].isna().all() and set(curves["seed"]) == {0, 1}
 
 
 def test_fade_epochs():
-    curves = pd.DataFrame({"model": "m", "alpha": 0.2, "seed": 0, "epoch": [1, 2, 3, 4, 5],
-                           "incentive": [0.2, 1.0, 0.5, 0.05, 0.01]})
+    curves = pd.DataFrame(
+        {"model": "m", "alpha": 0.2, "seed": 0, "epoch": [1, 2, 3, 4, 5], "incentive": [0.2, 1.0, 0.5, 0.05, 0.01]}
+    )
     row = fade_epochs(curves, 0.1).iloc[0]
     assert row["peak"] == 1.0 and row["peak_epoch"] == 2 and row["fade_epoch"] == 4
 
@@ -85,8 +114,16 @@ def test_figure3_claims_can_fail():
         for a in (0.2, 0.4, 0.6, 0.8, 1.0):
             for epoch in (1, 2):
                 for seed, noise in ((0, 0.0), (1, 0.01), (2, -0.01)):
-                    rows.append({"model": model, "alpha": a, "seed": seed, "epoch": epoch,
-                                 "train_loss": loss + noise, "incentive_per_delta": inc + noise if a < 1 else np.nan})
+                    rows.append(
+                        {
+                            "model": model,
+                            "alpha": a,
+                            "seed": seed,
+                            "epoch": epoch,
+                            "train_loss": loss + noise,
+                            "incentive_per_delta": inc + noise if a < 1 else np.nan,
+                        }
+                    )
     verdicts = figure3(pd.DataFrame(rows), check_epoch=2)["verdict"].tolist()
     assert verdicts == ["fails", "holds", "fails", "fails", "fails"]  # only "positive incentive" holds here
     one_seed = figure3(pd.DataFrame([r for r in rows if r["seed"] == 0]), check_epoch=2)["verdict"]
@@ -112,7 +149,7 @@ def test_pytorch_init_draws_the_bias_as_nn_linear_does():
     per seed and apart from the weights; otherwise the bias starts at zero."""
     drawn = OVModel(factorised=False, bias=True, init="pytorch", init_scale=1.0).init_params(50, [0, 1])
     bias = drawn["b_OV"].detach()
-    assert bias.shape == (2, 50) and bias.abs().max() <= 50 ** -0.5 and bias.abs().min() > 0
+    assert bias.shape == (2, 50) and bias.abs().max() <= 50**-0.5 and bias.abs().min() > 0
     assert not torch.equal(bias[0], bias[1])
     again = OVModel(factorised=False, bias=True, init="pytorch", init_scale=1.0).init_params(50, [1])["b_OV"]
     assert torch.equal(again[0].detach(), bias[1])

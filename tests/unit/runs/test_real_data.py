@@ -1,4 +1,5 @@
 """Real-data loaders (both layouts, the download path, bad input), tokenisation, the classifier and the metrics."""
+
 import dataclasses
 import gzip
 import io
@@ -10,8 +11,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from fake_data import (seal, squad_file, write_hatexplain_canonical, write_hatexplain_offline, write_squad_canonical,
-                       write_squad_offline, write_sva_canonical, write_sva_offline)
+from fake_data import (
+    seal,
+    squad_file,
+    write_hatexplain_canonical,
+    write_hatexplain_offline,
+    write_squad_canonical,
+    write_squad_offline,
+    write_sva_canonical,
+    write_sva_offline,
+)
 
 from qkov_lib.chapters import hatexplain as hatexplain_chapter, hatexplain_layers, sva as sva_chapter
 from qkov_lib.chapters import squad as squad_chapter
@@ -26,8 +35,15 @@ from qkov_lib.present.plots import dtap_conditions
 from qkov_lib.runner.catalog import resolve
 from qkov_lib.runs import squad_runs
 from qkov_lib.runs.real_data import Majority, claims, compared, run_conditions, table1, why_not_learned
-from qkov_lib.present.table1 import (TABLE_METRICS, group_display, group_table, per_seed_display, short_names,
-                                     table1_display, table1_page)
+from qkov_lib.present.table1 import (
+    TABLE_METRICS,
+    group_display,
+    group_table,
+    per_seed_display,
+    short_names,
+    table1_display,
+    table1_page,
+)
 from qkov_lib.present.tables import folded
 from qkov_lib.train.optim import circuit_groups
 
@@ -71,6 +87,7 @@ def test_hatexplain_canonical_layout_and_rules(canonical):
 
 def test_the_download_path_uses_pooch_with_the_pinned_hash(canonical, monkeypatch):
     import pooch
+
     calls = []
 
     def fake_retrieve(url, known_hash, fname, path, progressbar, downloader):
@@ -83,18 +100,25 @@ def test_the_download_path_uses_pooch_with_the_pinned_hash(canonical, monkeypatc
     monkeypatch.setattr(pooch, "retrieve", fake_retrieve)
     path = registry.canonical_file("hatexplain", "post_id_divisions.json", download=True)
     assert path.read_text() == "{}"
-    assert calls == [(registry.CANONICAL["hatexplain"]["post_id_divisions.json"].url,
-                      "sha256:" + registry.CANONICAL["hatexplain"]["post_id_divisions.json"].sha256)]
+    assert calls == [
+        (
+            registry.CANONICAL["hatexplain"]["post_id_divisions.json"].url,
+            "sha256:" + registry.CANONICAL["hatexplain"]["post_id_divisions.json"].sha256,
+        )
+    ]
     registry.canonical_file("squad", "train-v1.1.json", download=True)  # SQuAD's published hash is pinned too
-    assert calls[-1] == ("https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json",
-                         "sha256:3527663986b8295af4f7fcdff1ba1ff3f72d07d61a20f487cb238a6ef92fd955")
+    assert calls[-1] == (
+        "https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json",
+        "sha256:3527663986b8295af4f7fcdff1ba1ff3f72d07d61a20f487cb238a6ef92fd955",
+    )
 
     def failing(*args, **kwargs):
         raise ConnectionError("no route to host")
 
     monkeypatch.setattr(pooch, "retrieve", failing)
-    with pytest.raises(registry.DataUnavailable, match="the download from .*dataset.json failed: ConnectionError.*"
-                                                       "QKOV_DATA_DIR"):
+    with pytest.raises(
+        registry.DataUnavailable, match="the download from .*dataset.json failed: ConnectionError.*QKOV_DATA_DIR"
+    ):
         registry.canonical_file("hatexplain", "dataset.json", download=True)
 
     def corrupt(*args, **kwargs):
@@ -134,8 +158,13 @@ def test_sva_offline_and_canonical(offline, monkeypatch, tmp_path):
 
 
 def test_a_replaced_word_matches_any_unseen_word_and_unknown_words_back_off_to_their_tag():
-    pool = TextSplit("p", [["the", "NN", "of", "dogs"], ["the", "NN"], ["a", "cat"]], np.array([0, 1, 0]),
-                     [None] * 3, np.array([1, 1, 1]))
+    pool = TextSplit(
+        "p",
+        [["the", "NN", "of", "dogs"], ["the", "NN"], ["a", "cat"]],
+        np.array([0, 1, 0]),
+        [None] * 3,
+        np.array([1, 1, 1]),
+    )
     test = TextSplit("t", [["the", "zebra", "of", "dogs"], ["the", "cat"]], np.array([0, 0]), [None, None])
     kept, dropped = sva._without_test(pool, test)  # "zebra" is unseen, so the first prefix may be that sentence
     assert dropped == 1 and kept.tokens == [["the", "NN"], ["a", "cat"]]
@@ -169,7 +198,7 @@ def test_squad_offline_splits_by_article_and_canonical_reads_train_and_dev(offli
     assert not {q.article for q in train} & {q.article for q in test}  # no paragraph on both sides
     assert [q.article for q in squad.load(test_fraction=0.4)[0]["test"]] == [q.article for q in test]  # seeded
     q = test[0]
-    assert q.context[q.starts[0]:q.starts[0] + len(q.answers[0])] == q.answers[0]
+    assert q.context[q.starts[0] : q.starts[0] + len(q.answers[0])] == q.answers[0]
     monkeypatch.delenv(DATA_ENV)
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "c"))
     with pytest.raises(DataError, match="squad data not available.*fetch squad"):
@@ -180,8 +209,10 @@ def test_squad_offline_splits_by_article_and_canonical_reads_train_and_dev(offli
 
 
 def test_squad_windows_hold_the_answer_at_a_random_place_and_the_trivial_baseline_is_scored():
-    assert squad.tokenize("U.S.-led, 1945") == (["u", ".", "s", ".", "-", "led", ",", "1945"],
-                                                [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 8), (8, 9), (10, 14)])
+    assert squad.tokenize("U.S.-led, 1945") == (
+        ["u", ".", "s", ".", "-", "led", ",", "1945"],
+        [(0, 1), (1, 2), (2, 3), (3, 4), (4, 5), (5, 8), (8, 9), (10, 14)],
+    )
     long_answer = squad.Question("t", "a b c d e f", "q ?", ("b c d",), (2,))
     paragraph = " ".join(f"w{i}" for i in range(30)) + " red ."
     questions = [squad.Question("t", paragraph, "what ?", ("red",), (paragraph.index("red"),))] * 40
@@ -195,18 +226,45 @@ def test_squad_windows_hold_the_answer_at_a_random_place_and_the_trivial_baselin
     assert squad.fixed_span_baseline(fixed, fixed, max_answer=2) == {"start": 1, "length": 1, "EM": 100.0, "F1": 100.0}
 
 
-SQUAD_SMOKE = dict(seeds=[0, 1], download=False, test_fraction=0.2, data_seed=0, window=12, max_question=6,
-                   max_answer=3, max_train=None, max_test=None, min_freq=1, n_layers=2, d_model=16, n_heads=2, d_head=8,
-                   d_mlp=32, optimizer="adamw", lr=1e-2, qk_mult=20.0, batch_size=16, weight_decay=1e-4, epochs=2,
-                   evals_per_epoch=1, eval_batch=8, identity_weight=0.5, k_percents=[10.0, 50.0], erase="remove",
-                   threshold=0.1, confidence=0.1, bins=[0.0, 0.05, 0.1, 0.5, 1.0])
+SQUAD_SMOKE = dict(
+    seeds=[0, 1],
+    download=False,
+    test_fraction=0.2,
+    data_seed=0,
+    window=12,
+    max_question=6,
+    max_answer=3,
+    max_train=None,
+    max_test=None,
+    min_freq=1,
+    n_layers=2,
+    d_model=16,
+    n_heads=2,
+    d_head=8,
+    d_mlp=32,
+    optimizer="adamw",
+    lr=1e-2,
+    qk_mult=20.0,
+    batch_size=16,
+    weight_decay=1e-4,
+    epochs=2,
+    evals_per_epoch=1,
+    eval_batch=8,
+    identity_weight=0.5,
+    k_percents=[10.0, 50.0],
+    erase="remove",
+    threshold=0.1,
+    confidence=0.1,
+    bins=[0.0, 0.05, 0.1, 0.5, 1.0],
+)
 
 
 @pytest.mark.parametrize("output", ["vocabulary", "window"])
 def test_squad_runs_score_generated_answers_and_attention_on_the_answer_span(offline, output):
     write_squad_offline(offline)
-    p = squad_chapter.Setup(**{k: tuple(v) if isinstance(v, list) else v for k, v in SQUAD_SMOKE.items()},
-                            output=output)
+    p = squad_chapter.Setup(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in SQUAD_SMOKE.items()}, output=output
+    )
     data = squad_runs.prepare(p)
     enc = data.test
     a = data.vocab.stoi["<a>"]
@@ -223,12 +281,16 @@ def test_squad_runs_score_generated_answers_and_attention_on_the_answer_span(off
     shown = table1_display(table1(run.per_seed, metrics=squad_runs.QA_METRICS), metrics=squad_runs.QA_METRICS)
     assert list(shown.columns) == list(squad_runs.QA_METRICS)
     trivial = squad_runs.baseline_display(data.baseline)  # plain words, the span's first word counted from 1
-    assert list(trivial.columns) == ["first word of the span (window word)", "span length (words)", "exact match (%)",
-                                     "F1 (%)"]
+    assert list(trivial.columns) == [
+        "first word of the span (window word)",
+        "span length (words)",
+        "exact match (%)",
+        "F1 (%)",
+    ]
     assert trivial.iloc[0, 0] == str(int(data.baseline["start"]) + 1)
     assert compared(run.per_seed, "squad").loc[("dev F1", "faster QK"), "this run"].endswith("\u00a0%")
     e = data.test_examples[0]
-    golden = data.vocab.ids(e.context[e.answer[0]:e.answer[1]]) + [data.vocab.stoi["<eos>"]]
+    golden = data.vocab.ids(e.context[e.answer[0] : e.answer[1]]) + [data.vocab.stoi["<eos>"]]
     assert squad_runs.answer_text(golden, e, data.vocab) == e.text(*e.answer)  # a window span: the paragraph's text
     unk = dataclasses.replace(e, context=["zyzzyva"] + e.context[1:])  # a window word outside the vocabulary
     assert squad_runs.answer_text([data.vocab.stoi["<unk>"]], unk, data.vocab) == e.text(0, 1)  # read at its place
@@ -239,12 +301,15 @@ def test_window_tokens_keep_each_window_token_once_then_eos():
     assert squad.window_tokens(ids, q_id=4, eos=3, window=4).tolist() == [[5, 6, 0, 7, 3], [8, 0, 0, 0, 3]]
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda d: d.update(version="2.0"), "not a SQuAD v1.1 file"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=1), "is not at offset 1"),
-    (lambda d: d["data"][0]["paragraphs"][0].pop("context"), "lacks a SQuAD field"),
-    (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].update(answers=[]), "has no answer"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda d: d.update(version="2.0"), "not a SQuAD v1.1 file"),
+        (lambda d: d["data"][0]["paragraphs"][0]["qas"][0]["answers"][0].update(answer_start=1), "is not at offset 1"),
+        (lambda d: d["data"][0]["paragraphs"][0].pop("context"), "lacks a SQuAD field"),
+        (lambda d: d["data"][0]["paragraphs"][0]["qas"][0].update(answers=[]), "has no answer"),
+    ],
+)
 def test_a_damaged_squad_file_is_one_clear_error(offline, damage, message):
     data = squad_file()
     damage(data)
@@ -346,7 +411,7 @@ def test_classifier_masks_padding_and_reads_the_readout_position():
 def _every_row(params, cfg, ids):
     """The classifier computed at every position of every layer (no shortcut), read at the read-out position:
     logits [S, B, C] and full attention maps [S, B, H, T, T]."""
-    x = params["embed"][:, ids] + params["pos"][:, None, :ids.shape[-1]]
+    x = params["embed"][:, ids] + params["pos"][:, None, : ids.shape[-1]]
     attns = []
     for layer in range(cfg.n_layers):
         w = {n: params[f"blocks.{layer}.{n}"] for n in ("W_Q", "W_K", "W_V", "W_O")}
@@ -365,8 +430,18 @@ def _every_row(params, cfg, ids):
 
 @pytest.mark.parametrize("layers, residual, mlp", [(1, False, False), (2, True, True), (3, True, False)])
 def test_reading_only_the_readout_row_at_the_last_layer_changes_nothing(layers, residual, mlp):
-    cfg = ClassifierConfig(vocab=20, n_classes=3, max_len=8, d_model=8, n_heads=2, d_head=4, n_layers=layers,
-                           residual=residual, mlp=mlp, init_scale=0.5)
+    cfg = ClassifierConfig(
+        vocab=20,
+        n_classes=3,
+        max_len=8,
+        d_model=8,
+        n_heads=2,
+        d_head=4,
+        n_layers=layers,
+        residual=residual,
+        mlp=mlp,
+        init_scale=0.5,
+    )
     params = init_classifier(cfg, [0, 1])
     ids = torch.tensor([[5, 6, 2, 0, 0], [7, 8, 9, 4, 2]])
     logits, attns = classify(params, cfg, ids)
@@ -376,8 +451,12 @@ def test_reading_only_the_readout_row_at_the_last_layer_changes_nothing(layers, 
     # training reads the gradients: the same in float64 (in float32 they differ in the last bits, ~1e-4 here)
     wide = {k: v.detach().double().requires_grad_() for k, v in params.items()}
     weights = torch.randn(logits.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    for mine, theirs in zip(*(torch.autograd.grad((f(wide, cfg, ids)[0] * weights).sum(), list(wide.values()))
-                              for f in (classify, _every_row))):
+    for mine, theirs in zip(
+        *(
+            torch.autograd.grad((f(wide, cfg, ids)[0] * weights).sum(), list(wide.values()))
+            for f in (classify, _every_row)
+        )
+    ):
         torch.testing.assert_close(mine, theirs)
     for mine, theirs in zip(attns[:-1], full[:-1]):
         torch.testing.assert_close(mine, theirs)
@@ -430,32 +509,54 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     fig = dtap_conditions(short_names(run.maps), p.bins, x_label="attention")  # Figure 7: a row per condition
     names = list(run.maps)
     assert list(short_names(run.maps)) == ["baseline", "faster QK"]
-    assert [a.text for a in fig.layout.annotations][:4] == ["baseline:<br>mean", "baseline:<br>std. deviation",
-                                                             "faster QK:<br>mean",
-                                                             "faster QK:<br>std. deviation"]
+    assert [a.text for a in fig.layout.annotations][:4] == [
+        "baseline:<br>mean",
+        "baseline:<br>std. deviation",
+        "faster QK:<br>mean",
+        "faster QK:<br>std. deviation",
+    ]
     np.testing.assert_allclose(fig.data[0].z, run.maps[names[0]].mean(0))
     np.testing.assert_allclose(fig.data[3].z, run.maps[names[1]].std(0, ddof=1))
     t = table1(per_seed)
     assert {"accuracy", "accuracy ±", "comprehensiveness ±"} <= set(t.columns)
     shown = table1_display(t)  # one "mean ± half-width" column per metric
     assert list(shown.columns) == list(TABLE_METRICS) and shown.loc["baseline", "accuracy"] == (
-        f"{t['accuracy'].iloc[0]:.1f} ± {t['accuracy ±'].iloc[0]:.1f}")
+        f"{t['accuracy'].iloc[0]:.1f} ± {t['accuracy ±'].iloc[0]:.1f}"
+    )
     page = table1_page(t)  # turned for a page column: a row per measure in plain words, a column per condition
     assert list(page.columns) == names and page.loc["accuracy (%)", "baseline"] == shown.loc["baseline", "accuracy"]
-    assert list(page.index) == ["accuracy (%)", "MRTA (%)", "AC (%)", "ACMC (%)", "sufficiency (probability drop)",
-                                "comprehensiveness (probability drop)"]
+    assert list(page.index) == [
+        "accuracy (%)",
+        "MRTA (%)",
+        "AC (%)",
+        "ACMC (%)",
+        "sufficiency (probability drop)",
+        "comprehensiveness (probability drop)",
+    ]
     one = table1_page(table1(per_seed[per_seed["seed"] == 0]))  # one seed: the mean alone, never "± nan"
     assert not one.map(lambda v: "nan" in v or re.search(r"-0\.0+(?![0-9])", v) is not None).any().any()
     seeds = per_seed_display(per_seed)
-    assert len(seeds) == len(per_seed) and list(seeds.columns) == ["accuracy (%)", "MRTA (%)", "AC (%)", "ACMC (%)",
-                                                                    "sufficiency", "comprehensiveness"]
+    assert len(seeds) == len(per_seed) and list(seeds.columns) == [
+        "accuracy (%)",
+        "MRTA (%)",
+        "AC (%)",
+        "ACMC (%)",
+        "sufficiency",
+        "comprehensiveness",
+    ]
     assert list(seeds.index.get_level_values("condition").unique()) == ["baseline", "faster QK"]
     assert not any("_" in c for c in seeds.columns) and "NaN" not in folded(seeds, "Each seed").data
     three = compared(per_seed, "hatexplain")  # the paper, the authors' notebooks and this run, per stored key
-    assert list(three.columns) == ["the paper", "the authors' notebooks", "this run", "this book under official",
-                                   "official gives the authors' number back?"]
+    assert list(three.columns) == [
+        "the paper",
+        "the authors' notebooks",
+        "this run",
+        "this book under official",
+        "official gives the authors' number back?",
+    ]
     assert three.loc[("test accuracy", "baseline"), "this run"].replace("\u00a0", " ") == (  # within [0, 100]
-        Interval.of(per_seed.loc[per_seed["condition"] == names[0], "accuracy"], PERCENT).text(1) + " %")
+        Interval.of(per_seed.loc[per_seed["condition"] == names[0], "accuracy"], PERCENT).text(1) + " %"
+    )
     assert three.loc[("AC", "baseline"), "the authors' notebooks"] == "not recorded"
     assert (compared(None, "hatexplain_layers")["this run"] == "not run").all()
     table = claims(per_seed)
@@ -490,11 +591,21 @@ def forged_per_seed(predictions: dict[str, list[np.ndarray]], labels: np.ndarray
         for seed, predicted in enumerate(runs):
             right = predicted == labels
             gain = 10.0 + 0.5 * seed if condition == FASTER else 0.0
-            rows.append({"seed": seed, "accuracy": 100 * float(torch.from_numpy(right).float().mean()),
-                         "MRTA": 10.0 + seed + gain, "AC": 10.0 + seed + gain, "ACMC": 5.0 + seed + gain,
-                         "sufficiency": 0.3 - 0.01 * (seed + gain), "comprehensiveness": 0.3 + 0.01 * (seed + gain),
-                         "examples": len(labels), "correct": int(right.sum()),
-                         "predicted_classes": len(np.unique(predicted)), "condition": condition})
+            rows.append(
+                {
+                    "seed": seed,
+                    "accuracy": 100 * float(torch.from_numpy(right).float().mean()),
+                    "MRTA": 10.0 + seed + gain,
+                    "AC": 10.0 + seed + gain,
+                    "ACMC": 5.0 + seed + gain,
+                    "sufficiency": 0.3 - 0.01 * (seed + gain),
+                    "comprehensiveness": 0.3 + 0.01 * (seed + gain),
+                    "examples": len(labels),
+                    "correct": int(right.sum()),
+                    "predicted_classes": len(np.unique(predicted)),
+                    "condition": condition,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -552,8 +663,9 @@ def test_constant_predictions_are_not_evidence_even_above_the_floor():
     table = claims(forged, floor=floor)  # one constant seed is enough: its pair says nothing
     assert (table["verdict"] == "not evidence").all()
     assert table["rule"].str.contains("seed 0 predicts one class for every test example").all()
-    assert "not evidence" not in set(claims(forged_per_seed({"baseline": good, FASTER: good}, labels), floor=floor)
-                                      ["verdict"])
+    assert "not evidence" not in set(
+        claims(forged_per_seed({"baseline": good, FASTER: good}, labels), floor=floor)["verdict"]
+    )
 
 
 def test_sva_accuracy_by_attractors(offline):
@@ -570,13 +682,15 @@ def test_sva_accuracy_by_attractors(offline):
     assert np.allclose(test_all.sort_index(), per_seed.sort_index())  # the same predictions as Table 1's accuracy
     labels = data.test.labels.numpy()
     assert g[(g["split"] == "test") & (g["group"] == "all")]["majority"].iloc[0] == pytest.approx(
-        100 * max(labels.mean(), 1 - labels.mean()))
+        100 * max(labels.mean(), 1 - labels.mean())
+    )
     shown = group_table(g, sva.attractors)
     assert ("held-out", "not binned (numpred.val)") in shown.index and "majority class" in shown.columns
     readable_groups = group_display(g, sva.attractors, "attractors")
     assert readable_groups.index.names == ["split", "attractors"] and "majority class (%)" in readable_groups.columns
     assert [c for c in readable_groups.columns if c.endswith(": accuracy (%)")] == [
-        f"{c}: accuracy (%)" for c in g["condition"].unique()]
+        f"{c}: accuracy (%)" for c in g["condition"].unique()
+    ]
     read_back = pd.read_csv(io.StringIO(g.to_csv(index=False)))  # as a later reader of the results sees it
     pd.testing.assert_frame_equal(group_table(read_back, sva.attractors), shown)
 
@@ -647,15 +761,27 @@ def test_the_training_loop_steps_as_torch_adamw_does_whatever_the_gradients_layo
     (a fused kernel fed those directly pairs parameters with the wrong gradient entries)."""
     from qkov_lib.train.optim import RateSchedule
     from qkov_lib.train.training import TrainConfig, optimiser, train
-    cfg = ClassifierConfig(vocab=50, n_classes=3, max_len=16, d_model=16, n_heads=4, d_head=8, n_layers=2, mlp=True,
-                           d_mlp=32, residual=True)
+
+    cfg = ClassifierConfig(
+        vocab=50,
+        n_classes=3,
+        max_len=16,
+        d_model=16,
+        n_heads=4,
+        d_head=8,
+        n_layers=2,
+        mlp=True,
+        d_mlp=32,
+        residual=True,
+    )
     start = init_classifier(cfg, [0, 1])
     gen = torch.Generator().manual_seed(0)
     x, y = torch.randint(1, 50, (2, 8, 16), generator=gen), torch.randint(0, 3, (2, 8), generator=gen)
 
     def loss_fn(prm, ids, labels):
-        return torch.nn.functional.cross_entropy(classify(prm, cfg, ids)[0].transpose(1, 2), labels,
-                                                 reduction="none").mean(1)
+        return torch.nn.functional.cross_entropy(
+            classify(prm, cfg, ids)[0].transpose(1, 2), labels, reduction="none"
+        ).mean(1)
 
     grads = torch.autograd.grad(loss_fn(start, x, y).sum(), list(start.values()))
     assert not all(g.is_contiguous() for g in grads)  # the case a fused kernel gets wrong
@@ -664,8 +790,9 @@ def test_the_training_loop_steps_as_torch_adamw_does_whatever_the_gradients_layo
     train(ours, loss_fn, tc, lambda step: (x, y), lambda prm: np.zeros(2), [0, 1], progress=False)
     ref = {k: v.detach().clone().requires_grad_() for k, v in start.items()}
     groups = optimiser(ref, tc).param_groups
-    opt = torch.optim.AdamW([{"params": g["params"], "lr": g["lr"], "weight_decay": g["weight_decay"]}
-                             for g in groups], foreach=False)
+    opt = torch.optim.AdamW(
+        [{"params": g["params"], "lr": g["lr"], "weight_decay": g["weight_decay"]} for g in groups], foreach=False
+    )
     for _ in range(10):
         opt.zero_grad()
         loss_fn(ref, x, y).sum().backward()

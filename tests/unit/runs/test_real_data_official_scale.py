@@ -1,6 +1,7 @@
 """An official run scaled down to fit a CPU (SQuAD's) is not the authors' experiment: the real-data page draws no
 verdict from it (every one undecided) and says why below its table, read from this run's parameters or from the
 official unit's metadata."""
+
 import pandas as pd
 
 from qkov_lib.chapters import squad
@@ -8,8 +9,15 @@ from qkov_lib.core.chapter import as_dict, resolve
 from qkov_lib.core.results import save
 from qkov_lib.data import authors
 from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, VERDICT_COLUMN
-from qkov_lib.runs.real_data import (AUTHORS_SCALE, OfficialRun, compared, full_size_command, official_note,
-                                     official_run, reduction)
+from qkov_lib.runs.real_data import (
+    AUTHORS_SCALE,
+    OfficialRun,
+    compared,
+    full_size_command,
+    official_note,
+    official_run,
+    reduction,
+)
 
 
 def squad_per_seed() -> pd.DataFrame:
@@ -29,10 +37,12 @@ def test_the_sizes_an_official_run_scales_down_are_named_with_the_authors():
     full = {"max_train": None, "max_test": None, "epochs": 100}
     assert reduction("squad", full) is None and reduction("squad", None) is None
     assert reduction("squad", dict(full, max_train=1000, epochs=3)) == (
-        "max_train 1,000 (theirs: all), epochs 3 (theirs: 100)")
+        "max_train 1,000 (theirs: all), epochs 3 (theirs: 100)"
+    )
     assert reduction("hatexplain", {"epochs": 1}) is None  # its official profile runs at full size
-    assert full_size_command("squad") == ("python -m qkov_lib reproduce --profile official --only squad "
-                                          "-p max_train None -p max_test None -p epochs 100")
+    assert full_size_command("squad") == (
+        "python -m qkov_lib reproduce --profile official --only squad -p max_train None -p max_test None -p epochs 100"
+    )
 
 
 def test_the_squad_official_profile_is_scaled_down_and_says_so_and_the_command_undoes_it():
@@ -42,8 +52,18 @@ def test_the_squad_official_profile_is_scaled_down_and_says_so_and_the_command_u
     undone = resolve(squad, "official", {"max_train": None, "max_test": None, "epochs": 100})[1]
     assert reduction("squad", as_dict(undone)) is None
     assert set(AUTHORS_SCALE["squad"]) <= set(as_dict(setup))  # every scaled size is a parameter
-    kept = {"d_model": 300, "n_heads": 6, "d_mlp": 1200, "n_layers": 6, "accumulate": 2, "clip_norm": 0.5,
-            "label_smoothing": 0.1, "lr_schedule": "onecycle", "qk_params": "wq_wk_bq_bk", "batch_size": 32}
+    kept = {
+        "d_model": 300,
+        "n_heads": 6,
+        "d_mlp": 1200,
+        "n_layers": 6,
+        "accumulate": 2,
+        "clip_norm": 0.5,
+        "label_smoothing": 0.1,
+        "lr_schedule": "onecycle",
+        "qk_params": "wq_wk_bq_bk",
+        "batch_size": 32,
+    }
     assert {k: getattr(setup, k) for k in kept} == kept  # the authors' model, optimiser and schedule shape kept
     assert len(setup.seeds) == 5
 
@@ -62,8 +82,12 @@ def test_a_scaled_down_official_run_gives_no_verdict_and_the_page_says_why(tmp_p
     claims = pd.DataFrame({"id": ["F1_comparable"], "verdict": ["holds"]})
     here = official_run("squad", "official", per_seed, claims, parameters={"epochs": 3})  # this run, scaled down
     assert here.reduced == "epochs 3 (theirs: 100)" and not here.comparable
-    save(tmp_path / "official", "squad", {"per_seed": per_seed, "claims": claims},
-         {"parameters": {"max_train": 2000, "max_test": None, "epochs": 100}})
+    save(
+        tmp_path / "official",
+        "squad",
+        {"per_seed": per_seed, "claims": claims},
+        {"parameters": {"max_train": 2000, "max_test": None, "epochs": 100}},
+    )
     read = official_run("squad", "default", root=tmp_path)  # another profile's page reads the unit's parameters
     assert read.reduced == "max_train 2,000 (theirs: all)"
     assert (compared(per_seed, "squad", read)[VERDICT_COLUMN] == "undecided").all()

@@ -1,6 +1,7 @@
 """The sweep runner on Dask, with the atlas's own task (tiny Figure 2 settings): serial and LocalCluster runs give the
 same rows; a worker killed mid-task loses and duplicates nothing; an interrupted sweep resumes without redoing
 finished cells; the ablation's runs are tasks of the same sweep beside the grid's settings."""
+
 import os
 import signal
 import sys
@@ -18,8 +19,17 @@ from qkov_lib.runs import sweep
 from qkov_lib.core.budget import DEADLINE_ENV
 from qkov_lib.runs.sweep import CELL, OutOfTime, cell_id, dask_client, run_sweep
 
-TINY = {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 40, "eval_every": 10, "ramp_steps": 20,
-        "inits": [["identity", 1e-6], ["balanced", 0.1], ["pytorch", 1.0]], "lrs": [1.0], "scaled_scores": [False, True]}
+TINY = {
+    "seeds": [0, 1],
+    "n_train": 64,
+    "n_test": 64,
+    "max_steps": 40,
+    "eval_every": 10,
+    "ramp_steps": 20,
+    "inits": [["identity", 1e-6], ["balanced", 0.1], ["pytorch", 1.0]],
+    "lrs": [1.0],
+    "scaled_scores": [False, True],
+}
 
 
 def setup(**changes):
@@ -53,6 +63,7 @@ STARTED = "qkov-test-a-task-started"
 def setting_that_says_it_started(cell, common):
     """The atlas's task, setting a Dask event as it starts (the same rows)."""
     from distributed import Event  # lazy: as the sweep runner imports Dask
+
     Event(STARTED).set()
     return atlas.run_setting(cell, common)
 
@@ -61,6 +72,7 @@ def test_a_worker_killed_mid_task_loses_and_duplicates_nothing(serial, tmp_path)
     """A worker is killed once a task has started on it (a Dask event, not a poll): its task runs again elsewhere."""
     import cloudpickle
     from distributed import Event
+
     cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this test module
     cells, common = setup()
     killed: dict[str, object] = {}
@@ -78,8 +90,9 @@ def test_a_worker_killed_mid_task_loses_and_duplicates_nothing(serial, tmp_path)
 
         killer = threading.Thread(target=kill_a_busy_worker)
         killer.start()
-        out = run_sweep(setting_that_says_it_started, cells, common, tmp_path, scheduler=client.scheduler.address,
-                        progress=False)
+        out = run_sweep(
+            setting_that_says_it_started, cells, common, tmp_path, scheduler=client.scheduler.address, progress=False
+        )
         killer.join()
     assert killed.get("keys"), "no worker was busy to be killed"
     with pytest.raises(ProcessLookupError):
@@ -157,11 +170,17 @@ def test_verdicts_are_figure2s_checks_per_setting(serial):
     assert set(table["verdict"]) <= {"holds", "fails", "undecided"}
     assert (table["models"] == 8 * 2).all() and (table["capped models"] <= table["models"]).all()
     counts = pages.by_axis(table)
-    assert list(dict.fromkeys(counts.index.get_level_values("axis"))) == ["initialisation", "learning rate",
-                                                                         "score scaling"]
+    assert list(dict.fromkeys(counts.index.get_level_values("axis"))) == [
+        "initialisation",
+        "learning rate",
+        "score scaling",
+    ]
     assert list(counts.columns) == [pages.SHORT[i] for i in ids]
-    held = table[table["init"] == "identity"].groupby("claim_id", sort=False)["verdict"].apply(
-        lambda v: f"{(v == 'holds').sum()} of {len(v)}")
+    held = (
+        table[table["init"] == "identity"]
+        .groupby("claim_id", sort=False)["verdict"]
+        .apply(lambda v: f"{(v == 'holds').sum()} of {len(v)}")
+    )
     assert counts.loc[("initialisation", "identity ×10⁻⁶")].tolist() == held.tolist()
     shown = pages.share_table(table)
     assert list(shown.index) == [pages.SHORT[i] for i in ids] and (shown["of settings"] == 6).all()
@@ -171,17 +190,34 @@ def test_verdicts_are_figure2s_checks_per_setting(serial):
 
 
 def test_the_ablation_runs_as_tasks_of_the_same_sweep(tmp_path):
-    s = resolve("atlas", "smoke", TINY | {"inits": [["identity", 1e-6]], "scaled_scores": [False],
-                                          "ablation_factors": ["scaling", "fresh"], "ablation_cap": 20})[1]
+    s = resolve(
+        "atlas",
+        "smoke",
+        TINY
+        | {
+            "inits": [["identity", 1e-6]],
+            "scaled_scores": [False],
+            "ablation_factors": ["scaling", "fresh"],
+            "ablation_cap": 20,
+        },
+    )[1]
     tasks, common = atlas.tasks(s), shared(s)
     assert len(tasks) == 6 + 1 and [t[grid.RUN] for t in tasks[:6]] == [
-        "paper", "paper+scaling", "paper+fresh", "authors", "authors-scaling", "authors-fresh"]
+        "paper",
+        "paper+scaling",
+        "paper+fresh",
+        "authors",
+        "authors-scaling",
+        "authors-fresh",
+    ]
     out = run_sweep(atlas.run_setting, tasks, common, tmp_path, "serial", progress=False)
     grid_part, ablation_part = grid.rows_of(out.rows), ablation.rows_of(out.rows)
     assert len(grid_part) == 8 * 2 and grid.RUN not in grid_part and grid_part["scaled_scores"].dtype == bool
     assert len(ablation_part) == 6 * 8 * 2 and (ablation_part["steps"] <= 20).all() and "init" not in ablation_part
-    pd.testing.assert_frame_equal(grid_part, grid.rows_of(run_sweep(atlas.run_setting, grid.settings(s), common,
-                                                                   tmp_path, "serial", progress=False).rows))
+    pd.testing.assert_frame_equal(
+        grid_part,
+        grid.rows_of(run_sweep(atlas.run_setting, grid.settings(s), common, tmp_path, "serial", progress=False).rows),
+    )
     table = ablation.claims_per_run(ablation_part, s.ablation_factors)
     assert len(table) == 6 * 4 and list(dict.fromkeys(table[grid.RUN])) == [t[grid.RUN] for t in tasks[:6]]
     assert set(ablation.flips(table)["factor"]) == {"scaling", "fresh"}
@@ -191,6 +227,7 @@ def test_the_ablation_runs_as_tasks_of_the_same_sweep(tmp_path):
 def test_workers_with_other_arithmetic_are_refused(monkeypatch):
     from qkov_lib.runs.sweep import same_arithmetic
     from qkov_lib.core import portable
+
     ours = portable.settings()
     same_arithmetic({"tcp://a:1": ours, "tcp://b:2": ours})
     with pytest.raises(ValueError, match="Dask workers tcp://b:2 compute with other arithmetic settings"):

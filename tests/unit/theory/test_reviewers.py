@@ -1,4 +1,5 @@
 """The reviewers' tests: factorised against collapsed trajectories, the falsifier, the corollaries, AdamW."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -51,10 +52,26 @@ def test_falsifier_and_its_claims():
     assert set(matched["model"]) == {"collapsed (Theorem 1)", "factorised (rescaled ODE)"}
     fac = matched[matched["model"].str.startswith("factorised")]
     assert (fac["effective ratio"] != fac["ratio"]).all()
-    errors = pd.DataFrame([{"start": "ansatz", "ratio": 1.0, "model": m, "ODE": o, "mu_OV error": e,
-                            "mu_QK error": e, "alpha error": e, "max off-ansatz": 0.0}
-                           for m, o, e in (("collapsed", "collapsed ODE", 1e-9), ("factorised", "rescaled ODE", 1e-9),
-                                           ("factorised", "collapsed ODE", 0.5), ("collapsed", "rescaled ODE", 0.5))])
+    errors = pd.DataFrame(
+        [
+            {
+                "start": "ansatz",
+                "ratio": 1.0,
+                "model": m,
+                "ODE": o,
+                "mu_OV error": e,
+                "mu_QK error": e,
+                "alpha error": e,
+                "max off-ansatz": 0.0,
+            }
+            for m, o, e in (
+                ("collapsed", "collapsed ODE", 1e-9),
+                ("factorised", "rescaled ODE", 1e-9),
+                ("factorised", "collapsed ODE", 0.5),
+                ("collapsed", "rescaled ODE", 0.5),
+            )
+        ]
+    )
     table = factorised_dynamics.claims(errors, matched, after, base.alpha0)
     assert (table["verdict"] == "holds").all() and (table["kind"] == "review").all()
     worse = errors.assign(**{"mu_OV error": 0.5, "mu_QK error": 0.5})
@@ -64,8 +81,12 @@ def test_falsifier_and_its_claims():
 def test_effective_ratio_summary():
     setup = SyntheticSetup(lr=0.1, ramp_steps=1, max_steps=1)
     runs = [setup.panel("a", "FAFO"), setup.panel("b", "FAFO", qk_mult=10.0)]
-    rows = [{"panel": p, "seed": m, "step": s, "effective_ratio": r * (1 + m)}
-            for p, r in (("a", 1.0), ("b", 5.0)) for m in range(3) for s in range(4)]
+    rows = [
+        {"panel": p, "seed": m, "step": s, "effective_ratio": r * (1 + m)}
+        for p, r in (("a", 1.0), ("b", 5.0))
+        for m in range(3)
+        for s in range(4)
+    ]
     table = corollaries.effective_ratios(pd.DataFrame(rows), runs).set_index("panel")
     assert table.loc["a", "effective, whole run"] == pytest.approx(2.0)
     assert table.loc["b", "nominal ratio"] == 10.0 and table.loc["b", "effective, whole run"] == pytest.approx(10.0)
@@ -86,21 +107,41 @@ def test_mean_ci_and_paired_effects():
     assert np.isnan(mean_ci([4.0])[1])
     with pytest.raises(ValueError):
         mean_ci([])
-    summary = pd.DataFrame({"panel": ["base"] * 3 + ["x"] * 3, "seed": [0, 1, 2] * 2,
-                            "MRTA": [10.0, 20.0, 30.0, 12.0, 23.0, 34.0]})
+    summary = pd.DataFrame(
+        {"panel": ["base"] * 3 + ["x"] * 3, "seed": [0, 1, 2] * 2, "MRTA": [10.0, 20.0, 30.0, 12.0, 23.0, 34.0]}
+    )
     e = paired_effects(summary, "base", ["MRTA"]).iloc[0]
     assert e["effect"] == pytest.approx(3.0) and e["ci_low"] < 3.0 < e["ci_high"] and e["seeds"] == 3
 
 
 def test_corollary_claims_follow_the_confidence_interval():
-    effects = pd.DataFrame([{"panel": "x", "metric": m, "baseline": 10.0, "with change": 20.0, "effect": 10.0,
-                             "ci_low": lo, "ci_high": 15.0, "seeds": 5} for m, lo in (("MRTA", 5.0), ("ACMC", 1.0))])
+    effects = pd.DataFrame(
+        [
+            {
+                "panel": "x",
+                "metric": m,
+                "baseline": 10.0,
+                "with change": 20.0,
+                "effect": 10.0,
+                "ci_low": lo,
+                "ci_high": 15.0,
+                "seeds": 5,
+            }
+            for m, lo in (("MRTA", 5.0), ("ACMC", 1.0))
+        ]
+    )
     setup = SyntheticSetup(lr=0.01, ramp_steps=1, max_steps=1)
     runs = [setup.panel("a", "FAFO", optimizer="adamw"), setup.panel("b", "FAFO", 10.0, optimizer="adamw")]
 
     def updates(a: float, b: float) -> pd.DataFrame:  # each seed's effective ratio, the same at every step
-        return pd.DataFrame([{"panel": p, "seed": s, "step": t, "effective_ratio": r * (1 + 0.01 * s)}
-                             for p, r in (("a", a), ("b", b)) for s in range(4) for t in range(3)])
+        return pd.DataFrame(
+            [
+                {"panel": p, "seed": s, "step": t, "effective_ratio": r * (1 + 0.01 * s)}
+                for p, r in (("a", a), ("b", b))
+                for s in range(4)
+                for t in range(3)
+            ]
+        )
 
     table = corollaries.claims(effects, updates(2.0, 1.0), runs, {"x": "(x) FAFO, OV decay"})
     assert table["verdict"].tolist() == ["holds", "holds"]  # MRTA rises; the realised multiplier is 0.5, not 10
@@ -108,10 +149,16 @@ def test_corollary_claims_follow_the_confidence_interval():
     assert again["verdict"].tolist() == ["undecided", "fails"]  # MRTA's interval straddles 0; 10 is realised
 
 
-@pytest.mark.parametrize("chapter, override, words", [
-    ("corollaries", {"ov_mult": 2.0}, "ov_mult"), ("corollaries", {"adam_lrs": [-1.0]}, "adam_lrs"),
-    ("corollaries", {"record_every": 0}, "every"), ("factorised_dynamics", {"starts": ["zero"]}, "starts"),
-    ("factorised_dynamics", {"losses": [5.0]}, "losses")])
+@pytest.mark.parametrize(
+    "chapter, override, words",
+    [
+        ("corollaries", {"ov_mult": 2.0}, "ov_mult"),
+        ("corollaries", {"adam_lrs": [-1.0]}, "adam_lrs"),
+        ("corollaries", {"record_every": 0}, "every"),
+        ("factorised_dynamics", {"starts": ["zero"]}, "starts"),
+        ("factorised_dynamics", {"losses": [5.0]}, "losses"),
+    ],
+)
 def test_reviewer_parameters_are_validated(chapter, override, words):
     with pytest.raises(ParameterError, match=words):
         resolve(chapter, "default", override)

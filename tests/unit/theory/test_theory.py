@@ -1,11 +1,23 @@
 """Theorem 1 dynamics, the matched-loss read-out and Lemma 3's bounds (Section 6, Appendix C)."""
+
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from qkov_lib.theory import (OrthogonalSetting, alpha_table, attention_mass, crossing_times, integrate, integrate_many,
-                             lemma3_bounds, lemma3_tightness,
-                             loss, matched_readout, rhs, simulate_ratios)
+from qkov_lib.theory import (
+    OrthogonalSetting,
+    alpha_table,
+    attention_mass,
+    crossing_times,
+    integrate,
+    integrate_many,
+    lemma3_bounds,
+    lemma3_tightness,
+    loss,
+    matched_readout,
+    rhs,
+    simulate_ratios,
+)
 
 RATIOS = [0.01, 0.1, 1.0, 10.0, 100.0]
 BASE = OrthogonalSetting()  # m=5, n=50, b=50, M=5, eta_OV=1 (Figure 4)
@@ -108,8 +120,17 @@ def test_simulate_ratios_tables():
     assert (curves[curves.ratio == 0.1]["time"] == 0.1 * curves[curves.ratio == 0.1]["t"]).all()
 
 
-@pytest.mark.parametrize("kwargs, name", [(dict(m=0), "m"), (dict(n=-3), "n"), (dict(b=0), "b"), (dict(M=1), "M"),
-                                          (dict(eta_ov=0.0), "eta_ov"), (dict(m=2.5), "m")])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(m=0), "m"),
+        (dict(n=-3), "n"),
+        (dict(b=0), "b"),
+        (dict(M=1), "M"),
+        (dict(eta_ov=0.0), "eta_ov"),
+        (dict(m=2.5), "m"),
+    ],
+)
 def test_bad_setting(kwargs, name):
     with pytest.raises(ValueError, match=name):
         OrthogonalSetting(**kwargs)
@@ -138,6 +159,7 @@ def test_stacked_integration_matches_one_at_a_time(trajectories):
 
 def test_figure4_claims_can_fail():
     from qkov_lib.chapters.fig4_mu_trajectories import claims as figure4
+
     trajs, _, matched = simulate_ratios(BASE, [0.01, 0.1], 1e-3, [1e-1, 1e-2, 1e-3])
     claims = figure4(trajs, matched, BASE, 1e-3).set_index("id")["verdict"]
     assert claims["alpha_near_one"] == "fails"  # r = 0.1 is the largest ratio here: attention stays low

@@ -1,4 +1,5 @@
 """The symbolic and exact checks of Theorem 1, Lemma 3 and Appendix D, and the errata they support."""
+
 import numpy as np
 import pytest
 import sympy as sp
@@ -10,10 +11,24 @@ from qkov_lib.present.text import scientific
 from qkov_lib.runner.catalog import resolve
 from qkov_lib.theory import OrthogonalSetting, integrate_many, lemma3_tightness, log2_regime_end, symbolic
 from qkov_lib.theory.errata import errata_table
-from qkov_lib.theory.factorised import (balanced_pair, conservation_checks, omega, preconditioning_checks,
-                                        proposition_checks, vec)
-from qkov_lib.theory.instance import (CHECK_POINTS, InstanceConfig, OrthogonalInstance, assumption_cases,
-                                      compare_with_theorem, flow_vs_theorem, size_checks, worst_case)
+from qkov_lib.theory.factorised import (
+    balanced_pair,
+    conservation_checks,
+    omega,
+    preconditioning_checks,
+    proposition_checks,
+    vec,
+)
+from qkov_lib.theory.instance import (
+    CHECK_POINTS,
+    InstanceConfig,
+    OrthogonalInstance,
+    assumption_cases,
+    compare_with_theorem,
+    flow_vs_theorem,
+    size_checks,
+    worst_case,
+)
 
 EXACT = 1e-10
 
@@ -57,9 +72,17 @@ def test_the_gradient_matches_the_theorem_entry_by_entry():
     torch.testing.assert_close(-g_qk, rate_qk * d_qk, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("changes", [{"assumption": "literal"}, {"token_norm": 1.2}, {"background": "shifted"},
-                                     {"overlap": 0.3}, {"class_probs": (0.5, 0.3, 0.2)},
-                                     {"query": "class_token", "self_attend": True}])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"assumption": "literal"},
+        {"token_norm": 1.2},
+        {"background": "shifted"},
+        {"overlap": 0.3},
+        {"class_probs": (0.5, 0.3, 0.2)},
+        {"query": "class_token", "self_attend": True},
+    ],
+)
 def test_breaking_an_assumption_breaks_the_theorem(changes):
     w = worst_case(OrthogonalInstance(InstanceConfig(**changes)), CHECK_POINTS)
     assert max(w["ov_error"], w["qk_error"]) > 0.1
@@ -91,10 +114,15 @@ def test_full_matrix_flow_follows_the_ode_and_literal_assumption_does_not():
     assert bad["mu_gap"].max() > 0.1
 
 
-@pytest.mark.parametrize("kwargs, words", [({"query": "middle"}, "unknown query"),
-                                           ({"b": 5, "m": 5, "n": 5}, "max_sequences"),
-                                           ({"class_probs": (0.5, 0.5)}, "class_probs"),
-                                           ({"M": 1}, "M must be")])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"query": "middle"}, "unknown query"),
+        ({"b": 5, "m": 5, "n": 5}, "max_sequences"),
+        ({"class_probs": (0.5, 0.5)}, "class_probs"),
+        ({"M": 1}, "M must be"),
+    ],
+)
 def test_bad_instance_config_is_one_clear_error(kwargs, words):
     with pytest.raises(ValueError, match=words):
         InstanceConfig(**kwargs)
@@ -130,6 +158,7 @@ def test_every_check_has_a_label_and_every_case_an_id():
     from qkov_lib.chapters.appendix_d import check_table
     from qkov_lib.theory.factorised import label
     from qkov_lib.theory.instance import CASE_LABELS, CASES
+
     checks = proposition_checks() | preconditioning_checks() | conservation_checks(t_end=0.5, lrs=(0.1,))
     assert [label(k) for k in checks] and label("gd_0.1") == "gradient descent, step 0.1"
     assert list(check_table(checks).index) == [label(k) for k in checks]
@@ -150,8 +179,9 @@ def test_balanced_pair_and_omega():
 
 
 def test_lemma3_bounds_hold_for_very_long_times_and_log2_regime_ends_earlier_for_large_r():
-    trajs = integrate_many([OrthogonalSetting().with_ratio(r) for r in (1.0, 100.0)], target_loss=1e-20,
-                           t_max=1e40, n_out=600)
+    trajs = integrate_many(
+        [OrthogonalSetting().with_ratio(r) for r in (1.0, 100.0)], target_loss=1e-20, t_max=1e40, n_out=600
+    )
     t = lemma3_tightness(trajs)
     assert (t["min mu_OV / lower"] >= 1 - 1e-9).all() and (t["max mu_QK / upper"] <= 1 + 1e-9).all()
     assert (t["min mu_QK / lower"] >= 1 - 1e-9).all() and (t["max mu_OV / upper"] <= 1 + 1e-9).all()
@@ -160,8 +190,9 @@ def test_lemma3_bounds_hold_for_very_long_times_and_log2_regime_ends_earlier_for
 
 
 def test_errata_table_carries_computed_evidence():
-    table = errata_table(proposition_checks(), preconditioning_checks(), conservation_checks(t_end=1.0, lrs=(0.1,)),
-                         assumption_cases())
+    table = errata_table(
+        proposition_checks(), preconditioning_checks(), conservation_checks(t_end=1.0, lrs=(0.1,)), assumption_cases()
+    )
     assert len(table) >= 10 and table["where"].str.contains("Eq. \\(45\\)").any()
     for _, row in table.iterrows():  # each row shows the computed error of the formula as printed
         assert scientific(row["printed error"]) in row["evidence"], row["where"]
@@ -174,8 +205,9 @@ def test_errata_table_carries_computed_evidence():
 
 
 def test_claim_tables_can_fail():
-    good = appendix_d.claims(proposition_checks(), conservation_checks(t_end=1.0, lrs=(0.1,)),
-                             preconditioning_checks())["verdict"]
+    good = appendix_d.claims(
+        proposition_checks(), conservation_checks(t_end=1.0, lrs=(0.1,)), preconditioning_checks()
+    )["verdict"]
     assert good.iloc[0] == "holds" and good.iloc[1] == "fails"  # Proposition 1 holds, eq. (45) as printed does not
     fake = {k: 0.0 for k in proposition_checks()}
     forged = appendix_d.claims(fake, {"flow": 1.0}, {"lemma2_balanced": 1.0, "lemma5_balanced": 1.0})

@@ -1,6 +1,7 @@
 """The compiled engine (``train/compiled.py``) against the torch engine, the reference: for every parameterisation,
 optimiser and feature, 2000 steps on each leave every parameter within 1e-5 of how far it moved, with the same
 stops, steps run, loss curves and read-outs. Plus the setting that picks the engine, and its errors."""
+
 import sys
 from dataclasses import replace
 
@@ -76,16 +77,21 @@ def _assert_agree(start, ref, got, tol: float = TOL) -> None:
 
 def _fixed_set_run(par, members, sc, start, **kwargs):
     """A training run on the fixed count set (a fresh ``FixedBatches`` each call)."""
+
     def train():
         batch = FixedBatches(COUNTS, members, sc.batch_size).take
         return train_stack(start, members, sc, batch, COUNTS.query_ids, progress=False, **kwargs)
+
     return train
 
 
-MIXED = [member(0, 0, RateSchedule(0.1, qk_mult=3.0), max_steps=STEPS),  # QK multiplier
-         member(1, 1, RateSchedule(0.1, qk_mult=3.0, qk_schedule="ramp", ramp_steps=1000), ov_decay=1e-3,
-                max_steps=STEPS),  # ramp and OV decay
-         member(2, 0, RateSchedule(0.05, ov_mult=0.5), max_steps=1300)]  # leaves the stack inside a chunk
+MIXED = [
+    member(0, 0, RateSchedule(0.1, qk_mult=3.0), max_steps=STEPS),  # QK multiplier
+    member(
+        1, 1, RateSchedule(0.1, qk_mult=3.0, qk_schedule="ramp", ramp_steps=1000), ov_decay=1e-3, max_steps=STEPS
+    ),  # ramp and OV decay
+    member(2, 0, RateSchedule(0.05, ov_mult=0.5), max_steps=1300),
+]  # leaves the stack inside a chunk
 
 
 @pytest.mark.parametrize("par", PARAMETERISATIONS)
@@ -108,8 +114,10 @@ def test_the_papers_start_agrees_with_subnormals_flushed(monkeypatch, par):
     _assert_agree(start, ref, got)
 
 
-ADAM = [member(0, 0, RateSchedule(1e-3, qk_mult=3.0), ov_decay=1e-2, max_steps=STEPS),
-        member(1, 1, RateSchedule(1e-3), max_steps=1500)]
+ADAM = [
+    member(0, 0, RateSchedule(1e-3, qk_mult=3.0), ov_decay=1e-2, max_steps=STEPS),
+    member(1, 1, RateSchedule(1e-3), max_steps=1500),
+]
 
 
 @pytest.mark.parametrize("par", ["FAFO", "CACO"])
@@ -129,21 +137,28 @@ def test_adamw_at_its_default_eps_is_as_exact_as_the_torch_engine(monkeypatch):
     start = _start("FAFO", ADAM)
     sc = StackConfig.of("FAFO", optimizer="adamw", target_nll=0, eval_every=200)
     ref, got = _on_both(monkeypatch, _fixed_set_run("FAFO", ADAM, sc, start))
-    exact_counts = CountSet(COUNTS.log_counts.double(), COUNTS.slots, COUNTS.labels, COUNTS.distinct,
-                                   COUNTS.query_ids)
+    exact_counts = CountSet(COUNTS.log_counts.double(), COUNTS.slots, COUNTS.labels, COUNTS.distinct, COUNTS.query_ids)
     monkeypatch.setenv(ENGINE_ENV, "torch")
-    exact = train_stack({k: v.double() for k, v in start.items()}, ADAM, sc,
-                        FixedBatches(exact_counts, ADAM, sc.batch_size).take, COUNTS.query_ids, progress=False)
+    exact = train_stack(
+        {k: v.double() for k, v in start.items()},
+        ADAM,
+        sc,
+        FixedBatches(exact_counts, ADAM, sc.batch_size).take,
+        COUNTS.query_ids,
+        progress=False,
+    )
     assert np.array_equal(ref.steps_run, got.steps_run)
     assert _worst(start, exact, got) <= 4 * _worst(start, exact, ref)
 
 
 def test_both_stop_rules_stop_the_same_models_at_the_same_steps(monkeypatch):
     """The NLL target behind its gate (``full_nll``), the authors' epoch rule, no early stop, and a cap."""
-    members = [member(0, 0, RateSchedule(0.1, qk_mult=3.0), 20_000),
-               member(1, 1, RateSchedule(0.05, qk_mult=3.0), 20_000),
-               member(2, 0, RateSchedule(0.1, qk_mult=3.0), 20_000, stop_epoch=1000),
-               member(3, 1, RateSchedule(0.1), early_stop=False, max_steps=1700)]
+    members = [
+        member(0, 0, RateSchedule(0.1, qk_mult=3.0), 20_000),
+        member(1, 1, RateSchedule(0.05, qk_mult=3.0), 20_000),
+        member(2, 0, RateSchedule(0.1, qk_mult=3.0), 20_000, stop_epoch=1000),
+        member(3, 1, RateSchedule(0.1), early_stop=False, max_steps=1700),
+    ]
     start = _start("FAFO", members)
     sc = StackConfig.of("FAFO", target_nll=2.5, eval_every=200)  # the authors' rule needs the mean since the start
     rows = torch.tensor([m.row for m in members])
@@ -156,7 +171,7 @@ def test_both_stop_rules_stop_the_same_models_at_the_same_steps(monkeypatch):
     ref, got = _on_both(monkeypatch, _fixed_set_run("FAFO", members, sc, start, full_nll=full_nll))
     assert len(set(ref.stopped_at[:3])) == 3 and (ref.stopped_at[:3] > 0).all()  # each at its own check
     assert ref.stopped_at[3] == -1 and ref.steps_run[3] == 1700
-    assert calls[:len(calls) // 2] == calls[len(calls) // 2:]  # the gate let the same models through
+    assert calls[: len(calls) // 2] == calls[len(calls) // 2 :]  # the gate let the same models through
     _assert_agree(start, ref, got)
 
 
@@ -169,12 +184,14 @@ def test_fresh_batches_agree(monkeypatch):
     def train():
         batch = FreshBatches(CFG, members, sc.batch_size, sc.eval_every, True, CPU).take
         return train_stack(start, members, sc, batch, COUNTS.query_ids, progress=False)
+
     ref, got = _on_both(monkeypatch, train)
     _assert_agree(start, ref, got)
 
 
-@pytest.mark.parametrize("factorised, bias, batch", [(True, False, 32), (True, False, 80), (False, False, 32),
-                                                     (False, True, 32)])
+@pytest.mark.parametrize(
+    "factorised, bias, batch", [(True, False, 32), (True, False, 80), (False, False, 32), (False, True, 32)]
+)
 def test_fixed_attention_agrees_with_the_same_read_outs(monkeypatch, factorised, bias, batch):
     """Figure 3's OV circuits on given bags (batch 80 > 58 applies the factorised circuit as its product), with
     ``every_eval`` reading the models every epoch."""
@@ -184,8 +201,9 @@ def test_fixed_attention_agrees_with_the_same_read_outs(monkeypatch, factorised,
     per_epoch = labels.shape[1] // batch
     members = [member(s, r, RateSchedule(0.5), max_steps=m) for s, r, m in ((0, 0, STEPS), (1, 1, 1000))]
     start = {k: v.detach() for k, v in model.init_params(CFG.vocab, [0, 1]).items()}
-    sc = StackConfig(qk="fixed", ov_factorised=factorised, ov_bias=bias, batch_size=batch, target_nll=0,
-                     eval_every=per_epoch)
+    sc = StackConfig(
+        qk="fixed", ov_factorised=factorised, ov_bias=bias, batch_size=batch, target_nll=0, eval_every=per_epoch
+    )
 
     def train():
         order = FixedSetBatches(x, labels, [0, 1], batch)
@@ -197,7 +215,9 @@ def test_fixed_attention_agrees_with_the_same_read_outs(monkeypatch, factorised,
         def batches(step, active):
             x_step, y_step = order(step)
             return x_step[active], None, y_step[active]
+
         return train_stack(start, members, sc, batches, every_eval=every_eval, progress=False), reads
+
     (ref, ref_reads), (got, got_reads) = _on_both(monkeypatch, train)
     _assert_agree(start, ref, got)
     assert [(s, a) for s, a, _ in ref_reads] == [(s, a) for s, a, _ in got_reads]
@@ -219,6 +239,7 @@ def test_fixed_attention_table_gives_the_bits_of_per_step_batches(monkeypatch):
     def per_step(step, active):
         x_step, y_step = order(step)
         return x_step[active], None, y_step[active]
+
     for backend in ("torch", "compiled"):
         monkeypatch.setenv(ENGINE_ENV, backend)
         order = FixedSetBatches(x, labels, seeds, 80)
@@ -237,8 +258,10 @@ def test_update_ratios_record_the_same_steps_and_ratios(monkeypatch):
     def train():
         recorders.append(UpdateRatios(every=50))
         record = lambda step, active, params, updates: recorders[-1](  # noqa: E731
-            step, [("a", members[k].seed) for k in active], params, updates)
+            step, [("a", members[k].seed) for k in active], params, updates
+        )
         return _fixed_set_run("FAFO", members, sc, start, recorder=record, record_every=50)()
+
     ref, got = _on_both(monkeypatch, train)
     _assert_agree(start, ref, got)
     a, b = (r.rows for r in recorders)
@@ -283,8 +306,11 @@ def test_parameters_it_cannot_train_are_one_error_that_names_the_torch_engine(mo
     members = MIXED[:1]
     start = {k: v.double() for k, v in _start("CACO", members).items()}
     monkeypatch.setenv(ENGINE_ENV, "compiled")
-    with pytest.raises(TypeError, match=r"float32 parameters on the CPU \(W_QK is torch.float64 on cpu\); set "
-                                        r"QKOV_ENGINE=torch"):
+    with pytest.raises(
+        TypeError,
+        match=r"float32 parameters on the CPU \(W_QK is torch.float64 on cpu\); set "
+        r"QKOV_ENGINE=torch",
+    ):
         _fixed_set_run("CACO", members, StackConfig.of("CACO"), start)()
 
 
@@ -323,8 +349,13 @@ def test_a_freshly_compiled_engine_gives_the_bits_of_its_cached_kernels(tmp_path
     the same parameters and loss curves, bit for bit (a reassociated loss sum once gave other curves on first run)."""
     import os
     import subprocess
+
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), ENGINE_ENV: "compiled"}
-    fresh, cached = (subprocess.run([sys.executable, "-c", CACHED_RUN], env=env, capture_output=True, text=True,
-                                    check=True).stdout.strip() for _ in range(2))
+    fresh, cached = (
+        subprocess.run(
+            [sys.executable, "-c", CACHED_RUN], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for _ in range(2)
+    )
     assert any((tmp_path / "numba").rglob("*.nbc")), "the first run left no cached kernels"
     assert fresh == cached

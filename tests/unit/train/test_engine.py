@@ -1,5 +1,6 @@
 """The synthetic engine: hand-derived gradients against autograd, a model alone against the same model in a full stack,
 flushed against unflushed subnormals, the stop rule, fresh batches and clear errors."""
+
 from dataclasses import replace
 
 import numpy as np
@@ -28,6 +29,7 @@ CFG = SyntheticConfig()
 def one_worker(monkeypatch):
     """Stacks train in this process (the pool is tested once, below)."""
     monkeypatch.setenv("QKOV_WORKERS", "1")
+
 
 SPLIT = stack_splits([make_splits(CFG, 48, 8, s)[0] for s in (0, 1)])
 CPU = torch.device("cpu")
@@ -72,11 +74,27 @@ def test_fixed_attention_gradients_equal_autograd(factorised, bias, batch):
         torch.testing.assert_close(grads[name], g, rtol=1e-4, atol=1e-7)
 
 
-SETUP = SyntheticSetup(seeds=(0,), n_train=64, n_test=32, init_scale=0.01, batch_size=16, eval_every=4,
-                       bins=(0.0, 0.5, 1.0), lr=0.5, ramp_steps=6, max_steps=12)
-RUNS = [SETUP.panel("a", "FAFO"), SETUP.panel("e", "FAFO", 3.0), SETUP.panel("f", "FAFO", 4.0, "ramp"),
-        SETUP.panel("d", "FAFO", ov_decay=0.01), SETUP.panel("i", "FAFO", ov_init_mult=0.5, max_steps=8),
-        SETUP.panel("c", "CACO", 2.0, "ramp"), SETUP.panel("adam", "FAFO", 2.0, optimizer="adamw", lr=0.01)]
+SETUP = SyntheticSetup(
+    seeds=(0,),
+    n_train=64,
+    n_test=32,
+    init_scale=0.01,
+    batch_size=16,
+    eval_every=4,
+    bins=(0.0, 0.5, 1.0),
+    lr=0.5,
+    ramp_steps=6,
+    max_steps=12,
+)
+RUNS = [
+    SETUP.panel("a", "FAFO"),
+    SETUP.panel("e", "FAFO", 3.0),
+    SETUP.panel("f", "FAFO", 4.0, "ramp"),
+    SETUP.panel("d", "FAFO", ov_decay=0.01),
+    SETUP.panel("i", "FAFO", ov_init_mult=0.5, max_steps=8),
+    SETUP.panel("c", "CACO", 2.0, "ramp"),
+    SETUP.panel("adam", "FAFO", 2.0, optimizer="adamw", lr=0.01),
+]
 ANY_RATE = RunSpec(rates=RateSchedule(), max_steps=1)  # for the batch sources, which read only seeds and rows
 
 
@@ -139,8 +157,10 @@ def test_flushing_subnormals_changes_no_result():
         data = count_set(SPLIT, CFG.vocab)
         rows = torch.tensor([0, 1])
         stack = lambda ps: {k: torch.stack([p[k] for p in ps]) for k in ps[0]}  # noqa: E731
-        ev_a, ev_b = evaluate_counts(stack(flushed.params), sc, data, rows), evaluate_counts(stack(exact.params), sc,
-                                                                                              data, rows)
+        ev_a, ev_b = (
+            evaluate_counts(stack(flushed.params), sc, data, rows),
+            evaluate_counts(stack(exact.params), sc, data, rows),
+        )
         for key in ev_a:
             assert np.array_equal(ev_a[key], ev_b[key]), key
     assert subnormal_entries > 0  # the unflushed run does hold subnormal parameters
@@ -186,10 +206,11 @@ def test_fixed_batches_give_each_model_its_own_order_as_models_leave():
 
 
 def test_official_preset_runs_a_panel_with_fresh_batches():
-    _, setup = resolve("fig2_dtap", "official", {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 6,
-                                                  "eval_every": 2})
+    _, setup = resolve(
+        "fig2_dtap", "official", {"seeds": [0, 1], "n_train": 64, "n_test": 64, "max_steps": 6, "eval_every": 2}
+    )
     cfg = setup.data
-    assert cfg.vocab == 50 and setup.fresh_batches and setup.score_scale == pytest.approx(50 ** -0.5)
+    assert cfg.vocab == 50 and setup.fresh_batches and setup.score_scale == pytest.approx(50**-0.5)
     data = synthetic_data(cfg, setup.seeds, 64, 64)
     result = train_runs([figure2_panels(setup, 20, 40, 5, 10)[0]], setup, data, CPU, progress=False)[0]
     assert result.heatmaps.shape == (2, 5, 5) and np.allclose(result.heatmaps.sum((1, 2)), 100)
@@ -205,9 +226,13 @@ def test_official_panels_start_from_the_authors_per_panel_initialisation():
     assert "PyTorch init W_K W_Q" in panels[0].label
     for panel in panels[:4]:
         start = _initial([panel], replace(official, seeds=(0, 1)), CPU)
-        default, own = (init_params(AttentionConfig(panel.parameterisation, vocab=50, init=kind, init_scale=scale,
-                                                    collapsed_init="factor"), [0, 1])
-                        for kind, scale in (("pytorch", 1.0), ("identity", 1e-6)))
+        default, own = (
+            init_params(
+                AttentionConfig(panel.parameterisation, vocab=50, init=kind, init_scale=scale, collapsed_init="factor"),
+                [0, 1],
+            )
+            for kind, scale in (("pytorch", 1.0), ("identity", 1e-6))
+        )
         for name, value in start.items():
             expected = (default if name in panel.pytorch_init else own)[name].detach()
             torch.testing.assert_close(value, expected, rtol=0, atol=0)
@@ -223,8 +248,10 @@ def test_pytorch_init_must_name_the_panels_own_matrices():
 def test_qk_multiplier_scales_the_first_qk_step_only():
     cfg = AttentionConfig("FAFO", vocab=CFG.vocab, init_scale=0.3)
     data = count_set(SPLIT, CFG.vocab)
-    batch = lambda step, active: data.take(torch.zeros(len(active), dtype=torch.long),  # noqa: E731
-                                           torch.arange(16).expand(len(active), -1))
+    batch = lambda step, active: data.take(
+        torch.zeros(len(active), dtype=torch.long),  # noqa: E731
+        torch.arange(16).expand(len(active), -1),
+    )
     start = {k: v.detach() for k, v in init_params(cfg, [0, 0]).items()}
     members = [Member(0, 0, RunSpec(rates=RateSchedule(0.5, qk_mult=m), max_steps=1)) for m in (1.0, 5.0)]
     out = train_stack(start, members, StackConfig(target_nll=0), batch, data.query_ids, progress=False)
@@ -240,22 +267,35 @@ def test_adamw_first_step_is_the_learning_rate_per_group():
     data = count_set(SPLIT, CFG.vocab)
     start = {k: v.detach() for k, v in init_params(cfg, [0]).items()}
     batch = lambda step, active: data.take(torch.zeros(1, dtype=torch.long), torch.arange(16)[None])  # noqa: E731
-    out = train_stack(start, [Member(0, 0, RunSpec(rates=RateSchedule(1e-3, qk_mult=3.0), max_steps=1))],
-                      StackConfig(optimizer="adamw", target_nll=0), batch, data.query_ids, progress=False)
+    out = train_stack(
+        start,
+        [Member(0, 0, RunSpec(rates=RateSchedule(1e-3, qk_mult=3.0), max_steps=1))],
+        StackConfig(optimizer="adamw", target_nll=0),
+        batch,
+        data.query_ids,
+        progress=False,
+    )
     assert (out.params[0]["W_K"] - start["W_K"][0]).abs().max().item() == pytest.approx(3e-3, rel=1e-3)
     assert (out.params[0]["W_V"] - start["W_V"][0]).abs().max().item() == pytest.approx(1e-3, rel=1e-3)
 
 
 def test_nan_loss_is_one_clear_error():
-    with pytest.raises(FloatingPointError, match=r"loss became (nan|inf) by step \d+ \(checked every 4 steps\) for "
-                                                 r"the model with seed 0 \(lr = 1e\+300"):
+    with pytest.raises(
+        FloatingPointError,
+        match=r"loss became (nan|inf) by step \d+ \(checked every 4 steps\) for "
+        r"the model with seed 0 \(lr = 1e\+300",
+    ):
         _run([SETUP.panel("d", "CACO", lr=1e300)], [0])
 
 
 def test_update_ratios_is_relative_update_of_qk_over_ov():
     rec = UpdateRatios(every=1)
-    params = {"W_Q": torch.ones(2, 3, 3), "W_K": torch.ones(2, 3, 3), "W_O": torch.ones(2, 4, 3),
-              "W_V": torch.ones(2, 3, 3)}
+    params = {
+        "W_Q": torch.ones(2, 3, 3),
+        "W_K": torch.ones(2, 3, 3),
+        "W_O": torch.ones(2, 4, 3),
+        "W_V": torch.ones(2, 3, 3),
+    }
     updates = {k: (0.1 if k in ("W_Q", "W_K") else 0.01) * v for k, v in params.items()}
     rec(0, [("a", 7), ("a", 8)], params, updates)
     assert len(rec.rows) == 2 and rec.rows[0]["effective_ratio"] == pytest.approx(10.0) and rec.rows[1]["seed"] == 8
@@ -263,14 +303,25 @@ def test_update_ratios_is_relative_update_of_qk_over_ov():
         UpdateRatios(0)
     recorded = UpdateRatios(every=2)
     _run(RUNS[:2], [3], recorder=recorded)
-    assert {r["panel"] for r in recorded.rows} == {"a", "e"} and {r["step"] for r in recorded.rows} == {0, 2, 4, 6,
-                                                                                                       8, 10}
+    assert {r["panel"] for r in recorded.rows} == {"a", "e"} and {r["step"] for r in recorded.rows} == {
+        0,
+        2,
+        4,
+        6,
+        8,
+        10,
+    }
 
 
-@pytest.mark.parametrize("kwargs, message", [(dict(qk="sparse"), "qk must be one of"),
-                                             (dict(optimizer="lion"), "optimizer must be one of"),
-                                             (dict(gate=0.5), "gate must be >= 1"),
-                                             (dict(target_nll=-1.0), "target_nll must be >= 0")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(qk="sparse"), "qk must be one of"),
+        (dict(optimizer="lion"), "optimizer must be one of"),
+        (dict(gate=0.5), "gate must be >= 1"),
+        (dict(target_nll=-1.0), "target_nll must be >= 0"),
+    ],
+)
 def test_bad_stack_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         StackConfig(**kwargs)
@@ -281,7 +332,7 @@ def _authors_loop(batch_losses: np.ndarray, epoch: int, target: float) -> int | 
     sum / epoch <= target; print and reset the sum after every 100th epoch. The step it stops at, or None."""
     running = 0.0
     for e in range(len(batch_losses) // epoch):
-        running += float(batch_losses[e * epoch:(e + 1) * epoch].sum())
+        running += float(batch_losses[e * epoch : (e + 1) * epoch].sum())
         if running / epoch <= target:
             return (e + 1) * epoch
         if (e + 1) % 100 == 0:
@@ -302,15 +353,21 @@ def test_authors_stop_rule_follows_their_loop_across_the_reset():
     target = losses[400:404].mean() * 1.0001  # epoch 101's mean: reached only once the sum is reset
     expected = _authors_loop(losses, epoch, target)
     assert expected == 404
-    stopped = train_runs([setup.panel("a", "FAFO", stop_epoch=epoch, **free)], replace(setup, target_nll=target),
-                         data, CPU, progress=False)[0]
+    stopped = train_runs(
+        [setup.panel("a", "FAFO", stop_epoch=epoch, **free)],
+        replace(setup, target_nll=target),
+        data,
+        CPU,
+        progress=False,
+    )[0]
     assert list(stopped.summary["steps"]) == [expected] and not stopped.summary["hit_cap"].any()
 
 
 def test_panel_caps_and_stop_rules_reach_the_members():
     def under(cap: int) -> dict:
-        panels = figure2_panels(replace(SETUP, max_steps=cap), 10, 20, 5, 10, panel_steps={"e": 100},
-                                panel_stop={"a": 250, "f": None})
+        panels = figure2_panels(
+            replace(SETUP, max_steps=cap), 10, 20, 5, 10, panel_steps={"e": 100}, panel_stop={"a": 250, "f": None}
+        )
         return {p.key: p for p in panels}
 
     assert under(50)["e"].max_steps == 50 and under(50)["e"].label.endswith("cap 50")  # never beyond the setup's
@@ -326,25 +383,41 @@ def test_panel_caps_and_stop_rules_reach_the_members():
         with pytest.raises(ParameterError, match="must map panel keys a-h"):
             resolve("fig2_dtap", "paper", bad)
     with pytest.raises(ValueError, match="stop_epoch = 3 must be a multiple of eval_every = 2"):
-        train_runs([SETUP.panel("a", "FAFO", stop_epoch=3)], replace(SETUP, eval_every=2, seeds=(0,)),
-                   synthetic_data(CFG, [0], 64, 32), CPU, progress=False)
+        train_runs(
+            [SETUP.panel("a", "FAFO", stop_epoch=3)],
+            replace(SETUP, eval_every=2, seeds=(0,)),
+            synthetic_data(CFG, [0], 64, 32),
+            CPU,
+            progress=False,
+        )
 
 
 def test_the_engines_adamw_is_torchs_adamw_per_model():
     """The engine's stacked AdamW (per-model rates, decoupled decay on OV only) against ``torch.optim.AdamW`` run on
     each model alone, step by step on the same gradients."""
     from qkov_lib.train.stack_optim import Optimiser as _Optimiser
+
     gen = torch.Generator().manual_seed(0)
-    start = {"W_QK": torch.randn(2, 6, 6, generator=gen), "W_O": torch.randn(2, 4, 6, generator=gen),
-             "W_V": torch.randn(2, 6, 6, generator=gen)}
+    start = {
+        "W_QK": torch.randn(2, 6, 6, generator=gen),
+        "W_O": torch.randn(2, 4, 6, generator=gen),
+        "W_V": torch.randn(2, 6, 6, generator=gen),
+    }
     rates = {"qk": torch.tensor([3e-3, 1e-2]), "ov": torch.tensor([1e-3, 1e-2])}
     decay = torch.tensor([0.0, 0.1])
     stacked = {k: v.clone() for k, v in start.items()}
     opt = _Optimiser(StackConfig(qk="collapsed", optimizer="adamw"), stacked)
     alone = [{k: v[i].clone().requires_grad_() for k, v in start.items()} for i in range(2)]
-    torch_opts = [torch.optim.AdamW([{"params": [p["W_QK"]], "lr": float(rates["qk"][i]), "weight_decay": 0.0},
-                                     {"params": [p["W_O"], p["W_V"]], "lr": float(rates["ov"][i]),
-                                      "weight_decay": float(decay[i])}], foreach=False) for i, p in enumerate(alone)]
+    torch_opts = [
+        torch.optim.AdamW(
+            [
+                {"params": [p["W_QK"]], "lr": float(rates["qk"][i]), "weight_decay": 0.0},
+                {"params": [p["W_O"], p["W_V"]], "lr": float(rates["ov"][i]), "weight_decay": float(decay[i])},
+            ],
+            foreach=False,
+        )
+        for i, p in enumerate(alone)
+    ]
     for step in range(50):
         grads = {k: torch.randn(v.shape, generator=gen) * 10.0 ** -(step % 4) for k, v in start.items()}
         opt.step(stacked, {k: g.clone() for k, g in grads.items()}, rates, decay, step + 1)

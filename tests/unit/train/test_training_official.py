@@ -1,6 +1,7 @@
 """The real-data loop's authors' options (``training``): per-seed gradient clipping, rate schedules from
 ``torch.optim.lr_scheduler``, SGD momentum, parameter groups with their own rate and decay, frozen parameters,
 gradient accumulation, label smoothing; the models' biases and GELU; the chapters' ``official`` profiles."""
+
 import importlib
 import math
 
@@ -14,8 +15,20 @@ from qkov_lib.models.transformer import ClassifierConfig, classify, init_classif
 from qkov_lib.train.optim import RateSchedule
 from qkov_lib.train.training import TrainConfig, clip_per_seed, optimiser, rate_scheduler, train
 
-CFG = ClassifierConfig(vocab=40, n_classes=3, max_len=12, d_model=16, n_heads=2, d_head=8, n_layers=1, mlp=True,
-                       d_mlp=32, residual=True, biases=True, activation="gelu_tanh")
+CFG = ClassifierConfig(
+    vocab=40,
+    n_classes=3,
+    max_len=12,
+    d_model=16,
+    n_heads=2,
+    d_head=8,
+    n_layers=1,
+    mlp=True,
+    d_mlp=32,
+    residual=True,
+    biases=True,
+    activation="gelu_tanh",
+)
 
 
 def batches_for(cfg, seeds, steps, batch=8):
@@ -24,7 +37,7 @@ def batches_for(cfg, seeds, steps, batch=8):
     xs, ys = [], []
     for _ in range(steps):
         x = torch.randint(1, cfg.vocab, (len(seeds), batch, cfg.max_len), generator=gen)
-        x[:, :, -3:] *= (torch.rand(len(seeds), batch, 3, generator=gen) < 0.5)
+        x[:, :, -3:] *= torch.rand(len(seeds), batch, 3, generator=gen) < 0.5
         x[:, :, -3:] = torch.where(x[:, :, -4:-3] == 0, 0, x[:, :, -3:])
         xs.append(x)
         ys.append(torch.randint(0, cfg.n_classes, (len(seeds), batch), generator=gen))
@@ -33,16 +46,23 @@ def batches_for(cfg, seeds, steps, batch=8):
 
 def loss_of(cfg):
     def loss_fn(prm, x, y):
-        return torch.nn.functional.cross_entropy(classify(prm, cfg, x)[0].transpose(1, 2), y,
-                                                 reduction="none").mean(1)
+        return torch.nn.functional.cross_entropy(classify(prm, cfg, x)[0].transpose(1, 2), y, reduction="none").mean(1)
+
     return loss_fn
 
 
 def trained(seeds, tc, xs, ys, rows):
     """Train models ``seeds`` (stacked) on the batches' seed rows ``rows``; return the parameters."""
     params = init_classifier(CFG, seeds)
-    train(params, loss_of(CFG), tc, lambda step: (xs[step][rows], ys[step][rows]), lambda p: np.zeros(len(seeds)),
-          seeds, progress=False)
+    train(
+        params,
+        loss_of(CFG),
+        tc,
+        lambda step: (xs[step][rows], ys[step][rows]),
+        lambda p: np.zeros(len(seeds)),
+        seeds,
+        progress=False,
+    )
     return {k: v.detach() for k, v in params.items()}
 
 
@@ -51,8 +71,17 @@ def test_clipping_is_per_seed_a_two_seed_stack_equals_each_seed_trained_alone():
     clips), ends where each seed trained alone ends. One global norm over the stack would tie the seeds together
     (and this test fails: the seeds' gradient norms differ)."""
     xs, ys = batches_for(CFG, [0, 1], steps=6)
-    tc = TrainConfig(RateSchedule(1e-2, qk_mult=30.0), optimizer="sgd", momentum=0.9, weight_decay=1e-3,
-                     max_steps=6, eval_every=6, clip_norm=0.05, lr_schedule="cosine", warmup=0.34)
+    tc = TrainConfig(
+        RateSchedule(1e-2, qk_mult=30.0),
+        optimizer="sgd",
+        momentum=0.9,
+        weight_decay=1e-3,
+        max_steps=6,
+        eval_every=6,
+        clip_norm=0.05,
+        lr_schedule="cosine",
+        warmup=0.34,
+    )
     both = trained([7, 8], tc, xs, ys, [0, 1])
     for k, seed in enumerate([7, 8]):
         alone = trained([seed], tc, xs, ys, [k])
@@ -77,8 +106,7 @@ def test_clip_per_seed_scales_each_seeds_gradient_to_the_norm():
 def test_cosine_with_warmup_is_the_transformers_schedule_and_onecycle_runs_to_its_end():
     params = {"blocks.0.W_Q": torch.zeros(1, 2, requires_grad=True), "unembed": torch.zeros(1, 2, requires_grad=True)}
     total, warm = 50, 5
-    tc = TrainConfig(RateSchedule(0.1, qk_mult=3.0), optimizer="sgd", max_steps=total, lr_schedule="cosine",
-                     warmup=0.1)
+    tc = TrainConfig(RateSchedule(0.1, qk_mult=3.0), optimizer="sgd", max_steps=total, lr_schedule="cosine", warmup=0.1)
     opt = optimiser(params, tc)
     sched = rate_scheduler(opt, tc)
     seen = []
@@ -91,14 +119,29 @@ def test_cosine_with_warmup_is_the_transformers_schedule_and_onecycle_runs_to_it
         if step < warm:
             return step / warm
         return 0.5 * (1 + math.cos(math.pi * (step - warm) / (total - warm)))
+
     for step, rates in enumerate(seen):
         assert rates == pytest.approx([0.3 * hf(step), 0.1 * hf(step)], abs=1e-7), step
-    one = TrainConfig(RateSchedule(0.1), optimizer="adamw", max_steps=20, eval_every=20, accumulate=2,
-                      lr_schedule="onecycle", warmup=0.3)
+    one = TrainConfig(
+        RateSchedule(0.1),
+        optimizer="adamw",
+        max_steps=20,
+        eval_every=20,
+        accumulate=2,
+        lr_schedule="onecycle",
+        warmup=0.3,
+    )
     fresh = {k: v.detach().clone().requires_grad_() for k, v in params.items()}
     rates = []
-    train(fresh, lambda p, x, y: (p["unembed"] ** 2).sum(1) + (p["blocks.0.W_Q"] - 1).pow(2).sum(1),
-          one, lambda step: (None, None), lambda p: np.zeros(1), [0], progress=False)
+    train(
+        fresh,
+        lambda p, x, y: (p["unembed"] ** 2).sum(1) + (p["blocks.0.W_Q"] - 1).pow(2).sum(1),
+        one,
+        lambda step: (None, None),
+        lambda p: np.zeros(1),
+        [0],
+        progress=False,
+    )
     opt = optimiser(fresh, one)
     sched = rate_scheduler(opt, one)
     for _ in range(one.optimiser_steps):
@@ -119,8 +162,9 @@ def test_groups_qk_sets_embedding_rate_and_decay_and_frozen_parameters():
     assert members["qk"] == ["blocks.0.W_K", "blocks.0.W_Q", "embed"] and groups["qk"]["lr"] == pytest.approx(0.03)
     assert not any("mlp" in n or n.endswith(("b_in", "b_out")) for m in members.values() for n in m)
     assert "blocks.0.b_Q" in members["other"] and "pos" in members["other"]
-    squad = TrainConfig(RateSchedule(5e-5, qk_mult=20.0), weight_decay=0.05, qk_params="wq_wk_bq_bk", embed_mult=0.1,
-                        embed_decay=0.0)
+    squad = TrainConfig(
+        RateSchedule(5e-5, qk_mult=20.0), weight_decay=0.05, qk_params="wq_wk_bq_bk", embed_mult=0.1, embed_decay=0.0
+    )
     groups = {g["circuit"]: g for g in optimiser(params, squad).param_groups}
     assert groups["embed"]["lr"] == pytest.approx(5e-6) and groups["embed"]["weight_decay"] == 0.0
     assert groups["qk"]["lr"] == pytest.approx(1e-3) and len(groups["qk"]["params"]) == 4
@@ -165,8 +209,9 @@ def test_biases_and_gelu_in_the_classifiers_read_out_path_equal_the_full_attenti
     q, k, v = (torch.einsum("sbtd,shde->sbhte", x, p["W_" + c]) + p["b_" + c][:, None, :, None, :] for c in "QKV")
     attn = scaled_attention(q @ k.transpose(-1, -2), (ids == 0)[None, :, None, None, :], CFG.d_head)
     x = x + torch.einsum("sbhqe,shed->sbqd", attn @ v, p["W_O"]) + p["b_O"][:, None, None, :]
-    h = torch.nn.functional.gelu(torch.einsum("sbtd,sdm->sbtm", x, p["mlp_in"]) + p["b_in"][:, None, None, :],
-                                 approximate="tanh")
+    h = torch.nn.functional.gelu(
+        torch.einsum("sbtd,sdm->sbtm", x, p["mlp_in"]) + p["b_in"][:, None, None, :], approximate="tanh"
+    )
     x = x + torch.einsum("sbtm,smd->sbtd", h, p["mlp_out"]) + p["b_out"][:, None, None, :]
     last = (ids != 0).sum(-1) - 1
     ref = torch.einsum("sbd,sdc->sbc", x[:, torch.arange(2), last], p["unembed"]) + p["unembed_bias"][:, None]
@@ -195,18 +240,32 @@ def test_official_profiles_set_the_authors_values(chapter):
     base, faster = s.for_condition(False), s.for_condition(True)
     tc = base.train_config(s.qk_mult, per_epoch=100)
     if chapter == "sva":
-        assert (tc.optimizer, tc.momentum, tc.schedule.lr, tc.batch_size, tc.weight_decay) == ("sgd", 0.99, 5e-4, 32,
-                                                                                               1e-5)
+        assert (tc.optimizer, tc.momentum, tc.schedule.lr, tc.batch_size, tc.weight_decay) == (
+            "sgd",
+            0.99,
+            5e-4,
+            32,
+            1e-5,
+        )
         assert (tc.lr_schedule, tc.warmup, tc.qk_params, s.biases) == ("cosine", 0.1, "wq_wk_bq_bk_embed_pos", True)
     elif chapter.startswith("hatexplain"):
-        assert (tc.optimizer, tc.schedule.lr, tc.lr_schedule, tc.warmup, tc.clip_norm) == ("adamw", 5e-5, "cosine",
-                                                                                           0.1, 1.0)
-        assert (s.activation, s.biases, tc.qk_params, s.epochs, tc.batch_size) == ("gelu_tanh", True, "wq_wk_embed",
-                                                                                   30, 32)
+        assert (tc.optimizer, tc.schedule.lr, tc.lr_schedule, tc.warmup, tc.clip_norm) == (
+            "adamw",
+            5e-5,
+            "cosine",
+            0.1,
+            1.0,
+        )
+        assert (s.activation, s.biases, tc.qk_params, s.epochs, tc.batch_size) == (
+            "gelu_tanh",
+            True,
+            "wq_wk_embed",
+            30,
+            32,
+        )
         assert (base.weight_decay, base.frozen, faster.weight_decay, faster.frozen) == (1e-4, "none", 1e-3, "mlp")
     else:
-        assert (tc.weight_decay, tc.embed_mult, tc.embed_decay, tc.accumulate, tc.clip_norm) == (0.05, 0.1, 0.0, 2,
-                                                                                                 0.5)
+        assert (tc.weight_decay, tc.embed_mult, tc.embed_decay, tc.accumulate, tc.clip_norm) == (0.05, 0.1, 0.0, 2, 0.5)
         assert (s.label_smoothing, tc.lr_schedule, tc.qk_params, s.biases) == (0.1, "onecycle", "wq_wk_bq_bk", True)
     for profile in ("smoke", "default"):  # the companion's own profiles keep the clean intervention
         other = resolve(module, profile)
@@ -215,16 +274,22 @@ def test_official_profiles_set_the_authors_values(chapter):
 
 
 def test_bad_training_options_are_one_clear_error():
-    for bad, match in ((dict(momentum=0.9), "momentum is SGD's"), (dict(lr_schedule="linear"), "lr_schedule"),
-                       (dict(lr_schedule="onecycle"), "warmup"), (dict(clip_norm=0.0), "clip_norm"),
-                       (dict(qk_params="everything"), "qk_params"), (dict(frozen="attention"), "frozen"),
-                       (dict(accumulate=3, max_steps=2), "accumulate")):
+    for bad, match in (
+        (dict(momentum=0.9), "momentum is SGD's"),
+        (dict(lr_schedule="linear"), "lr_schedule"),
+        (dict(lr_schedule="onecycle"), "warmup"),
+        (dict(clip_norm=0.0), "clip_norm"),
+        (dict(qk_params="everything"), "qk_params"),
+        (dict(frozen="attention"), "frozen"),
+        (dict(accumulate=3, max_steps=2), "accumulate"),
+    ):
         with pytest.raises(ValueError, match=match):
             TrainConfig(**bad)
 
 
 def test_the_reproduction_rule_inside_the_interval_reproduces_outside_differs_else_undecided():
     from qkov_lib.metrics.verdicts import DIFFERS, REPRODUCES, UNDECIDED, Interval, reproduces
+
     ours = Interval(mean=57.0, low=55.0, high=59.0, n=5)
     assert reproduces(57.5, ours, 5) == REPRODUCES
     assert reproduces(55.0, ours, 5) == REPRODUCES  # an end of the interval is inside
@@ -244,14 +309,35 @@ def test_the_real_data_page_sets_official_beside_the_authors_with_its_verdict(tm
     from qkov_lib.data import authors
     from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, VERDICT_COLUMN
     from qkov_lib.runs.real_data import OfficialRun, compared, official_run
+
     stored = authors.table()
     base, fast = (float(stored.loc[f"hatexplain.accuracy.{c}", "value"]) for c in ("baseline", "faster"))
     rows = []
     for seed, shift in enumerate((-0.4, -0.1, 0.0, 0.2, 0.3)):
-        rows.append({"condition": "baseline", "seed": seed, "accuracy": base + shift, "MRTA": 2.0,
-                     "AC": 1.0, "ACMC": 1.0, "sufficiency": 0.3, "comprehensiveness": 0.3})
-        rows.append({"condition": "faster QK (x30)", "seed": seed, "accuracy": fast + 10 + shift, "MRTA": 30.0,
-                     "AC": 9.0, "ACMC": 5.0, "sufficiency": 0.3, "comprehensiveness": 0.5})
+        rows.append(
+            {
+                "condition": "baseline",
+                "seed": seed,
+                "accuracy": base + shift,
+                "MRTA": 2.0,
+                "AC": 1.0,
+                "ACMC": 1.0,
+                "sufficiency": 0.3,
+                "comprehensiveness": 0.3,
+            }
+        )
+        rows.append(
+            {
+                "condition": "faster QK (x30)",
+                "seed": seed,
+                "accuracy": fast + 10 + shift,
+                "MRTA": 30.0,
+                "AC": 9.0,
+                "ACMC": 5.0,
+                "sufficiency": 0.3,
+                "comprehensiveness": 0.5,
+            }
+        )
     per_seed = pd.DataFrame(rows)
     table = compared(per_seed, "hatexplain", OfficialRun(per_seed, evidence=True))
     assert table.loc[("test accuracy", "baseline"), VERDICT_COLUMN] == "reproduces"
@@ -277,12 +363,26 @@ def test_the_real_data_pages_intervals_of_a_percentage_stay_within_0_and_100_and
     from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, PERCENT, VERDICT_COLUMN, Interval, beside_official
     from qkov_lib.present.table1 import interval_text
     from qkov_lib.runs.real_data import OfficialRun, compared
+
     accuracy = [99.9, 100.0, 100.0, 98.0, 100.0]  # the t interval reaches 100.66
     assert Interval.of(accuracy).high > 100 and interval_text(accuracy, 1, PERCENT).endswith(", 100.0]")
     assert interval_text(accuracy, 1) == Interval.of(accuracy).text(1)  # without bounds: as before
-    per_seed = pd.DataFrame([{"condition": c, "seed": i, "accuracy": a, "MRTA": 0.5 + i, "AC": 1.0, "ACMC": 1.0,
-                              "sufficiency": -0.01 * i, "comprehensiveness": 0.3}
-                             for c in ("baseline", "faster QK (x30)") for i, a in enumerate(accuracy)])
+    per_seed = pd.DataFrame(
+        [
+            {
+                "condition": c,
+                "seed": i,
+                "accuracy": a,
+                "MRTA": 0.5 + i,
+                "AC": 1.0,
+                "ACMC": 1.0,
+                "sufficiency": -0.01 * i,
+                "comprehensiveness": 0.3,
+            }
+            for c in ("baseline", "faster QK (x30)")
+            for i, a in enumerate(accuracy)
+        ]
+    )
     table = compared(per_seed, "hatexplain", OfficialRun(per_seed, evidence=True))
     for column in ("this run", OFFICIAL_COLUMN):
         assert table.loc[("test accuracy", "baseline"), column].endswith(",\u00a0100.0]\u00a0%")
@@ -292,8 +392,9 @@ def test_the_real_data_pages_intervals_of_a_percentage_stay_within_0_and_100_and
     official = {"hatexplain.accuracy.baseline": Interval.of(accuracy, PERCENT)}
     shared = beside_official(authors.three_way(dict.fromkeys(keys, "")), keys, official, lambda i: i.text())
     assert shared.loc["baseline", VERDICT_COLUMN].iloc[0] == table.loc[("test accuracy", "baseline"), VERDICT_COLUMN]
-    lost = beside_official(authors.three_way(dict.fromkeys(keys, "")), keys, official, lambda i: i.text(),
-                           evidence=False)
+    lost = beside_official(
+        authors.three_way(dict.fromkeys(keys, "")), keys, official, lambda i: i.text(), evidence=False
+    )
     assert (lost[VERDICT_COLUMN] == "undecided").all()
 
 
@@ -305,10 +406,13 @@ def test_official_results_are_read_from_their_sealed_unit_and_the_summary_reads_
     from qkov_lib.chapters.summary import profile_difference
     from qkov_lib.runs.real_data import official_run
     from qkov_lib.core.results import save
-    per_seed = pd.DataFrame({"condition": ["baseline", "faster QK (x30)"], "seed": [1234, 1234],
-                             "layers": [2, 2], "accuracy": [50.0, 51.0]})
-    claims = pd.DataFrame({"id": ["2_layers_AC_rises", "4_layers_AC_rises"], "claim": ["c2", "c4"],
-                           "verdict": ["holds", "not evidence"]})
+
+    per_seed = pd.DataFrame(
+        {"condition": ["baseline", "faster QK (x30)"], "seed": [1234, 1234], "layers": [2, 2], "accuracy": [50.0, 51.0]}
+    )
+    claims = pd.DataFrame(
+        {"id": ["2_layers_AC_rises", "4_layers_AC_rises"], "claim": ["c2", "c4"], "verdict": ["holds", "not evidence"]}
+    )
     for profile in ("official", "default"):
         save(tmp_path / profile, "hatexplain_layers", {"per_seed": per_seed, "claims": claims}, {})
     run = official_run("hatexplain_layers", "default", root=tmp_path, depth=2)
@@ -316,7 +420,9 @@ def test_official_results_are_read_from_their_sealed_unit_and_the_summary_reads_
     assert not official_run("hatexplain_layers", "default", root=tmp_path).evidence  # 4 layers: not evidence
     assert official_run("hatexplain_layers", "default", root=tmp_path, depth=3) is None  # no such depth
     assert list(profile_difference(tmp_path, "default", "official", "hatexplain_layers")["official"]) == [
-        "holds", "not evidence"]
+        "holds",
+        "not evidence",
+    ]
     (tmp_path / "official" / "hatexplain_layers.per_seed.csv").write_text("changed\n")
     assert official_run("hatexplain_layers", "default", root=tmp_path) is None
     assert profile_difference(tmp_path, "default", "official", "hatexplain_layers") is None
