@@ -54,7 +54,8 @@ $(VENV)/.lint: requirements-lint.txt
 test: venv
 	$(PY) -m pytest
 
-# The unit tests alone (a few minutes): everything but the book-level tests marked slow (tests/conftest.py).
+# The fast tier (a few minutes): tests/unit and tests/project; tests/integration and tests/book are marked slow
+# (tests/conftest.py: the folder decides).
 test-fast: venv
 	$(PY) -m pytest -m "not slow"
 

@@ -1,10 +1,10 @@
 """Shared fixtures: one smoke run of every chapter, executed into a temporary book tree, on the tests' own tiny
-real-data fixtures (so the tests need no dataset copies); and the tiers. The folders: ``unit/<folder>/`` mirrors
-``qkov_lib/<folder>/`` (a module's tests sit under its layer's folder), ``book/`` holds the book-level tests (the
-chapters run through papermill, the strict build, the browsers), ``project/`` the checks of the repository itself
-(layers, workflow, Binder, Colab). A test under ``book/``, one that reads the smoke book or the built book, or one
-that runs processes of its own (marked ``slow`` where it is defined) is slow, left out by ``make test-fast``
-(``pytest -m "not slow"``)."""
+real-data fixtures (so the tests need no dataset copies); and the tiers, which the folders decide. ``unit/<folder>/``
+mirrors ``qkov_lib/<folder>/`` (a module's tests sit under its layer's folder) and, with ``project/`` (the checks of
+the repository itself: layers, workflow, Binder, Colab), is the fast tier: no chapter run through papermill, no book,
+no browser, no Dask cluster. ``integration/`` (the runner end to end on tiny chapters, the portable mode's fresh
+interpreters, the Dask sweep, the slow single checks) and ``book/`` (the chapters run through papermill, the strict
+build, the browsers) are marked ``slow``, left out by ``make test-fast`` (``pytest -m "not slow"``)."""
 
 import os
 import shutil
@@ -58,17 +58,11 @@ def built_book(smoke_book) -> Path:
     return build_book(root=smoke_book, repo_url=TEST_REPOSITORY).parent
 
 
-BOOK_FIXTURES = {"smoke_book", "built_book"}
-SLOW_FILES = {"test_browser.py", "test_portable.py"}  # every test there starts Chromium or fresh interpreters
+SLOW_FOLDERS = {"integration", "book"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the book-level tests ``slow``: those under book/, those using the smoke or the built book, and those of
-    SLOW_FILES."""
+    """Mark every test under integration/ and book/ ``slow``: the folder alone decides the tier."""
     for item in items:
-        if (
-            BOOK_FIXTURES & set(getattr(item, "fixturenames", ()))
-            or item.path.name in SLOW_FILES
-            or "book" in item.path.relative_to(TESTS).parts[:1]
-        ):
+        if item.path.relative_to(TESTS).parts[0] in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)

@@ -1,5 +1,5 @@
 """The portable mode's committed reference: the sha256 of the smoke real-data chapters' result tables (on the tests'
-own fake datasets) and of a short real-data training, made in portable mode. ``tests/unit/core/test_portable.py`` recomputes
+own fake datasets) and of a short real-data training, made in portable mode. ``tests/integration/test_portable.py`` recomputes
 them on every run, so every machine that runs the tests checks that it reproduces them bit for bit.
 
 When a deliberate change moves these numbers, regenerate the file in the same commit::

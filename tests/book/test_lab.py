@@ -30,7 +30,6 @@ import pytest
 
 from qkov_lib.core.paths import REPO_ROOT
 
-pytestmark = pytest.mark.slow
 CHAPTER = "fig4_mu_trajectories"
 BIN = Path(sys.executable).parent
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")

@@ -102,7 +102,6 @@ def _figure_outputs(nb) -> list:
     ]
 
 
-@pytest.mark.slow  # a chapter run through papermill
 def test_a_chapter_written_as_ipynb_runs_under_plain_papermill_and_shows_its_figure(tmp_path, monkeypatch):
     monkeypatch.delenv(RESULTS_ENV, raising=False)  # by hand: no runner
     monkeypatch.setenv(ROOT_ENV, str(tmp_path / "results"))
@@ -122,7 +121,6 @@ def test_a_chapter_written_as_ipynb_runs_under_plain_papermill_and_shows_its_fig
     assert (tmp_path / "results" / "interactive" / "smoke" / f"{FAST}.json").is_file()
 
 
-@pytest.mark.slow  # a chapter run through papermill
 def test_inside_the_runner_a_figure_is_glued_for_the_book_only(tmp_path):
     summary = reproduce("smoke", only=[FAST], force=True, out_dir=tmp_path / "out", results_root=tmp_path / "r")
     assert summary.failures == []

@@ -1,20 +1,13 @@
 """ARCHITECTURE.md kept true: the library's layers (each module imports only from its own layer or the ones below),
-no import cycles, no import inside a function without a stated reason, every chapter run through one signature, and
-a new chapter is its notebook, its module and its lines in the table of contents and the intro (a worked example,
-run through the runner)."""
+no import cycles, no import inside a function without a stated reason, every chapter run through one signature (the
+worked example of a new chapter, run through the runner, is tests/integration/test_new_chapter.py)."""
 
 import ast
 import inspect
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 import yaml
-from fake_chapters import HEAD
 
 from qkov_lib.core.contents import GATHERERS, run_order
 from qkov_lib.core.paths import PACKAGE_DIR, REPO_ROOT
@@ -90,18 +83,18 @@ def test_the_layers_are_folders_and_architecture_md_lists_them():
 
 
 def test_the_unit_tests_mirror_the_package():
-    """tests/unit/<folder>/ for a folder of the package, and nothing else there; the other tests are book-level
-    (tests/book/) or check the repository itself (tests/project/)."""
+    """tests/unit/<folder>/ for a folder of the package, and nothing else there; the other tests are end to end
+    (tests/integration/), book-level (tests/book/) or check the repository itself (tests/project/)."""
     tests = REPO_ROOT / "tests"
     unit = {p.name for p in (tests / "unit").iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert unit and unit <= set(LAYERS), f"tests/unit/ folders that are no folder of the package: {unit - set(LAYERS)}"
     stray = sorted(
         p.relative_to(tests).as_posix()
         for p in tests.rglob("test_*.py")
-        if p.parent.relative_to(tests).parts[:1] not in (("unit",), ("book",), ("project",))
+        if p.parent.relative_to(tests).parts[:1] not in (("unit",), ("integration",), ("book",), ("project",))
         or p.parent == tests / "unit"
     )
-    assert stray == [], f"tests outside unit/<folder>/, book/ and project/: {stray}"
+    assert stray == [], f"tests outside unit/<folder>/, integration/, book/ and project/: {stray}"
 
 
 def test_no_import_cycles():
@@ -172,103 +165,6 @@ def test_every_chapter_runs_through_one_signature():
         if not hasattr(m, "run") or _signature(m.run) != SIGNATURE
     }
     assert odd == {}
-
-
-NEW_MODULE = '''"""A tiny chapter: the sum of two numbers, checked."""
-from dataclasses import dataclass
-
-import pandas as pd
-import torch
-
-from ..metrics.verdicts import Claim, check, claim_table
-
-
-@dataclass(frozen=True, kw_only=True)
-class Setup:
-    """Two numbers."""
-
-    a: int = 1  # the first (the paper's value)
-    b: int = 2  # the second
-
-
-PROFILES = {"smoke": dict(b=3)}
-
-
-def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> pd.DataFrame:
-    """The sum; nothing trains: device and progress are unused here."""
-    return pd.DataFrame({"sum": [setup.a + setup.b]})
-
-
-def claims(table: pd.DataFrame) -> pd.DataFrame:
-    total = table["sum"][0]
-    return claim_table([Claim("positive", "The sum is positive.", f"sum {total}", check(total > 0),
-                              "holds if the sum is above 0, fails otherwise")])
-'''
-NEW_NOTEBOOK = (
-    HEAD.replace("# A chapter for the tests", "# A tiny chapter")
-    + """
-```{code-cell} ipython3
-:tags: [remove-input]
-
-from qkov_lib.core.chapter import begin
-from qkov_lib.chapters import tiny
-
-ch = begin(tiny, profile, overrides)
-table = tiny.run(ch.setup)
-ch.save({"main": table, "claims": tiny.claims(table)})
-```
-"""
-)
-
-
-@pytest.mark.slow
-def test_a_new_chapter_is_its_notebook_its_module_and_two_lines(tmp_path):
-    """The worked example of ARCHITECTURE.md: in a copy of the repository, a new chapter touches four files (two new,
-    a line in the table of contents and in the intro) and the runner, the scorecard and the checks above take it."""
-    root = tmp_path / "repo"
-    shutil.copytree(REPO_ROOT / "qkov_lib", root / "qkov_lib", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO_ROOT / "notebooks", root / "notebooks")
-    shutil.copytree(REPO_ROOT / "book", root / "book", ignore=shutil.ignore_patterns("chapters", "_static"))
-    for name in ("_toc.yml", "_config.yml"):
-        shutil.copy(REPO_ROOT / name, root / name)
-    before = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    (root / "qkov_lib" / "chapters" / "tiny.py").write_text(NEW_MODULE)
-    (root / "notebooks" / "tiny.md").write_text(NEW_NOTEBOOK)
-    toc = (root / "_toc.yml").read_text()
-    (root / "_toc.yml").write_text(
-        toc.replace(
-            "      - file: book/chapters/errata\n",
-            "      - file: book/chapters/errata\n      - file: book/chapters/tiny\n",
-        )
-    )
-    intro = root / "book" / "intro.md"
-    intro.write_text(intro.read_text() + "- {doc}`chapters/tiny`: a tiny chapter.\n")
-    after = {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    touched = sorted(str(p) for p in after if before.get(p) != after[p])
-    assert touched == ["_toc.yml", "book/intro.md", "notebooks/tiny.md", "qkov_lib/chapters/tiny.py"]
-    env = {**os.environ, "PYTHONPATH": str(root), "QKOV_PROGRESS": "0"}
-    run = [
-        sys.executable,
-        "-m",
-        "qkov_lib",
-        "reproduce",
-        "--profile",
-        "smoke",
-        "--only",
-        "tiny,scorecard",
-        "--out",
-        str(root / "book" / "chapters"),
-        "--results",
-        str(root / "results"),
-    ]
-    proc = subprocess.run(run, capture_output=True, text=True, env=env, cwd=root)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    listed = subprocess.run(
-        [sys.executable, "-m", "qkov_lib", "chapters"], capture_output=True, text=True, env=env, cwd=root
-    )
-    assert "tiny                         A tiny chapter" in listed.stdout
-    scorecard = (root / "results" / "smoke" / "scorecard.csv").read_text()
-    assert "tiny,A tiny chapter,positive,The sum is positive.,paper,sum 4,holds," in scorecard
 
 
 def test_every_code_cell_says_what_the_page_shows_of_it():

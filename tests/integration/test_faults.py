@@ -238,7 +238,6 @@ def test_overrides_given_as_text_like_papermill_passes_them():
             notebook_overrides(bad)
 
 
-@pytest.mark.slow
 def test_a_notebook_run_by_plain_papermill_takes_overrides_as_text(tmp_path):
     """``papermill chapter.ipynb out.ipynb -p profile smoke -p overrides '{"M": 3}'``: the chapter runs with M = 3."""
     import jupytext  # lazy: as the runner's tests do, through the notebook files
@@ -446,7 +445,6 @@ def sha_tree(root: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "how", ["SIGINT to the runner alone", "SIGINT to its process group (Ctrl-C)", "SIGTERM", "SIGKILL"]
 )
@@ -530,7 +528,6 @@ def test_a_killed_run_is_cleaned_up_by_the_next(book, capsys):
     assert sorted(p.name for p in (book / "res").glob(".staging-*")) == [".staging-tiny_other"]
 
 
-@pytest.mark.slow
 def test_a_second_run_of_a_chapter_refuses_while_the_first_holds_it(book):
     assert run(book) == "ran"
     before = snapshot(book / "res")

@@ -265,7 +265,7 @@ def _two_units(book: Path, monkeypatch) -> Path:
 def test_an_unpack_killed_midway_is_finished_or_undone_by_the_next(book, monkeypatch, capsys, when):
     source = _two_units(book, monkeypatch)
     before = shas(book / "res")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(Path(__file__).parents[2])])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(Path(__file__).parents[1])])}
     proc = subprocess.run(
         [sys.executable, "-c", KILL_AT.format(when=when), str(source), str(book / "res")],
         env=env,
@@ -337,7 +337,6 @@ def test_a_deadline_that_is_no_time_stops_a_chapter_run_by_hand_at_its_first_cel
         begin(fig4_mu_trajectories, "smoke")
 
 
-@pytest.mark.slow
 def test_a_damaged_numba_cache_is_removed_and_compiled_afresh(tmp_path):
     """Random bytes in numba's cache files of the engine: the next run says so in one line, removes them, compiles
     afresh and trains; the run after loads the new cache silently."""
