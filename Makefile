@@ -42,10 +42,11 @@ $(VENV)/.lab: requirements-lab.txt
 	touch $@
 
 # The gate on style and types (pyproject.toml configures both): ruff's lint rules over the library, its formatter over
-# the library, the tests and the benchmarks.
+# the library, the tests and the benchmarks, then mypy over the library's type hints.
 lint: venv $(VENV)/.lint
 	$(VENV)/bin/ruff check qkov_lib
 	$(VENV)/bin/ruff format --check qkov_lib tests benchmarks
+	$(VENV)/bin/mypy
 
 $(VENV)/.lint: requirements-lint.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-lint.txt

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -78,7 +79,7 @@ def runs(setup: Setup) -> list[Panel]:
         setup.panel("OV init", "FAFO", ov_init_mult=setup.ov_init_mult),
     ]
     for lr in setup.adam_lrs:
-        adam = {"lr": lr, "max_steps": setup.adam_max_steps, "optimizer": "adamw"}
+        adam: dict[str, Any] = {"lr": lr, "max_steps": setup.adam_max_steps, "optimizer": "adamw"}
         out += [setup.panel(f"AdamW {lr:g}", "FAFO", **adam), setup.panel(f"AdamW {lr:g} QK", "FAFO", k, **adam)]
     return out
 

@@ -4,7 +4,7 @@ falsifier (attention at matched losses, and after the loss is flat) on the popul
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -207,7 +207,7 @@ def models_figure(curves: pd.DataFrame, start: str) -> go.Figure:
         x_title="time t",
     )
     for j, (column, _, r) in enumerate(panels):
-        where = dict(row=j // 2 + 1, col=j % 2 + 1)
+        where: dict[str, Any] = dict(row=j // 2 + 1, col=j % 2 + 1)
         cur = part[part["ratio"] == r]
         for i, (model, name) in enumerate(MODELS.items()):
             one = cur[cur["model"] == model]

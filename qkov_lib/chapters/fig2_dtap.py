@@ -149,12 +149,15 @@ def panels(
     the setup's), ``panel_stop`` the authors' stop rule with epochs of that many steps (None: no early stop)."""
     init, steps, stops = pytorch_init or {}, panel_steps or {}, panel_stop or {}
 
-    def panel(key: str, parameterisation: str, *rates, **options) -> Panel:
-        own = {"max_steps": min(steps[key], setup.max_steps), "own_cap": True} if key in steps else {}
+    def panel(
+        key: str, parameterisation: str, qk_mult: float = 1.0, qk_schedule: str = "constant", **options: Any
+    ) -> Panel:
+        own: dict[str, Any] = {"max_steps": min(steps[key], setup.max_steps), "own_cap": True} if key in steps else {}
         return setup.panel(
             key,
             parameterisation,
-            *rates,
+            qk_mult,
+            qk_schedule,
             pytorch_init=tuple(init.get(key, ())),
             stop_epoch=stops.get(key),
             early_stop=not (key in stops and stops[key] is None),

@@ -4,6 +4,7 @@ the annotators' rationales as the relevant tokens."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -37,7 +38,7 @@ class Setup(RealSetup):
             )
 
 
-PROFILES = {
+PROFILES: dict[str, dict[str, Any]] = {
     "default": dict(max_len=64, lr=1e-3, epochs=3),
     "smoke": dict(SMOKE, max_len=32, lr=1e-3),
     # the authors' 1-layer notebooks, cell 61 (HateXplain_Same_LR_Final_Config.ipynb, In [46], and

@@ -363,7 +363,9 @@ def beside_authors(root: Path, profile: str, page: str) -> pd.DataFrame | None:
     no unit, a unit without the tables it reads (its data was not available), or none of the depth stored."""
     spec = BESIDE_OFFICIAL[page]
     theirs = _tables(root, OFFICIAL, page, spec)
-    compared = spec.compare(theirs, theirs) if theirs is not None else None
+    if theirs is None:
+        return None
+    compared = spec.compare(theirs, theirs)
     if compared is None:
         return None
     table, evidence = compared
@@ -373,7 +375,12 @@ def beside_authors(root: Path, profile: str, page: str) -> pd.DataFrame | None:
         out[OFFICIAL_COLUMN] += f" ({NOT_EVIDENCE_NOTE})"
     if profile != OFFICIAL:
         ours = _tables(root, profile, page, spec)
-        here = _by_number(spec.compare(ours, theirs)[0])["this run"] if ours is not None else pd.Series(dtype=str)
+        here = pd.Series(dtype=str)
+        if ours is not None:
+            mine = spec.compare(ours, theirs)
+            if mine is None:  # only an official run with nothing to compare gives None, and this one had some
+                raise RuntimeError(f"{page}: comparing {profile} with {OFFICIAL} gave nothing, yet {OFFICIAL} had rows")
+            here = _by_number(mine[0])["this run"]
         out[f"this book under {profile}"] = here.reindex(out.index).fillna("not run")
     out[VERDICT_COLUMN] = rows[VERDICT_COLUMN] if evidence else UNDECIDED
     return out

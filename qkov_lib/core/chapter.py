@@ -68,11 +68,16 @@ def name_of(module: types.ModuleType) -> str:
 
 def parameters(setup_type: type) -> dict[str, Any]:
     """The parameters a setup takes (its fields set at construction), with their paper values."""
-    return {
-        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        for f in dataclasses.fields(setup_type)
-        if f.init
-    }
+    return {f.name: _paper_value(setup_type, f) for f in dataclasses.fields(setup_type) if f.init}
+
+
+def _paper_value(setup_type: type, f: dataclasses.Field) -> Any:
+    """A setup field's default (its paper value); a field without one is a bug in the setup."""
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    raise TypeError(f"{setup_type.__name__}.{f.name} has no default; every setup field needs its paper value")
 
 
 def as_dict(setup: Any) -> dict[str, Any]:

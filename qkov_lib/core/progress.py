@@ -101,6 +101,8 @@ def bar(iterable: Iterable | None, desc: str, enabled: bool = True, **kwargs) ->
     off = not enabled or os.environ.get(PROGRESS_ENV, "1") == "0"
     how = kind(kwargs.get("file"))
     cls = _widgets() if how == WIDGET else tqdm if how == TERMINAL else LogBar
+    if cls is None:  # kind() says WIDGET only when _widgets() found ipywidgets
+        raise RuntimeError("a notebook progress bar needs ipywidgets, which did not import; install it")
     if how == LOG:
         kwargs.setdefault("file", sys.stdout)
     return cls(iterable, desc=desc, disable=off, mininterval=1.0, **kwargs)

@@ -10,7 +10,7 @@ import numpy as np
 
 def is_positive_int(value: Any) -> bool:
     """An integer >= 1 (a bool is not one)."""
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 1
+    return bool(not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= 1)
 
 
 def require_positive_ints(obj: object, names: Iterable[str]) -> None:

@@ -15,7 +15,9 @@ import json
 import tarfile
 import zlib
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +69,7 @@ def relevance(rationales: list[list[int]], n_tokens: int, rule: str, where: str)
         marks[j] = r
     if rule == "mean":
         return marks.sum(0) / ANNOTATORS
-    return marks.any(0) if rule == "union" else marks.mean(0) >= 0.5
+    return np.asarray(marks.any(0) if rule == "union" else marks.mean(0) >= 0.5)  # a mask per token
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -125,7 +127,12 @@ def _archive_tokens(path: Path, wanted: set[str]) -> dict[str, list[str]]:
             for member in tar:
                 folder, _, post_id = member.name.removeprefix("./").rpartition("/")
                 if member.isfile() and folder == DOCS and post_id in wanted:
-                    text = tar.extractfile(member).read()
+                    stream = tar.extractfile(member)
+                    if stream is None:  # isfile() above: a regular member always has its bytes
+                        raise DataError(
+                            f"{path} member {member.name} cannot be read; the archive is corrupt, copy it again"
+                        )
+                    text = stream.read()
                     try:
                         tokens[post_id] = text.decode("utf-8").split(" ")
                     except UnicodeDecodeError:
@@ -146,9 +153,10 @@ def _archive_tokens(path: Path, wanted: set[str]) -> dict[str, list[str]]:
 
 
 def _split(
-    name: str, posts: list[tuple[str, list[str], list[int], list[list[int]]]], rule: str
+    name: str, posts: Sequence[tuple[str, list[str], list[int], list[list[int]] | None]], rule: str
 ) -> tuple[TextSplit, int]:
-    """Posts as (id, tokens, annotator labels, rationales) -> a split and the number dropped for no majority."""
+    """Posts as (id, tokens, annotator labels, rationales or None: none recorded) -> a split and the number dropped
+    for no majority."""
     tokens, labels, rel, dropped = [], [], [], 0
     for post_id, toks, votes, rationales in posts:
         label = majority(votes)
@@ -179,7 +187,8 @@ def _offline(rule: str) -> tuple[dict[str, TextSplit], dict] | None:
     if divisions_path is None:
         return None
     divisions = _divisions(divisions_path, ("train",))
-    splits, info = {}, {"source": "offline copies", "dropped (no majority)": {}}
+    splits: dict[str, TextSplit] = {}
+    info: dict[str, Any] = {"source": "offline copies", "dropped (no majority)": {}}
     for name, fname in (("validation", "hatexplain_validation.json"), ("test", "hatexplain_test.json")):
         path = offline_file(f"hatexplain/{fname}")
         if path is None:
@@ -207,7 +216,8 @@ def _canonical(rule: str, download: bool) -> tuple[dict[str, TextSplit], dict] |
     if data_path is None or div_path is None:
         return None
     data, divisions = read_json(data_path), _divisions(div_path, ("train", "val", "test"))
-    splits, info = {}, {"source": "canonical release", "dropped (no majority)": {}}
+    splits: dict[str, TextSplit] = {}
+    info: dict[str, Any] = {"source": "canonical release", "dropped (no majority)": {}}
     for name, key in (("train", "train"), ("validation", "val"), ("test", "test")):
         posts = []
         for post_id in divisions[key]:

@@ -147,6 +147,8 @@ def _without_test(pool: TextSplit, test: TextSplit) -> tuple[TextSplit, int]:
 
 def _stratified(pool: TextSplit, fraction: float, seed: int) -> tuple[TextSplit, TextSplit]:
     """Train and held-out parts: ``fraction`` of each group, drawn with ``seed``; order kept."""
+    if pool.groups is None:
+        raise DataError(f"the {pool.name} split has no groups to stratify by; give each example its attractor count")
     rng = np.random.default_rng(seed)
     held = np.zeros(len(pool), dtype=bool)
     for group in np.unique(pool.groups):

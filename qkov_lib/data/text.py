@@ -4,6 +4,7 @@ training split, and id tensors with a read-out token appended (the position the 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +31,7 @@ class TextSplit:
     name: str
     tokens: list[list[str]]
     labels: np.ndarray
-    relevant: list[np.ndarray | None]
+    relevant: Sequence[np.ndarray | None]
     groups: np.ndarray | None = None
     backoff: list[list[str]] | None = None
 
@@ -119,8 +120,9 @@ def encode(split: TextSplit, vocab: Vocab, max_len: int) -> Encoded:
         kept = vocab.ids(toks[: max_len - 1], None if split.backoff is None else split.backoff[i][: max_len - 1])
         ids[i, : len(kept)] = torch.tensor(kept, dtype=torch.long)
         ids[i, len(kept)] = vocab.stoi[READOUT]
-        if split.relevant[i] is not None:
-            rel[i, : len(kept)] = torch.from_numpy(np.asarray(split.relevant[i][: len(kept)], dtype=bool))
+        mask = split.relevant[i]
+        if mask is not None:
+            rel[i, : len(kept)] = torch.from_numpy(np.asarray(mask[: len(kept)], dtype=bool))
     groups = None if split.groups is None else torch.as_tensor(split.groups, dtype=torch.long)
     return Encoded(ids, torch.as_tensor(split.labels, dtype=torch.long), rel, rel.any(1), groups)
 

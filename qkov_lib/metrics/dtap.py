@@ -67,7 +67,7 @@ def attention_summary(
     }
 
 
-def mean_std(histograms: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def mean_std(histograms: Sequence[np.ndarray] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation (ddof=1 when there are several) over seeds of per-seed heatmaps."""
-    h = np.stack(histograms)
+    h = np.stack(list(histograms))  # an array: its seeds along the first axis
     return h.mean(0), h.std(0, ddof=1 if len(h) > 1 else 0)

@@ -22,6 +22,8 @@ def rollout(attns: Sequence[torch.Tensor], identity_weight: float = 0.0) -> torc
         a = identity_weight * torch.eye(a.shape[-1], dtype=a.dtype, device=a.device) + (1 - identity_weight) * a
         a = a / a.sum(-1, keepdim=True)
         out = a if out is None else a @ out
+    if out is None:
+        raise ValueError("rollout needs the attention of at least one layer (got none)")
     return out
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 from scipy import stats
 
 
-def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+def mean_ci(values: Sequence[float] | np.ndarray, level: float = 0.95) -> tuple[float, float]:
     """(mean, half-width of the two-sided t interval); the half-width is NaN for a single value."""
     v = np.asarray(values, dtype=float)
     if v.size == 0:

@@ -227,7 +227,10 @@ def as_printed(authors: float | None, ours: float | None) -> str:
     undecided when either is missing."""
     if authors is None or ours is None or math.isnan(authors) or math.isnan(ours):
         return UNDECIDED
-    half = 0.5 * 10.0 ** Decimal(repr(authors)).as_tuple().exponent
+    exponent = Decimal(repr(authors)).as_tuple().exponent
+    if not isinstance(exponent, int):  # 'n', 'N' or 'F': a NaN (excluded above) or an infinity
+        raise ValueError(f"the authors' printed number {authors!r} is not finite; it has no last digit")
+    half = 0.5 * 10.0**exponent
     return REPRODUCES if abs(ours - authors) <= half * (1 + 1e-9) else DIFFERS
 
 
@@ -258,12 +261,14 @@ def beside_official(
             return as_printed(theirs, None if ours is None or not evidence else ours.mean)
         return reproduces(theirs, ours, seeds, unit, evidence=evidence, single_runs=single_runs)
 
-    def shown(key: str) -> str:
-        return (text[key] if isinstance(text, Mapping) else text)(official[key])
+    def shown(key: str, interval: Interval) -> str:
+        return (text[key] if isinstance(text, Mapping) else text)(interval)
 
     return table.assign(
         **{
-            OFFICIAL_COLUMN: [shown(k) if official is not None and k in official else "not run" for k in keys],
+            OFFICIAL_COLUMN: [
+                shown(k, official[k]) if official is not None and k in official else "not run" for k in keys
+            ],
             VERDICT_COLUMN: [verdict(k) for k in keys],
         }
     )

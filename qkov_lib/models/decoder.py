@@ -46,7 +46,7 @@ def init_decoder(
 ) -> dict[str, torch.Tensor]:
     """Normal(0, init_scale) weights, zero biases (drawing nothing), one independent draw per seed, stacked on
     dimension 0."""
-    shapes = {"embed": (cfg.vocab, cfg.d_model), "pos": (cfg.max_len, cfg.d_model)}
+    shapes: dict[str, tuple[int, ...]] = {"embed": (cfg.vocab, cfg.d_model), "pos": (cfg.max_len, cfg.d_model)}
     for layer in range(cfg.n_layers):
         p = f"blocks.{layer}."
         shapes |= {

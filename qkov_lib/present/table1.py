@@ -44,7 +44,8 @@ def interval_text(values: Sequence[float], digits: int, bounds: tuple[float, flo
 
 def interval_words(i: Interval, digits: int) -> str:
     """An interval as '12.3 [10.1, 14.5]' (``Interval.text``) to ``digits`` decimals, never '-0.0'."""
-    return Interval(*(round(float(x), digits) + 0.0 for x in i.numbers), i.n).text(digits)
+    mean, low, high = (round(float(x), digits) + 0.0 for x in i.numbers)
+    return Interval(mean, low, high, i.n).text(digits)
 
 
 def mean_pm(values: Sequence[float], digits: int) -> str:

@@ -23,15 +23,15 @@ def power(exponent: int) -> str:
     return {0: "1", 1: "10"}.get(exponent, "10" + superscript(exponent))
 
 
-def scientific(value: float, digits: int = 1) -> str:
+def scientific(value: float | None, digits: int = 1) -> str:
     """A number in scientific notation for reading: '6.9 × 10⁻¹⁶', '2.0' (no power for 10⁰), '10⁻³' (a power of
     ten to no digits), '0', and '' for NaN or None."""
     if value is None or not np.isfinite(value):
         return "" if value is None or np.isnan(value) else str(value)
     if value == 0:
         return "0"
-    mantissa, exponent = f"{value:.{digits}e}".split("e")
-    exponent = int(exponent)
+    mantissa, exponent_text = f"{value:.{digits}e}".split("e")
+    exponent = int(exponent_text)
     if mantissa in ("1", "-1"):  # a power of ten: '10⁻³'
         return mantissa.replace("1", "") + power(exponent)
     return mantissa if exponent == 0 else f"{mantissa} × 10" + superscript(exponent)

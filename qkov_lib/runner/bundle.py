@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import ModuleType
-from typing import Any
+from typing import IO, Any
 
 from ..core import results
 from ..core.chapter import PROFILES
@@ -223,9 +223,10 @@ def _manifest(tar: tarfile.TarFile, where: Path) -> dict[str, Any]:
     sizes within the caps."""
     try:
         member = tar.getmember(MANIFEST)
-        if not member.isfile() or member.size > MAX_METADATA:
+        stream = tar.extractfile(member) if member.isfile() and member.size <= MAX_METADATA else None
+        if stream is None:
             raise ValueError
-        manifest = json.loads(tar.extractfile(member).read())
+        manifest = json.loads(stream.read())
     except KeyError:
         raise BundleError(
             f"{where} is not a results bundle (it has no {MANIFEST}); give a file written by "
@@ -331,8 +332,10 @@ def _members(tar: tarfile.TarFile, manifest: dict[str, Any], where: Path) -> dic
     return members
 
 
-def _stream(source: io.BufferedReader, path: Path, entry: dict[str, Any], where: Path) -> None:
+def _stream(source: IO[bytes] | None, path: Path, entry: dict[str, Any], where: Path) -> None:
     """Copy one member to ``path`` in blocks, never past its listed size, checking its sha256 at the end."""
+    if source is None:  # ``_members`` lets only plain files through, and tarfile reads every plain file
+        raise BundleError(f"{where} holds {entry['path']}, which is not a plain file; refusing it: {PACK_HINT}")
     digest, size = hashlib.sha256(), 0
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as out:
@@ -356,7 +359,10 @@ def _unit_members(manifest: dict[str, Any], staged: Path, where: Path) -> dict[s
     units: dict[str, list[str]] = {}
     for name in digests:
         if not name.startswith(f"{SWEEPS}/"):
-            units.setdefault(UNIT_FILE.fullmatch(PurePosixPath(name).name)["chapter"], []).append(name)
+            unit = UNIT_FILE.fullmatch(PurePosixPath(name).name)
+            if unit is None:  # ``_members`` refused every name outside the layout
+                raise BundleError(f"{where}'s manifest names {name!r}, outside the results layout; {PACK_HINT}")
+            units.setdefault(unit["chapter"], []).append(name)
     for chapter, names in units.items():
         meta_name = f"{profile}/{chapter}.json"
         if meta_name not in digests:

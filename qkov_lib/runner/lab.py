@@ -63,7 +63,10 @@ def kernel_language_info(argv: list[str], env: dict[str, str] | None = None) -> 
     return info if isinstance(info, dict) else None
 
 
-class ChapterContentsManager(build_async_jupytext_contents_manager_class(AsyncLargeFileManager)):
+_JupytextManager: Any = build_async_jupytext_contents_manager_class(AsyncLargeFileManager)  # a class built at run time
+
+
+class ChapterContentsManager(_JupytextManager):
     """jupytext's contents manager; a notebook read from a text file (no ``language_info`` of its own) gets the one
     its kernel will report. jupytext's server extension sees a jupytext contents manager and leaves it as it is."""
 

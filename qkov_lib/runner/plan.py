@@ -69,7 +69,8 @@ def plan(
     chapters, profile, per_chapter = prepare(profile, pairs, only, budget_minutes)
     results_root = folder_path(results_root, "--results")
     results_folders(results_root, profile, create=False)
-    plans, spent = [], 0.0
+    plans: list[Plan] = []
+    spent = 0.0
     for c in chapters:
         p = chapter_state(c, profile, per_chapter[c], results_root, force)
         if p.reason is not None and budget_minutes is not None:

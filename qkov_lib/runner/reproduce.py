@@ -138,9 +138,11 @@ def _keep(chapter: str, good: dict[str, Any], message: str, final: Path, out_dir
 def _on(meta: dict[str, Any]) -> str:
     """The data a unit was computed on, in words."""
     releases = {i.get("release") for i in meta.get("data_identity", {}).values() if isinstance(i, dict)}
-    return {frozenset({"canonical"}): "on the canonical release", frozenset({"offline"}): "on the offline copies"}.get(
-        frozenset(releases), "on the data it records"
-    )
+    words: dict[frozenset[Any], str] = {
+        frozenset({"canonical"}): "on the canonical release",
+        frozenset({"offline"}): "on the offline copies",
+    }
+    return words.get(frozenset(releases), "on the data it records")
 
 
 def reproduce(

@@ -7,6 +7,7 @@ import errno
 import os
 import shutil
 import stat
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -33,9 +34,7 @@ class LinkedPath(ChapterFailed):
 
 
 def try_lock(fd: int) -> bool:
-    try:
-        import fcntl  # platform: POSIX only
-    except ImportError:  # Windows
+    if sys.platform == "win32":  # no fcntl there
         import msvcrt  # platform: Windows only
 
         try:
@@ -43,6 +42,8 @@ def try_lock(fd: int) -> bool:
             return True
         except OSError:
             return False
+    import fcntl  # platform: POSIX only
+
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True

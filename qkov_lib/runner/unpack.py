@@ -161,9 +161,10 @@ def unpack(
             raise BundleError(
                 f"{final} is a file, not the folder of profile {name}'s results; move it away, then unpack again"
             )
-        for chapter in sorted(p.stem for p in (tmp / name).glob("*.json")) if accept else []:
-            if why := accept(chapter, results.read_meta(tmp / name, chapter)):
-                raise BundleError(f"{source}'s unit {chapter} is refused ({why}); nothing was restored")
+        if accept is not None:
+            for chapter in sorted(p.stem for p in (tmp / name).glob("*.json")):
+                if why := accept(chapter, results.read_meta(tmp / name, chapter)):
+                    raise BundleError(f"{source}'s unit {chapter} is refused ({why}); nothing was restored")
         results.write_atomic(
             tmp / READY, json.dumps({"source": str(source), "profile": name, "commit": manifest.get("commit")})
         )

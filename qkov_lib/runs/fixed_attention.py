@@ -131,11 +131,13 @@ def _losses(
 
 def _loss_at(params: dict[str, torch.Tensor], x: torch.Tensor, labels: torch.Tensor, chunk: int = 2048) -> torch.Tensor:
     """Mean cross-entropy per model [K] on its own effective inputs x [K, n, V] with labels [K, n]."""
-    total = sum(
+    sums = [
         _nll_sum(OVModel.logits(params, x[:, s : s + chunk]), labels[:, s : s + chunk])
         for s in range(0, labels.shape[1], chunk)
-    )
-    return total / labels.shape[1]
+    ]
+    if not sums:
+        raise ValueError(f"no examples to take the loss over (labels {tuple(labels.shape)})")
+    return sum(sums[1:], sums[0]) / labels.shape[1]
 
 
 def effective_inputs(feats: torch.Tensor, rows: Sequence[int], alpha: torch.Tensor) -> torch.Tensor:

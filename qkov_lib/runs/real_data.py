@@ -692,7 +692,7 @@ def _condition(
 
 
 def run_all(
-    data: Any, variants: list[RealSetup], device: torch.device, progress: bool, task: Task | None = None
+    data: Any, variants: Sequence[RealSetup], device: torch.device, progress: bool, task: Task | None = None
 ) -> list[RealRun]:
     """Both conditions of every parameter variant, as independent tasks over the CPU's worker processes (each on
     one torch thread, so the numbers do not depend on the machine's core count): one RealRun per variant.

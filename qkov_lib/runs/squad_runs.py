@@ -219,7 +219,8 @@ def evaluate_condition(
     (erasing window tokens only). Also each question's relevant mass and gold probability [S, N] for Figure 5."""
     cfg, dev, test = model_config(data, s), params["embed"].device, data.test
     q_id, eos = data.vocab.stoi["<q>"], data.vocab.stoi["<eos>"]
-    answers, parts = [], {k: [] for k in ("mass", "prob", "suff", "comp")}
+    answers: list[torch.Tensor] = []
+    parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("mass", "prob", "suff", "comp")}
     for i in range(0, test.prompts.shape[0], s.eval_batch):
         prompts = test.prompts[i : i + s.eval_batch].to(dev)
         width = max(int((prompts != 0).sum(-1).max()), 1)
@@ -228,7 +229,7 @@ def evaluate_condition(
         answers.append(greedy(params, cfg, prompts, s.max_answer + 1, eos, allowed).cpu())
         last = (prompts != 0).sum(-1) - 1
 
-        def predict(ids: torch.Tensor, allowed: torch.Tensor = allowed) -> torch.Tensor:
+        def predict(ids: torch.Tensor, allowed: torch.Tensor | None = allowed) -> torch.Tensor:
             ends = (ids != 0).sum(-1) - 1  # the <a> position, wherever erasure moved it
             hidden = decode(params, cfg, ids)[0]
             return torch.softmax(next_token_logits(params, hidden, ends[..., None], allowed)[:, :, 0], -1)

@@ -227,25 +227,24 @@ def train_runs(
     (default: ``cpu_workers``; 1 trains them here, as a sweep task does). Results keep the runs' order."""
     data_cfg, seeds = setup.data, list(setup.seeds)
     queries = torch.as_tensor(data_cfg.token_ids()["query"])  # one slot order for fixed sets and fresh batches
-    counted = {
-        data_cfg.seq_len: (
-            data_cfg,
-            *(count_set(s.apply(lambda t: t.to(device)), data_cfg.vocab, setup.attend_to_query, queries) for s in data),
+
+    def as_counts(
+        cfg: SyntheticConfig, splits: tuple[SyntheticSplit, SyntheticSplit]
+    ) -> tuple[SyntheticConfig, CountSet, CountSet]:
+        """A data config with its training and test splits as counts on ``device``."""
+        train, test = (
+            count_set(s.apply(lambda t: t.to(device)), cfg.vocab, setup.attend_to_query, queries) for s in splits
         )
-    }
+        return cfg, train, test
+
+    counted = {data_cfg.seq_len: as_counts(data_cfg, data)}
     groups: dict[tuple[str, str, int], list[int]] = {}
     for i, panel in enumerate(runs):
         length = panel.seq_len or data_cfg.seq_len
         if length not in counted:  # a panel with its own sequence length: its own data, from the same seeds
             cfg = replace(data_cfg, seq_len=length)
             splits = synthetic_data(cfg, seeds, setup.n_train, setup.n_test)
-            counted[length] = (
-                cfg,
-                *(
-                    count_set(s.apply(lambda t: t.to(device)), cfg.vocab, setup.attend_to_query, queries)
-                    for s in splits
-                ),
-            )
+            counted[length] = as_counts(cfg, splits)
         groups.setdefault((panel.parameterisation, panel.optimizer, length), []).append(i)
     workers = cpu_workers(device) if workers is None else workers
     cost = lambda index: _cost(runs, index, seeds)  # noqa: E731

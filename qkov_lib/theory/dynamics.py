@@ -72,7 +72,7 @@ def loss(mu_ov, alpha, M: int):
     return np.logaddexp(0.0, np.log(M - 1) - np.asarray(alpha) * np.asarray(mu_ov))
 
 
-def rhs(mu_ov, mu_qk, s: OrthogonalSetting):
+def rhs(mu_ov, mu_qk, s: OrthogonalSetting | SimpleNamespace):
     """Right-hand sides (d mu_OV/dt, d mu_QK/dt) of Theorem 1.
 
     For factorised circuits (Lemma 2 on the ansatz) each rate is multiplied by the preconditioner's eigenvalue
@@ -99,7 +99,7 @@ class Trajectory:
     target_loss: float
     reached: bool
     n_rhs: int
-    dense: Callable[[np.ndarray], np.ndarray]  # u = log(1+t) -> (mu_OV, mu_QK)
+    dense: Callable[[float | np.ndarray], np.ndarray]  # u = log(1+t) -> (mu_OV, mu_QK)
 
     @property
     def alpha(self) -> np.ndarray:
@@ -164,7 +164,7 @@ def integrate_many(
     def all_reached(u: float, y: np.ndarray) -> float:
         return float(np.max(log_gap(y)))
 
-    all_reached.terminal, all_reached.direction = True, -1
+    all_reached.terminal, all_reached.direction = True, -1  # type: ignore[attr-defined]  # solve_ivp's event API
     sol = solve_ivp(
         f, (0.0, np.log1p(t_max)), y0, method="LSODA", events=all_reached, dense_output=True, rtol=rtol, atol=atol
     )
@@ -187,7 +187,7 @@ def integrate_many(
 class _Component:
     """System i of a stacked dense solution, as a function of u returning (mu_OV, mu_QK)."""
 
-    sol: object
+    sol: Callable[[float | np.ndarray], np.ndarray]  # an OdeSolution: u -> the stacked state
     i: int
     k: int
 

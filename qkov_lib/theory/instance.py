@@ -16,7 +16,9 @@ paper never specifies).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -115,7 +117,8 @@ class OrthogonalInstance:
     def gradients(self, w_ov: torch.Tensor, w_qk: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(dL/dW_OV, dL/dW_QK) of the population loss, by autograd."""
         w_ov, w_qk = w_ov.detach().requires_grad_(), w_qk.detach().requires_grad_()
-        return torch.autograd.grad(self.loss(w_ov, w_qk), (w_ov, w_qk))
+        g_ov, g_qk = torch.autograd.grad(self.loss(w_ov, w_qk), (w_ov, w_qk))
+        return g_ov, g_qk
 
     def alpha(self, w_qk: torch.Tensor) -> float:
         """Measured alpha: expected attention on positions holding class tokens (the m class positions, plus the
@@ -337,15 +340,13 @@ def assumption_cases(base: InstanceConfig | None = None, points: list[tuple[floa
     return pd.DataFrame(rows)
 
 
-def size_checks(sizes: list[list[int]], seed: int = 0, points: list[tuple[float, float]] = CHECK_POINTS):
+def size_checks(sizes: Sequence[Sequence[int]], seed: int = 0, points: list[tuple[float, float]] = CHECK_POINTS):
     """Theorem 1 against autograd on exact instances of several sizes [M, b, m, n, q], every assumption met."""
     rows = []
     for M, b, m, n, q in sizes:
         inst = OrthogonalInstance(InstanceConfig(M=M, b=b, m=m, n=n, q=q, seed=seed))
-        rows.append(
-            {"M": M, "b": b, "m": m, "n": n, "q": q, "d": inst.d, "sequences": inst.cfg.n_sequences}
-            | worst_case(inst, [tuple(pt) for pt in points])
-        )
+        row: dict[str, float] = {"M": M, "b": b, "m": m, "n": n, "q": q, "d": inst.d, "sequences": inst.cfg.n_sequences}
+        rows.append(row | worst_case(inst, [(mo, mq) for mo, mq in points]))
     return pd.DataFrame(rows)
 
 
@@ -378,7 +379,11 @@ def flow_comparison(base: InstanceConfig, ratios: list[float], t_end: float):
     """``flow_vs_theorem`` for every ratio, on the instance meeting every assumption and on the same instance with
     Assumption 1 as printed; one long table with columns ``instance`` and ``ratio``."""
     parts = []
-    for name, changes in (("all assumptions", {}), ("Assumption 1 as printed", {"assumption": "literal"})):
+    variants: tuple[tuple[str, dict[str, Any]], ...] = (
+        ("all assumptions", {}),
+        ("Assumption 1 as printed", {"assumption": "literal"}),
+    )
+    for name, changes in variants:
         inst = OrthogonalInstance(replace(base, **changes))
         parts += [flow_vs_theorem(inst, r, t_end).assign(instance=name, ratio=r) for r in ratios]
     return pd.concat(parts, ignore_index=True)

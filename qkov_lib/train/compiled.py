@@ -151,7 +151,7 @@ class _CallFeed:
 
 def _feed(batch: Batch) -> _FixedFeed | _CallFeed:
     source = getattr(batch, "__self__", None)
-    if isinstance(source, FixedBatches) and batch.__func__ is FixedBatches.take:
+    if isinstance(source, FixedBatches) and getattr(batch, "__func__", None) is FixedBatches.take:
         return _FixedFeed(source)
     return _CallFeed(batch)
 
@@ -216,9 +216,8 @@ def _train(quiet: bool, *args) -> None:
 
 def _cache_files() -> list[Path]:
     """This module's kernels in numba's disk cache (``<cache>/compiled.<kernel>-<line>.py*.nbi`` and ``.nbc``)."""
-    folder = Path(
-        kernels.train_chunk._cache._cache_path
-    )  # the folder numba's cache locator chose (NUMBA_CACHE_DIR, ...)
+    # the folder numba's cache locator chose (NUMBA_CACHE_DIR, ...)
+    folder = Path(kernels.train_chunk._cache._cache_path)  # type: ignore[attr-defined]  # private: numba types omit it
     return sorted(p for p in folder.glob(f"{Path(kernels.__file__).stem}.*") if p.suffix in (".nbi", ".nbc"))
 
 

@@ -133,6 +133,8 @@ class FreshBatches:
     def take(self, step: int, active: Sequence[int]) -> tuple[torch.Tensor, ...]:
         if step % self.block == 0:
             self.drawn = (list(active), self.draw(active))
+        if self.drawn is None:
+            raise RuntimeError(f"the first step taken must start a block of {self.block} (got step {step})")
         models, block = self.drawn
         if len(active) < len(models):  # models only ever leave the stack
             keep = torch.as_tensor([models.index(k) for k in active], device=self.device)

@@ -50,6 +50,7 @@ class StackResult:
 
 Batch = Callable[[int, Sequence[int]], tuple[torch.Tensor, ...]]
 Monitor = Callable[[dict[str, torch.Tensor], Sequence[int], int], np.ndarray | None]
+FullNll = Callable[[dict[str, torch.Tensor], Sequence[int], int], np.ndarray]  # one training-set NLL per model
 Recorder = Callable[[int, Sequence[int], dict[str, torch.Tensor], dict[str, torch.Tensor]], None]
 
 
@@ -166,12 +167,13 @@ def train_stack(
     sc: StackConfig,
     batch: Batch,
     query_ids: torch.Tensor | None = None,
-    full_nll: Monitor | None = None,
+    full_nll: FullNll | None = None,
     every_eval: Monitor | None = None,
     recorder: Recorder | None = None,
     record_every: int = 0,
     progress: bool = True,
     desc: str = "training",
+    *,
     kernel: KernelFactory = TorchKernel,
 ) -> StackResult:
     """Train the stacked ``params`` [K, ...] (model k = ``members[k]``) on ``batch(step, active) -> (inputs, slots,
@@ -201,12 +203,18 @@ def train_stack(
             updates = stack.advance(step, done, active, recorded)
             steps.update(done - step)
             step = done
-            if recorded:
+            if recorded and recorder is not None:  # recorded implies a recorder
+                if updates is None:
+                    raise RuntimeError(f"{type(stack).__name__} returned no updates for recorded step {done - 1}")
                 recorder(done - 1, active, stack.params(), updates)
             finished = [j for j, k in enumerate(active) if specs[k].max_steps == done]
             window = stack.window
             if done % sc.eval_every == 0 or finished:
-                check_finite(window, done, lambda j, active=active: model_label(members[active[j]]), sc.eval_every)
+
+                def label(j: int, active: list[int] = active) -> str:
+                    return model_label(members[active[j]])
+
+                check_finite(window, done, label, sc.eval_every)
             if done % sc.eval_every == 0:
                 mean = (window / sc.eval_every).cpu().numpy()
                 running += window
@@ -236,4 +244,7 @@ def train_stack(
                 running = running[torch.as_tensor(keep, dtype=torch.long, device=running.device)]
                 active = [active[j] for j in keep]
                 steps.set_postfix_str(f"{len(active)} of {n} running")
-    return StackResult(final, stopped, steps_run, curves)
+    finished_params = [p for p in final if p is not None]
+    if len(finished_params) != n:  # every model leaves the stack with its parameters
+        raise RuntimeError(f"{n - len(finished_params)} of {n} models left the stack without their parameters")
+    return StackResult(finished_params, stopped, steps_run, curves)

@@ -35,8 +35,10 @@ class UpdateRatios:
         """``names[k]`` = (panel, seed) of stacked model k."""
 
         def norm(tensors: dict[str, torch.Tensor], group: str) -> np.ndarray:
-            sq = sum(t.flatten(1).pow(2).sum(1) for k, t in tensors.items() if circuit_of(k) == group)
-            return sq.sqrt().cpu().numpy()
+            squares = [t.flatten(1).pow(2).sum(1) for k, t in tensors.items() if circuit_of(k) == group]
+            if not squares:
+                raise ValueError(f"no {group} parameter among {', '.join(tensors)}; the model has no {group} circuit")
+            return sum(squares[1:], squares[0]).sqrt().cpu().numpy()
 
         rel = {g: norm(updates, g) / np.maximum(norm(params, g), 1e-30) for g in ("qk", "ov")}
         for k, (panel, seed) in enumerate(names):

@@ -82,6 +82,8 @@ def loss_and_grads(
     attention bag itself."""
     if sc.qk == "fixed":
         bag = bag_or_counts
+    elif slots is None or query_ids is None:
+        raise ValueError(f'qk="{sc.qk}" attends from the log counts: it needs their slots and query_ids (got None)')
     else:
         bag, onehot = attention_bag(params, bag_or_counts, slots, query_ids, sc.score_scale)
     product = sc.qk == "fixed" and forms_product(params, bag)  # no gradient flows back into the bag then

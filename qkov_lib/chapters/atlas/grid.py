@@ -44,10 +44,16 @@ def setting(cell: Mapping[str, Any], common: Mapping[str, Any]) -> SyntheticSetu
 def panels(setup: SyntheticSetup, mult_sets: Sequence[Sequence[float]]) -> list[tuple[int, Panel]]:
     """Panels a-d once (multiplier set -1) and e-h for each multiplier set [mult_e, ramp_f, mult_g, ramp_h], under
     ``setup``'s rate, ramp and step cap."""
-    runs = [(-1, panel) for panel in fig2_dtap.panels(setup, *mult_sets[0])[:4]]
+    runs = [(-1, panel) for panel in _fig2(setup, mult_sets[0])[:4]]
     for j, mults in enumerate(mult_sets):
-        runs += [(j, panel) for panel in fig2_dtap.panels(setup, *mults)[4:]]
+        runs += [(j, panel) for panel in _fig2(setup, mults)[4:]]
     return runs
+
+
+def _fig2(setup: SyntheticSetup, mults: Sequence[float]) -> list[Panel]:
+    """Figure 2's eight panels under one multiplier set [mult_e, ramp_f, mult_g, ramp_h]."""
+    mult_e, ramp_f, mult_g, ramp_h = mults
+    return fig2_dtap.panels(setup, mult_e, ramp_f, mult_g, ramp_h)
 
 
 def train_setting(cell: Mapping[str, Any], common: Mapping[str, Any]) -> pd.DataFrame:

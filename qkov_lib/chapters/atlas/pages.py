@@ -258,14 +258,14 @@ def verdict_map(
         [5 / 6, "#eaeef2"],
         [1, "#eaeef2"],
     ]
-    groups = np.asarray(groups)
+    group_of = np.asarray(groups)
     for i, name in enumerate(names):
-        part = words[groups == name]
+        part = words[group_of == name]
         z = part.replace(levels).to_numpy(dtype=float)
         text = part.replace(SYMBOL).to_numpy(dtype=object)
         hover = part.to_numpy(dtype=object)
         if extra is not None:
-            here = np.asarray(extra, dtype=object)[groups == name][:, None]
+            here = np.asarray(extra, dtype=object)[group_of == name][:, None]
             z, text, hover = np.hstack([z, np.ones_like(z[:, :1])]), np.hstack([text, here]), np.hstack([hover, here])
         fig.add_trace(
             go.Heatmap(
