@@ -1,12 +1,16 @@
 """Tiny chapters (jupytext MyST sources) for the runner's tests: one that saves a table and a claim, one that fails;
-the module the runner takes each for; and a notebooks folder holding the first, registered with the runner."""
+the module the runner takes each for; a notebooks folder holding the first, registered with the runner; and a
+sealed unit as the runner leaves it (`seal_unit`)."""
 
 import dataclasses
+import json
 import types
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from qkov_lib.core import results
 from qkov_lib.runner import catalog
 
 HEAD = """---
@@ -80,3 +84,21 @@ def tiny_book(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, names: tuple[str,
         monkeypatch.setitem(catalog.CHAPTERS, name, fake_module(name, x=1))
     monkeypatch.setattr(catalog, "NOTEBOOKS_DIR", notebooks)
     return notebooks
+
+
+def seal_unit(folder: Path, chapter: str, x: int) -> None:
+    """A unit as the runner leaves it: tables, an executed notebook, metadata listing every file's sha256."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{chapter}.ipynb").write_text(json.dumps({"cells": [], "x": x}))
+    results.save(
+        folder,
+        chapter,
+        {"main": pd.DataFrame({"x": [x]}), "claims": pd.DataFrame({"ok": [True]})},
+        {"profile": folder.name, "git_commit": "0" * 40, "runner_wall_time_s": 1.0},
+    )
+    meta = results.read_meta(folder, chapter)
+    meta["files"] = {
+        p.name: results.sha256_file(p) for p in sorted(folder.glob(f"{chapter}.*")) if p.name != f"{chapter}.json"
+    }
+    results.write_meta(folder, chapter, meta)
+    results.check(folder, chapter)

@@ -35,7 +35,7 @@ def table_digests(results: Path) -> dict[str, str]:
 def training_digests() -> dict[str, str]:
     """The short trainings of ``test_portable`` (30 AdamW steps of the classifier, one of the SQuAD decoder), each
     in a fresh process in portable mode."""
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(HERE / "integration"))
     from test_portable import TRAIN, _python
 
     run = _python(TRAIN, {"QKOV_PORTABLE": "1"})
@@ -46,6 +46,7 @@ def main() -> None:
     """Run the smoke real-data chapters on the fake datasets in portable mode, and write the reference."""
     sys.path.insert(0, str(HERE))
     import os
+
     from fake_data import write_all_offline
 
     os.environ["QKOV_PORTABLE"] = "1"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from fake_chapters import NEEDS_DATA, TINY, fake_module
+from fake_chapters import NEEDS_DATA, TINY, fake_module, seal_unit
 from fake_data import write_sva_offline
 
 from qkov_lib.__main__ import main
@@ -250,8 +250,6 @@ unpack.unpack(bundle.Path(sys.argv[1]), bundle.Path(sys.argv[2]))
 
 def _two_units(book: Path, monkeypatch) -> Path:
     """A bundle of two units, tiny and other; the results folder holds older units of both."""
-    from test_bundle import seal_unit
-
     monkeypatch.setitem(catalog.CHAPTERS, "other", fake_module("other", x=1))
     monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     for chapter in ("tiny", "other"):

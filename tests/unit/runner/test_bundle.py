@@ -17,32 +17,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fake_chapters import fake_module, tiny_book
+from fake_chapters import fake_module, seal_unit, tiny_book
 
 from qkov_lib.__main__ import main
 from qkov_lib.core import results
-from qkov_lib.runner import bundle, unpack
-from qkov_lib.runner import catalog, fingerprint as fingerprints, plan as plan_mod, units
+from qkov_lib.runner import bundle, catalog, units, unpack
+from qkov_lib.runner import fingerprint as fingerprints
+from qkov_lib.runner import plan as plan_mod
 
 CELLS = Path("sweeps") / "tiny" / "0123456789abcdef"
-
-
-def seal_unit(folder: Path, chapter: str, x: int) -> None:
-    """A unit as the runner leaves it: tables, an executed notebook, metadata listing every file's sha256."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{chapter}.ipynb").write_text(json.dumps({"cells": [], "x": x}))
-    results.save(
-        folder,
-        chapter,
-        {"main": pd.DataFrame({"x": [x]}), "claims": pd.DataFrame({"ok": [True]})},
-        {"profile": folder.name, "git_commit": "0" * 40, "runner_wall_time_s": 1.0},
-    )
-    meta = results.read_meta(folder, chapter)
-    meta["files"] = {
-        p.name: results.sha256_file(p) for p in sorted(folder.glob(f"{chapter}.*")) if p.name != f"{chapter}.json"
-    }
-    results.write_meta(folder, chapter, meta)
-    results.check(folder, chapter)
 
 
 @pytest.fixture
