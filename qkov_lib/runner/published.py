@@ -253,10 +253,12 @@ def download(url: str, target: Path, entry: dict[str, Any], timeout: float = TIM
 
 @dataclass
 class Fetched:
-    """What ``fetch`` did: the chapters taken from the published results, those current here already, the lines
-    it printed, and the published wall time of each chapter still to run (seconds; None: unknown)."""
+    """What ``fetch`` did: the chapters taken from the published results, those current here already, those whose
+    published unit matched but was refused (damaged, or not what its index said), the lines it printed, and the
+    published wall time of each chapter still to run (seconds; None: unknown)."""
 
     taken: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
     current: list[str] = field(default_factory=list)
     to_run: dict[str, float | None] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
@@ -341,6 +343,7 @@ def _take(
                 raise
             except (FetchError, bundle.BundleError) as err:
                 say(f"published {chapter} not used: {err}")
+                done.refused.append(chapter)
                 done.to_run[chapter] = entry.get("wall_time_s")
                 continue
             done.taken.append(chapter)
@@ -383,12 +386,18 @@ def _outcome(done: Fetched, total: int, url: str) -> str:
         else ""
     )
     here = f"; {len(done.current)} current here already" if done.current else ""
+    refused = f"; {len(done.refused)} refused (said above)" if done.refused else ""
+    if not done.taken and done.refused:
+        return (
+            f"0 of {total} chapters from the published results at {url}{commit}{refused}{here}; "
+            f"{len(done.to_run)} to run{minutes}"
+        )
     if not done.taken:
         return (
             f"the published results at {url}{commit} match none of the {len(done.to_run)} stale chapters "
             f"(their code, parameters or data differ here){here}; {len(done.to_run)} to run{minutes}"
         )
     return (
-        f"{len(done.taken)} of {total} chapters from the published results{commit}{here}; "
+        f"{len(done.taken)} of {total} chapters from the published results{commit}{refused}{here}; "
         f"{len(done.to_run)} to run{minutes}"
     )

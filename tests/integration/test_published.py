@@ -252,6 +252,8 @@ def test_a_site_that_is_wrong_is_one_line_and_changes_nothing(book, monkeypatch,
     else:
         problems = [line for line in lines if "not used" in line]
         assert len(problems) == 1 and re.fullmatch(message, problems[0]), lines
+        if message.startswith("published tiny"):  # the unit matched and was refused: the outcome says so
+            assert fetched.refused == ["tiny"] and "1 refused (said above)" in lines[-1], lines
         assert {k: v for k, v in local(root).items() if "/other." not in k} == {
             k: v for k, v in before.items() if "/other." not in k
         }
@@ -338,3 +340,14 @@ def test_a_profile_set_beside_that_is_not_published_leaves_the_rest_taken(tmp_pa
         lines[0],
     ), lines
     assert lines[1].startswith("1 of 1 chapters from the published results")
+
+
+def test_the_outcome_of_refused_units_names_them_not_a_mismatch():
+    """Every matching unit refused (damaged): the line says how many were refused, not that none matched."""
+    done = published.Fetched(refused=["tiny"], to_run={"tiny": 60.0}, commit="abc1234def")
+    line = published._outcome(done, 1, "http://127.0.0.1:1")
+    assert line == (
+        "0 of 1 chapters from the published results at http://127.0.0.1:1 (commit abc1234); 1 refused (said above); "
+        "1 to run, about 1 min (from their published wall times)"
+    )
+    assert "match none" not in line
