@@ -102,3 +102,46 @@ def seal_unit(folder: Path, chapter: str, x: int) -> None:
     }
     results.write_meta(folder, chapter, meta)
     results.check(folder, chapter)
+
+
+T_975_2 = 4.302652729911275  # the 97.5% point of Student's t with 2 degrees of freedom: three seeds' interval
+HALF_3 = T_975_2 / 3**0.5  # the half-width of three seeds' 95% interval when their standard deviation is 1
+
+
+def per_seed_rows(values: dict[str, dict[str, list[float]]], key: str = "panel", **extra: object) -> pd.DataFrame:
+    """Per-seed rows from ``values`` (metric -> group -> one value per seed): one row per group and seed, the group
+    in column ``key``, with the columns ``extra`` set to the same value in every row."""
+    metrics = list(values)
+    groups = list(values[metrics[0]])
+    seeds = range(len(values[metrics[0]][groups[0]]))
+    return pd.DataFrame(
+        [{key: g, "seed": s, **{m: values[m][g][s] for m in metrics}, **extra} for g in groups for s in seeds]
+    )
+
+
+def fig2_rows(
+    acmc: dict[str, list[float]] | None = None,
+    top_left: dict[str, list[float]] | None = None,
+    accuracy: dict[str, list[float]] | None = None,
+    **extra: object,
+) -> pd.DataFrame:
+    """Figure 2's per-seed summary (panel a-h, seed, ACMC, top_left, accuracy, in %) for three seeds, on which each
+    of its claims holds: (b), (d) well above 50% ACMC, (a) 40% top-left, every faster panel's ACMC 5 to 20 points
+    above its base panel's, accuracy the same everywhere; ``acmc``, ``top_left``, ``accuracy`` replace panels."""
+    holds = {
+        "ACMC": {
+            "a": [20, 21, 22],
+            "b": [79, 80, 81],
+            "c": [30, 31, 32],
+            "d": [69, 70, 71],
+            "e": [40, 42, 41],  # (e) - (a): 20, 21, 19
+            "f": [35, 37, 36],  # (f) - (a): 15, 16, 14
+            "g": [79, 81, 80],  # (g) - (d): 10, 11, 9
+            "h": [74, 76, 75],  # (h) - (d): 5, 6, 4, the weakest gain
+        },
+        "top_left": {p: [39, 40, 41] if p == "a" else [5, 6, 7] for p in "abcdefgh"},
+        "accuracy": {p: [90, 91, 92] for p in "abcdefgh"},
+    }
+    for metric, changed in (("ACMC", acmc), ("top_left", top_left), ("accuracy", accuracy)):
+        holds[metric] = {**holds[metric], **(changed or {})}
+    return per_seed_rows({m: {k: [float(x) for x in v] for k, v in p.items()} for m, p in holds.items()}, **extra)
