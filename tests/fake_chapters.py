@@ -145,3 +145,31 @@ def fig2_rows(
     for metric, changed in (("ACMC", acmc), ("top_left", top_left), ("accuracy", accuracy)):
         holds[metric] = {**holds[metric], **(changed or {})}
     return per_seed_rows({m: {k: [float(x) for x in v] for k, v in p.items()} for m, p in holds.items()}, **extra)
+
+
+TABLE1_BASE = {  # a baseline's per-seed Table 1 metrics, three seeds (percentages, and the faithfulness scores)
+    "accuracy": [70.0, 71.0, 72.0],
+    "AC": [20.0, 21.0, 22.0],
+    "ACMC": [15.0, 16.0, 17.0],
+    "sufficiency": [0.50, 0.52, 0.51],
+    "comprehensiveness": [0.30, 0.31, 0.32],
+}
+TABLE1_CHANGE = {  # faster QK minus the baseline, per seed, on which every Table 1 claim holds
+    "accuracy": [1.0, 2.0, 3.0],
+    "AC": [10.0, 11.0, 12.0],
+    "ACMC": [8.0, 9.0, 10.0],
+    "sufficiency": [-0.10, -0.11, -0.12],
+    "comprehensiveness": [0.10, 0.12, 0.11],
+}
+
+
+def table1_rows(performance: str = "accuracy", examples: int = 100, **change: list[float]) -> pd.DataFrame:
+    """Table 1's per-seed rows of a baseline and a faster-QK condition (``real_data.claims``' input), three seeds:
+    the metrics of ``TABLE1_BASE`` and, for faster QK, those plus ``TABLE1_CHANGE`` with ``change`` replacing a
+    metric's per-seed change; ``performance`` names the task metric (accuracy, or F1); the counts behind an
+    accuracy (``correct`` of ``examples``, two classes predicted) for the majority-class floor."""
+    deltas = {**TABLE1_CHANGE, **change}
+    base = {m: {"baseline": v, "faster QK": [b + d for b, d in zip(v, deltas[m])]} for m, v in TABLE1_BASE.items()}
+    rows = per_seed_rows(base, key="condition", examples=examples, predicted_classes=2)
+    rows["correct"] = (rows["accuracy"] * examples / 100).round().astype(int)
+    return rows.rename(columns={"accuracy": performance})
