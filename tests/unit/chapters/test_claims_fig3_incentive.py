@@ -16,7 +16,8 @@ CHECK = 2  # the epoch the incentive claims read; the last epoch is 4
 def curves() -> pd.DataFrame:
     """Curves on which every claim holds: the factorised loss ends at 0.01-0.03 and the collapsed loss lies a/2 +
     0.01 seed above it; the factorised incentive is 1 + 0.1 seed at 0.2 and 0.1 + 0.01 seed beyond (faded); the
-    collapsed incentive is 0.6 + 0.1 seed (0.45 + 0.05 seed at 0.8), high at three or four values against one."""
+    collapsed incentive is 0.6 + 0.1 seed (0.45 + 0.05 seed at 0.8), high at three or four values against one; at
+    attention 1 the incentive is NaN."""
     rows = []
     for seed in range(3):
         for epoch in EPOCHS:
@@ -24,6 +25,8 @@ def curves() -> pd.DataFrame:
                 loss = (0.01 + 0.01 * seed) * (1 + EPOCHS[-1] - epoch)
                 incentive = 1.0 + 0.1 * seed if a == 0.2 else 0.1 + 0.01 * seed
                 high = 0.45 + 0.05 * seed if a == 0.8 else 0.6 + 0.1 * seed
+                if a == 1.0:  # no attention above 1 to compare with: the incentive is NaN, as the runs give it
+                    incentive = high = float("nan")
                 rows.append((seed, epoch, "factorised", a, loss, incentive))
                 rows.append((seed, epoch, "collapsed", a, loss + a / 2 + 0.01 * seed, high))
     return pd.DataFrame(rows, columns=["seed", "epoch", "model", "alpha", "train_loss", "incentive_per_delta"])
@@ -84,3 +87,13 @@ def test_an_interval_that_straddles_the_threshold_is_undecided():
     assert claims(mixed).loc["factorised_incentive_positive", "verdict"] == "undecided"
     one = base[base["seed"] == 0]
     assert set(claims(one)["verdict"]) == {"undecided"}
+
+
+def test_the_high_incentive_count_reads_every_attention_value_below_1_whatever_the_last_one():
+    """A run with attention values short of 1 (the notebook's own example override, alphas [0.2, 0.4]) counts its
+    last value too: (collapsed) 0.2 and 0.4 high against (factorised) 0.2 alone."""
+    base = curves()
+    table = claims(base[base["alpha"] < 1]).loc["collapsed_incentive_high"]
+    assert table["estimate"] == pytest.approx(8 / 3)  # as with the value 1, which has no incentive to count
+    short = claims(base[base["alpha"].isin([0.2, 0.4])]).loc["collapsed_incentive_high"]
+    assert short["verdict"] == "holds" and short["estimate"] == pytest.approx(1)
