@@ -153,9 +153,12 @@ def claims(curves: pd.DataFrame, check_epoch: int) -> pd.DataFrame:
         for a in mid
     }
 
+    below_one = [a for a in alphas if a < 1]  # at attention 1 there is no sharper attention: no incentive
+
     def high(model: str) -> pd.Series:
-        """Per seed, how many alphas keep an incentive per unit alpha of at least HIGH_INCENTIVE at the end."""
-        return sum((at("incentive_per_delta", model, a, last) >= HIGH_INCENTIVE).astype(int) for a in alphas[:-1])
+        """Per seed, how many alphas below 1 keep an incentive per unit alpha of at least HIGH_INCENTIVE at the
+        end."""
+        return sum((at("incentive_per_delta", model, a, last) >= HIGH_INCENTIVE).astype(int) for a in below_one)
 
     wider = Interval.of(high("collapsed") - high("factorised"))
     return claim_table(
