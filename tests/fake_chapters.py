@@ -1,6 +1,7 @@
 """Tiny chapters (jupytext MyST sources) for the runner's tests: one that saves a table and a claim, one that fails;
-the module the runner takes each for; a notebooks folder holding the first, registered with the runner; and a
-sealed unit as the runner leaves it (`seal_unit`)."""
+the module the runner takes each for; a notebooks folder holding the first, registered with the runner; a
+sealed unit as the runner leaves it (`seal_unit`); and the hand-made per-seed tables of the claim tests
+(`fig2_rows`: Figure 2's summary, `table1_rows`: Table 1's rows, over three seeds)."""
 
 import dataclasses
 import json
