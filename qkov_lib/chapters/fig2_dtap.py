@@ -29,12 +29,14 @@ from ..metrics.verdicts import (
     rule,
     weakest,
 )
+from ..models.attention import matrices
 from ..present.plots import dtap_grid
 from ..runs.synthetic_runs import Panel, PanelResult, SyntheticSetup, mean_pm_std, synthetic_data, train_runs
 
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
 
 PANEL_KEYS = "abcdefgh"
+PARAMETERISATIONS = dict(zip(PANEL_KEYS, ("FAFO", "FACO", "CAFO", "CACO", "FAFO", "FAFO", "CACO", "CACO")))
 MULTIPLIERS = ("mult_e", "ramp_f", "mult_g", "ramp_h")
 
 # Figure 2 as the authors' notebooks train each panel: the matrices they leave at PyTorch's default, the epochs x
@@ -84,14 +86,11 @@ class Setup(SyntheticSetup):
             f"{{'a': 250, 'f': None}} (epochs that are multiples of eval_every = {self.eval_every})",
         )
         _check_panel_map("pytorch_init", self.pytorch_init, lambda v: True, "{'a': ['W_K', 'W_Q']}")
-        for panel in runs(self):  # builds every panel, so checks its rates and cap
-            cfg = self.model(panel)
-            names = {"W_K", "W_Q"} if cfg.qk_factorised else {"W_QK"}
-            names |= {"W_O", "W_V"} if cfg.ov_factorised else {"W_OV"}
-            if not set(panel.pytorch_init) <= names:
+        for key, names in self.pytorch_init.items():
+            if not set(names) <= set(own := matrices(PARAMETERISATIONS[key])):
                 raise ValueError(
-                    f"pytorch_init[{panel.key!r}] names {list(panel.pytorch_init)}, but panel "
-                    f"{panel.key} ({panel.parameterisation}) has only {sorted(names)}"
+                    f"pytorch_init[{key!r}] names {list(names)}, but panel {key} ({PARAMETERISATIONS[key]}) has only "
+                    f"{sorted(own)}"
                 )
 
 
@@ -148,6 +147,7 @@ def panels(
     ``pytorch_init`` the matrices that start from PyTorch's default init, ``panel_steps`` its step cap (never beyond
     the setup's), ``panel_stop`` the authors' stop rule with epochs of that many steps (None: no early stop)."""
     init, steps, stops = pytorch_init or {}, panel_steps or {}, panel_stop or {}
+    length: dict[str, dict[str, Any]] = {key: {"seq_len": seq_len_gh} for key in "gh"}
 
     def panel(
         key: str, parameterisation: str, qk_mult: float = 1.0, qk_schedule: str = "constant", **options: Any
@@ -165,15 +165,15 @@ def panels(
             **options,
         )
 
+    speeds: dict[str, tuple[float, str]] = {
+        "e": (mult_e, "constant"),
+        "f": (ramp_f, "ramp"),
+        "g": (mult_g, "constant"),
+        "h": (ramp_h, "ramp"),
+    }
     return [
-        panel("a", "FAFO"),
-        panel("b", "FACO"),
-        panel("c", "CAFO"),
-        panel("d", "CACO"),
-        panel("e", "FAFO", mult_e),
-        panel("f", "FAFO", ramp_f, "ramp"),
-        panel("g", "CACO", mult_g, seq_len=seq_len_gh),
-        panel("h", "CACO", ramp_h, "ramp", seq_len=seq_len_gh),
+        panel(key, PARAMETERISATIONS[key], *speeds.get(key, (1.0, "constant")), **length.get(key, {}))
+        for key in PANEL_KEYS
     ]
 
 

@@ -84,6 +84,12 @@ class AttentionConfig:
         return self.parameterisation[2:] == "FO"
 
 
+def matrices(parameterisation: str) -> tuple[str, ...]:
+    """The matrices a parameterisation trains (Section 3): W_K and W_Q or W_QK, then W_O and W_V or W_OV."""
+    qk = ("W_K", "W_Q") if parameterisation[:2] == "FA" else ("W_QK",)
+    return qk + (("W_O", "W_V") if parameterisation[2:] == "FO" else ("W_OV",))
+
+
 def _orthonormal(rows: int, cols: int, gen: torch.Generator) -> torch.Tensor:
     q, r = torch.linalg.qr(torch.randn(rows, cols, generator=gen, dtype=torch.float64))
     return (q * torch.sign(torch.diagonal(r))).float()

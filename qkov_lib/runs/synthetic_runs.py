@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -172,27 +172,23 @@ class SyntheticSetup(SyntheticTask):
             collapsed_init=self.collapsed_init,
         )
 
-    def shared(self, **changes) -> SyntheticSetup:
-        """What the runs share as a plain ``SyntheticSetup`` (a chapter's setup adds its own fields), with
-        ``changes``; what a training task is sent."""
-        return SyntheticSetup(**{f.name: getattr(self, f.name) for f in fields(SyntheticSetup) if f.init} | changes)
 
-
-def _members(runs: Sequence[Panel], setup: SyntheticSetup) -> list[Member]:
+def _members(runs: Sequence[Panel], seeds: Sequence[int]) -> list[Member]:
     """One member per (run, seed); model (run i, seed j) reads data row j."""
-    return [Member(seed, j, panel) for panel in runs for j, seed in enumerate(setup.seeds)]
+    return [Member(seed, j, panel) for panel in runs for j, seed in enumerate(seeds)]
 
 
-def _initial(runs: Sequence[Panel], setup: SyntheticSetup, device: torch.device) -> dict[str, torch.Tensor]:
-    """Each run's seeds initialised as the model alone would be: the chapter's init, except the panel's
-    ``pytorch_init`` matrices, which get PyTorch's default (``init="pytorch"``, scale 1); OV factors then scaled
-    by ``ov_init_mult``."""
+def _initial(
+    runs: Sequence[Panel], models: Sequence[AttentionConfig], seeds: Sequence[int], device: torch.device
+) -> dict[str, torch.Tensor]:
+    """Each run's seeds initialised as its model alone would be (``models``: one per run): the chapter's init,
+    except the panel's ``pytorch_init`` matrices, which get PyTorch's default (``init="pytorch"``, scale 1); OV
+    factors then scaled by ``ov_init_mult``."""
     stacks = []
-    for panel in runs:
-        cfg = setup.model(panel)
-        params = {k: v.detach() for k, v in init_params(cfg, setup.seeds, device).items()}
+    for panel, cfg in zip(runs, models, strict=True):
+        params = {k: v.detach() for k, v in init_params(cfg, seeds, device).items()}
         if panel.pytorch_init:
-            default = init_params(replace(cfg, init="pytorch", init_scale=1.0), setup.seeds, device)
+            default = init_params(replace(cfg, init="pytorch", init_scale=1.0), seeds, device)
             params |= {name: default[name].detach() for name in panel.pytorch_init}
         for name in circuit_groups(params)["ov"]:
             params[name] = params[name] * panel.ov_init_mult
@@ -209,6 +205,24 @@ def _stack_config(panel: Panel, setup: SyntheticSetup) -> StackConfig:
         target_nll=setup.target_nll,
         eval_every=setup.eval_every,
     )
+
+
+@dataclass(frozen=True)
+class StackJob:
+    """One stack's training, as a worker process is sent it: its runs (each with its rates, cap and stop: the
+    ``RunSpec`` a ``Member`` carries to the step kernel), each run's model, what the stack shares, and the task at
+    the stack's sequence length. The rates travel only in the runs: nothing here holds a second copy."""
+
+    runs: list[Panel]
+    models: list[AttentionConfig]  # each run's model (``SyntheticSetup.model``)
+    stack: StackConfig  # the circuits, optimiser, batch and stop rule (``_stack_config``)
+    task: SyntheticConfig  # the task at this stack's sequence length; fresh batches are drawn from it
+    seeds: tuple[int, ...]
+    fresh_batches: bool
+    attend_to_query: bool
+    bins: tuple[float, ...]
+    train_set: CountSet
+    test_set: CountSet
 
 
 def train_runs(
@@ -252,17 +266,20 @@ def train_runs(
     tasks = []
     for index in order:
         cfg, train_set, test_set = counted[runs[index[0]].seq_len or data_cfg.seq_len]
-        tasks.append(
-            (
-                [runs[i] for i in index],
-                setup.shared(seq_len=cfg.seq_len),
-                train_set,
-                test_set,
-                device,
-                progress,
-                UpdateRatios(recorder.every) if recorder else None,
-            )
+        stacked_runs = [runs[i] for i in index]
+        job = StackJob(
+            stacked_runs,
+            [setup.model(panel) for panel in stacked_runs],
+            _stack_config(stacked_runs[0], setup),
+            cfg,
+            setup.seeds,
+            setup.fresh_batches,
+            setup.attend_to_query,
+            setup.bins,
+            train_set,
+            test_set,
         )
+        tasks.append((job, device, progress, UpdateRatios(recorder.every) if recorder else None))
     results: dict[int, PanelResult] = {}
     for index, (stacked, rows) in zip(order, run_independent(_train_stack, tasks, workers)):
         results.update(zip(index, stacked))
@@ -290,21 +307,14 @@ def _cost(runs: Sequence[Panel], index: Sequence[int], seeds: Sequence[int]) -> 
 
 
 def _train_stack(
-    runs: Sequence[Panel],
-    setup: SyntheticSetup,
-    train_set: CountSet,
-    test_set: CountSet,
-    device: torch.device,
-    progress: bool,
-    recorder: UpdateRatios | None,
+    job: StackJob, device: torch.device, progress: bool, recorder: UpdateRatios | None
 ) -> tuple[list[PanelResult], list[dict]]:
     """One stack of runs (one parameterisation and optimiser) trained and evaluated; with the recorder's rows."""
-    seeds = list(setup.seeds)
-    members = _members(runs, setup)
-    sc = _stack_config(runs[0], setup)
+    runs, seeds, sc, train_set, test_set = job.runs, list(job.seeds), job.stack, job.train_set, job.test_set
+    members = _members(runs, seeds)
     rows = torch.as_tensor([m.row for m in members], device=device)
-    if setup.fresh_batches:
-        source = FreshBatches(setup.data, members, sc.batch_size, sc.eval_every, setup.attend_to_query, device)
+    if job.fresh_batches:
+        source = FreshBatches(job.task, members, sc.batch_size, sc.eval_every, job.attend_to_query, device)
         batch = source.take
     else:
         batch = FixedBatches(train_set, members, sc.batch_size).take
@@ -318,7 +328,7 @@ def _train_stack(
     desc = ", ".join(panel.label for panel in runs) if len(runs) < 4 else f"{len(runs)} runs of {sc.qk} QK"
     with flush_denormals(device.type == "cpu"):
         out = train_stack(
-            _initial(runs, setup, device),
+            _initial(runs, job.models, seeds, device),
             members,
             sc,
             batch,
@@ -333,7 +343,7 @@ def _train_stack(
     ev = evaluate_counts(final, sc, test_set, rows)
     train_nll = evaluate_counts(final, sc, train_set, rows)["nll"].mean(1)
     results = []
-    bins = list(setup.bins)
+    bins = list(job.bins)
     for r, panel in enumerate(runs):
         ks = range(r * len(seeds), (r + 1) * len(seeds))
         maps = np.stack([dtap_histogram(ev["attn_distinct"][k], ev["prob_true"][k], bins, bins) for k in ks])

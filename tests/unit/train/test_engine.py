@@ -225,7 +225,7 @@ def test_official_panels_start_from_the_authors_per_panel_initialisation():
     assert [panel.key for panel in panels if panel.pytorch_init] == ["a", "d", "g", "h"]
     assert "PyTorch init W_K W_Q" in panels[0].label
     for panel in panels[:4]:
-        start = _initial([panel], replace(official, seeds=(0, 1)), CPU)
+        start = _initial([panel], [official.model(panel)], (0, 1), CPU)
         default, own = (
             init_params(
                 AttentionConfig(panel.parameterisation, vocab=50, init=kind, init_scale=scale, collapsed_init="factor"),
@@ -376,12 +376,14 @@ def test_panel_caps_and_stop_rules_reach_the_members():
     assert by_key["a"].stop_epoch == 250 and by_key["a"].early_stop and not by_key["f"].early_stop
     assert by_key["b"].stop_epoch is None and by_key["b"].early_stop and by_key["b"].max_steps == 700
     assert "cap" not in by_key["b"].label
-    members = _members([by_key["a"]], SETUP)
+    members = _members([by_key["a"]], SETUP.seeds)
     assert [m.spec for m in members] == [by_key["a"]] and members[0].spec.stop_epoch == 250
     assert "no early stop" in by_key["f"].label and "authors' stop per 250-step epoch" in by_key["a"].label
     for bad in ({"panel_stop": {"a": 7}}, {"panel_steps": {"z": 5}}, {"panel_steps": {"a": 0}}):
         with pytest.raises(ParameterError, match="must map panel keys a-h"):
             resolve("fig2_dtap", "paper", bad)
+    with pytest.raises(ParameterError, match=r"pytorch_init\['d'\] names \['W_K'\], but panel d \(CACO\) has only"):
+        resolve("fig2_dtap", "paper", {"pytorch_init": {"d": ["W_K"]}})
     with pytest.raises(ValueError, match="stop_epoch = 3 must be a multiple of eval_every = 2"):
         train_runs(
             [SETUP.panel("a", "FAFO", stop_epoch=3)],
