@@ -17,6 +17,7 @@ from ..core.validation import is_positive_int
 from ..data import authors
 from ..data.synthetic import check_seq_len
 from ..metrics import mean_std
+from ..metrics.official import Guard, OfficialUnit
 from ..metrics.verdicts import (
     PERCENT,
     Claim,
@@ -297,10 +298,24 @@ def per_panel(summary: pd.DataFrame, n_seeds: int) -> pd.DataFrame:
     return table
 
 
-def compared(summary: pd.DataFrame, official: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The paper, the authors' notebooks as stored, this run and this book under ``official`` (its per-panel table;
-    None: not run), side by side: the top-right cell and test accuracy per panel (a run: the mean and its 95%
-    interval over seeds), and whether ``official`` gives the authors' number back (``verdicts.beside_official``)."""
+CHANCE_MARGIN = 5.0  # a panel at chance: its mean test accuracy at most this many points above 1 / n_classes
+
+
+def not_learned(table: pd.DataFrame) -> str:
+    """Figure 2's not-learned guard: the panels of a per-panel table whose mean test accuracy over seeds is at most
+    ``CHANCE_MARGIN`` points above chance (one class in ``n_classes``, 25%; no profile changes it), in words
+    ('(a) 25.0%'); '' where every panel learned."""
+    chance = 100 / Setup().n_classes
+    means = table.groupby("panel", sort=False)["accuracy"].mean()
+    low = [f"({panel}) {acc:.1f}%" for panel, acc in means.items() if acc <= chance + CHANCE_MARGIN]
+    return f"panels at chance accuracy ({chance:g}%): {', '.join(low)}" if low else ""
+
+
+def compared(summary: pd.DataFrame, official: OfficialUnit | None = None) -> pd.DataFrame:
+    """The paper, the authors' notebooks as stored, this run and this book under ``official`` (its unit,
+    ``official.official_unit``; None: not run), side by side: the top-right cell and test accuracy per panel (a run:
+    the mean and its 95% interval over seeds), and whether ``official`` gives the authors' number back
+    (``verdicts.beside_official``; undecided unless its guard, with ``not_learned``, lets a verdict be drawn)."""
 
     def intervals(table: pd.DataFrame) -> dict[str, Interval]:
         keys = [(f"fig2.{k}.top_right_cell", "top_right_cell", k) for k in PANEL_KEYS]
@@ -308,7 +323,17 @@ def compared(summary: pd.DataFrame, official: pd.DataFrame | None = None) -> pd.
         return {key: Interval.of(table.loc[table["panel"] == k, metric], PERCENT) for key, metric, k in keys}
 
     ours = intervals(summary)
+    theirs = None if official is None else official.tables["main"]
     table = authors.three_way({key: i.text() + " %" for key, i in ours.items()})
     return beside_official(
-        table, list(ours), None if official is None else intervals(official), lambda i: i.text() + " %"
+        table,
+        list(ours),
+        None if theirs is None else intervals(theirs),
+        lambda i: i.text() + " %",
+        evidence=official is not None and guard(official).comparable,
     )
+
+
+def guard(official: OfficialUnit) -> Guard:
+    """The official unit's guard with Figure 2's not-learned check (``not_learned``) on its per-panel table."""
+    return official.guard.learned(not_learned(official.tables["main"]))

@@ -176,8 +176,9 @@ REPRODUCTION_RULE = (
     "reproduces: the authors' stored number lies inside this book's 95% interval over seeds under the official "
     "profile (a number the authors stored for one seed: inside that interval widened by 2 points for a percentage, "
     "0.02 for a probability difference, since one seed's value scatters around the mean); differs: it lies outside; "
-    "undecided: the official profile has not been run, its models did not learn the task (not evidence), it has one "
-    "seed (no interval), or the authors stored no number"
+    "undecided: the official profile has not been run, its run departs from the official profile's settings (an "
+    "override, or a size scaled down: not the authors' experiment), its models did not learn the task (not "
+    "evidence), it has one seed (no interval), or the authors stored no number"
 )
 
 
