@@ -311,26 +311,47 @@ def not_learned(table: pd.DataFrame) -> str:
     return f"panels at chance accuracy ({chance:g}%): {', '.join(low)}" if low else ""
 
 
-def compared(summary: pd.DataFrame, official: OfficialUnit | None = None) -> pd.DataFrame:
-    """The paper, the authors' notebooks as stored, this run and this book under ``official`` (its unit,
-    ``official.official_unit``; None: not run), side by side: the top-right cell and test accuracy per panel (a run:
-    the mean and its 95% interval over seeds), and whether ``official`` gives the authors' number back
-    (``verdicts.beside_official``; undecided unless its guard, with ``not_learned``, lets a verdict be drawn)."""
+TOP_ROW = "0.8-1"  # the heatmaps' top row: a true-class probability of at least 0.8
 
-    def intervals(table: pd.DataFrame) -> dict[str, Interval]:
+
+def top_row(cells: pd.DataFrame | None, keys: Sequence[str]) -> dict[str, Interval]:
+    """The authors' top-row cells ('fig2.<panel>.top_row.<attention bin>') from a run's heatmap cells
+    (``heatmap_cells``; None: none saved): each cell's share of test sequences, its mean and 95% interval over seeds;
+    a cell the run's bins do not have is left out."""
+    if cells is None:
+        return {}
+    out = {}
+    for key in keys:
+        _, panel, _, attention = key.split(".", 3)
+        at = cells[(cells["panel"] == panel) & (cells["prob_bin"] == TOP_ROW) & (cells["attention_bin"] == attention)]
+        if len(at):
+            out[key] = Interval.of(at["percent"], PERCENT)
+    return out
+
+
+def compared(
+    summary: pd.DataFrame, official: OfficialUnit | None = None, cells: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The paper, the authors' notebooks as stored, this run and this book under ``official`` (its unit,
+    ``official.official_unit``; None: not run), side by side: the top-right cell and test accuracy per panel, and
+    each cell of the top row the authors stored (``top_row``, from this run's heatmap ``cells`` and the official
+    unit's ``heatmaps``; a run: the mean and its 95% interval over seeds), and whether ``official`` gives the authors'
+    number back (``verdicts.beside_official``; undecided unless its guard, with ``not_learned``, lets a verdict be
+    drawn)."""
+    stored = [k for k in authors.table().index if k.startswith("fig2.") and ".top_row." in k]
+
+    def intervals(table: pd.DataFrame, heat: pd.DataFrame | None) -> dict[str, Interval]:
         keys = [(f"fig2.{k}.top_right_cell", "top_right_cell", k) for k in PANEL_KEYS]
         keys += [(f"fig2.{k}.accuracy", "accuracy", k) for k in "abgh"]
-        return {key: Interval.of(table.loc[table["panel"] == k, metric], PERCENT) for key, metric, k in keys}
+        found = {key: Interval.of(table.loc[table["panel"] == k, metric], PERCENT) for key, metric, k in keys}
+        return found | top_row(heat, stored)
 
-    ours = intervals(summary)
-    theirs = None if official is None else official.tables["main"]
-    table = authors.three_way({key: i.text() + " %" for key, i in ours.items()})
+    ours = intervals(summary, cells)
+    keys = [k for k in authors.table().index if k.startswith("fig2.") and (k in ours or ".top_row." in k)]
+    table = authors.three_way({key: ours[key].text() + " %" if key in ours else "not run" for key in keys})
+    theirs = None if official is None else intervals(official.tables["main"], official.tables.get("heatmaps"))
     return beside_official(
-        table,
-        list(ours),
-        None if theirs is None else intervals(theirs),
-        lambda i: i.text() + " %",
-        evidence=official is not None and guard(official).comparable,
+        table, keys, theirs, lambda i: i.text() + " %", evidence=official is not None and guard(official).comparable
     )
 
 

@@ -19,7 +19,7 @@ from ..core.chapter import name_of
 from ..core.contents import chapter_names, title
 from ..core.results import UNAVAILABLE, ResultsError, load, read_meta, results_root
 from ..data import authors
-from ..metrics.official import OFFICIAL, Guard, OfficialUnit, official_unit
+from ..metrics.official import INFORMATIVE_COLUMN, OFFICIAL, Guard, OfficialUnit, official_unit, tally
 from ..metrics.verdicts import (
     DIFFERS,
     NOT_EVIDENCE,
@@ -277,12 +277,12 @@ Compare = Callable[[Tables, OfficialUnit], Compared]  # (a run, the official run
 STORED_LOSS = fig4_mu_trajectories.Setup().target_loss  # the loss at which the authors' notebook printed alpha
 
 
-def _synthetic(compare: Callable[[pd.DataFrame, OfficialUnit], pd.DataFrame], guard: Callable) -> Compare:
-    """A synthetic chapter's comparison (its ``compared`` on the ``main`` tables) and its guard (its ``guard``: the
+def _synthetic(compare: Callable[[Tables, OfficialUnit], pd.DataFrame], guard: Callable) -> Compare:
+    """A synthetic chapter's comparison (its ``compared`` on its tables) and its guard (its ``guard``: the
     departures and its not-learned check)."""
 
     def both(run: Tables, official: OfficialUnit) -> Compared:
-        return compare(run["main"], official), guard(official)
+        return compare(run, official), guard(official)
 
     return both
 
@@ -344,8 +344,16 @@ class Beside:
 
 SYNTHETIC, REAL = ("main", "claims"), ("per_seed", "claims")
 BESIDE_OFFICIAL = {  # every chapter whose numbers the authors' notebooks stored (``data.authors``)
-    "fig2_dtap": Beside(fig2_dtap, SYNTHETIC, _synthetic(fig2_dtap.compared, fig2_dtap.guard)),
-    "fig3_incentive": Beside(fig3_incentive, SYNTHETIC, _synthetic(fig3_incentive.compared, fig3_incentive.guard)),
+    "fig2_dtap": Beside(
+        fig2_dtap,
+        SYNTHETIC,
+        _synthetic(lambda run, off: fig2_dtap.compared(run["main"], off, run.get("heatmaps")), fig2_dtap.guard),
+    ),
+    "fig3_incentive": Beside(
+        fig3_incentive,
+        SYNTHETIC,
+        _synthetic(lambda run, off: fig3_incentive.compared(run["main"], off), fig3_incentive.guard),
+    ),
     "fig4_mu_trajectories": Beside(fig4_mu_trajectories, ("main",), _fig4),
     "hatexplain": Beside(hatexplain, REAL, _real(hatexplain)),
     "hatexplain_layers": Beside(hatexplain_layers, REAL, _real(hatexplain_layers, hatexplain_layers.STORED_DEPTH)),
@@ -383,7 +391,7 @@ def beside_authors(root: Path, profile: str, page: str) -> pd.DataFrame | None:
         return None
     table, guard = compared
     rows = _by_number(table)
-    out = rows[["the paper", "the authors' notebooks", OFFICIAL_COLUMN]].copy()
+    out = rows[["the paper", "the authors' notebooks", OFFICIAL_COLUMN, INFORMATIVE_COLUMN]].copy()
     if not guard.comparable:
         out[OFFICIAL_COLUMN] += f" ({guard.reason})"
     if profile != OFFICIAL:
@@ -416,7 +424,8 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
     its title linked to its page, how many of its numbers ``official`` gives back, and its rows
     (``beside_authors``) folded beneath, each led by its verdict word; or, where the chapter has no official
     results in ``root``, a sentence saying so and the command that computes them."""
-    parts = []
+    parts: list[str] = []
+    tables: list[pd.DataFrame] = []
     for page in pages or [n for n in chapter_names() if n in BESIDE_OFFICIAL]:
         link = f'<a href="{page}.html">{html.escape(title(page))}</a>'
         table = beside_authors(root, profile, page)
@@ -432,7 +441,9 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
                 f"when it is next built.</p>"
             )
             continue
-        tally = ", ".join(f"{word}: {n}" for word, n in counts_of(table[VERDICT_COLUMN]).items())
+        words = ", ".join(f"{word}: {n}" for word, n in counts_of(table[VERDICT_COLUMN]).items())
+        line = f"{tally_of(table)}; {words}"
+        tables.append(table)
         headers = (VERDICT_COLUMN, "stored number", *table.columns.drop(VERDICT_COLUMN))
         rows = (
             (
@@ -446,10 +457,17 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
         )
         parts.append(
             f'<details class="qkov-official" style="margin: 0.6em 0"><summary><strong>{link}</strong>: '
-            f"{len(table)} stored numbers; {html.escape(tally)}</summary>"
+            f"{len(table)} stored numbers; {html.escape(line)}</summary>"
             f"{verdict_table(rows, headers, 'qkov-official')}</details>"
         )
+    if tables:  # every chapter's stored numbers together: the book's tally
+        parts.insert(0, f"<p><strong>All chapters</strong>: {html.escape(tally_of(pd.concat(tables)))}.</p>")
     return "\n".join(parts)
+
+
+def tally_of(table: pd.DataFrame) -> str:
+    """A comparison's tally (``official.tally``): 'reproduces k of n informative (m compared)'."""
+    return tally(list(table[VERDICT_COLUMN]), list(table[INFORMATIVE_COLUMN]))
 
 
 def counts_of(verdicts: pd.Series) -> dict[str, int]:

@@ -7,21 +7,25 @@ page says why (``Guard.note``)."""
 from __future__ import annotations
 
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ..core.chapter import as_dict, name_of, resolve
 from ..core.results import ResultsError, load, results_root
+from ..data import authors
 
 OFFICIAL = "official"  # the profile of the authors' setup
 AUTHORS_SCALE: dict[str, dict[str, Any]] = {  # per chapter, the sizes of the authors' run its `official` profile
     # scales down to fit a CPU (None: every question): an official run at other sizes is not their experiment
     "squad": {"max_train": None, "max_test": None, "epochs": 100}
 }
+REPRODUCES, DIFFERS, UNDECIDED_WORD = "reproduces", "differs", "undecided"  # as ``verdicts`` spells them
 NOT_CHECKED = "its parameters were not recorded, so they cannot be checked against the official profile's"
 
 
@@ -132,3 +136,73 @@ def full_size_command(module: types.ModuleType) -> str:
     name = name_of(module)
     sizes = " ".join(f"-p {k} {v}" for k, v in AUTHORS_SCALE.get(name, {}).items())
     return f"python -m qkov_lib reproduce --profile {OFFICIAL} --only {name} {sizes}".strip()
+
+
+# ---- which stored numbers can tell the authors' experiment from another, and how many of them come back ----
+
+NEAR_BOUND = 1.0  # a share within this many points of 0% or 100%: any model whose mass lies elsewhere reaches it
+INFORMATIVE, INFORMATIVE_COLUMN = "yes", "informative?"
+INFORMATIVE_RULE = (
+    "a stored number is informative when it can tell the authors' experiment from another: not when nothing is "
+    f"stored, not a share within {NEAR_BOUND:g} point of 0% or 100% (any trained model reaches a test accuracy of "
+    "100% on the synthetic task, and any model below a bin's attention reaches 0% in it), and not when the other "
+    "condition's official interval (baseline against faster query-key learning) holds it too"
+)
+CONDITIONS = ("baseline", "faster")
+
+
+def informative(key: str, official: Mapping[str, Any] | None = None) -> str:
+    """Whether the authors' stored number ``key`` is informative (``INFORMATIVE_RULE``): 'yes', or 'no: ' and why.
+    ``official``: key -> this book's ``Interval`` under official (None: not run), for the other condition's check."""
+    theirs, _, unit = authors.number(key)
+    if theirs is None:
+        return "no: nothing stored"
+    if unit == "%" and min(theirs, 100 - theirs) <= NEAR_BOUND:
+        return f"no: a share within {NEAR_BOUND:g} point of {'0' if theirs <= 50 else '100'}%, reached by any model"
+    stem, _, condition = key.rpartition(".")
+    if condition in CONDITIONS and official is not None:
+        other = official.get(f"{stem}.{CONDITIONS[1 - CONDITIONS.index(condition)]}")
+        if other is not None and other.n > 1 and other.low <= theirs <= other.high:
+            return "no: the other condition's official interval holds it too"
+    return INFORMATIVE
+
+
+def tally(verdicts: Sequence[str], informative_words: Sequence[str]) -> str:
+    """'reproduces k of n informative (m compared)': of the stored numbers compared (a verdict reproduces or
+    differs), the informative ones (``informative``) and how many of those reproduce."""
+    pairs = [(v, i == INFORMATIVE) for v, i in zip(verdicts, informative_words) if v in (REPRODUCES, DIFFERS)]
+    useful = [v for v, i in pairs if i]
+    return f"reproduces {useful.count(REPRODUCES)} of {len(useful)} informative ({len(pairs)} compared)"
+
+
+# ---- both sides' spread: the authors' per-seed numbers against this book's, where they printed them ----
+
+WELCH_TOLERANCE = {"%": 2.0, "": 0.02}  # by unit: the difference that counts as a different number
+WELCH_RULE = (
+    "where the authors printed each seed's number, both sides' spread decides: the 95% Welch interval of the "
+    "difference of means (this book under official minus the authors') reproduces when it lies within the "
+    "tolerance (2 points for a percentage, 0.02 for a probability difference), differs when it lies wholly beyond "
+    "it, and is undecided when it reaches across it"
+)
+
+
+def welch(ours: Sequence[float], theirs: Sequence[float]) -> tuple[float, float, float]:
+    """The difference of means (ours minus theirs) and its 95% Welch interval (unequal variances,
+    Welch-Satterthwaite degrees of freedom); a side with no spread contributes none."""
+    a, b = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    diff = float(a.mean() - b.mean())
+    if va + vb == 0:
+        return diff, diff, diff
+    dof = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    half = float(stats.t.ppf(0.975, dof) * np.sqrt(va + vb))
+    return diff, diff - half, diff + half
+
+
+def welch_verdict(ours: Sequence[float], theirs: Sequence[float], unit: str) -> str:
+    """``WELCH_RULE``'s word for this book's per-seed values against the authors'."""
+    _, low, high = welch(ours, theirs)
+    tol = WELCH_TOLERANCE[unit]
+    if -tol <= low and high <= tol:
+        return REPRODUCES
+    return DIFFERS if low > tol or high < -tol else UNDECIDED_WORD

@@ -396,6 +396,14 @@ def train_condition(
     return params, curve
 
 
+SHARES = (
+    0.1,
+    0.33,
+    0.5,
+    0.66,
+)  # the authors' DTAP bin edges (SVA: .1/.5, HateXplain: .33/.66): % of examples at or above
+
+
 @torch.no_grad()
 def evaluate_condition(
     params: dict[str, torch.Tensor], data: Prepared, s: RealSetup
@@ -403,8 +411,9 @@ def evaluate_condition(
     """Per seed: accuracy on the whole test set; MRTA, AC, ACMC, sufficiency and comprehensiveness on the test
     examples with relevant tokens (every test example with ``unannotated = "zero"``, one without at no relevant
     mass), the mass weighted by the relevance (``rationale.relevant_mass``); and, for ``why_not_learned``, the test
-    set's size, the number of correct predictions and the number of distinct classes predicted. Also, for the DTAP
-    maps, each measured example's relevant mass and true-class probability [S, N]."""
+    set's size, the number of correct predictions and the number of distinct classes predicted; the share of
+    measured examples at or above each of the authors' DTAP edges (``SHARES``: above_10 ... above_66, %). Also, for
+    the DTAP maps, each measured example's relevant mass and true-class probability [S, N]."""
     cfg = model_config(data, s)
     dev = params["embed"].device
 
@@ -439,6 +448,7 @@ def evaluate_condition(
     if "mass" not in cat or cat["mass"].shape[1] == 0:
         raise ValueError("no test example has relevant tokens (after truncation to max_len); nothing to measure")
     masses = mass_metrics(cat["mass"], cat["prob"], s.threshold, s.confidence)
+    masses |= {f"above_{round(100 * t)}": 100 * (cat["mass"] >= t).float().mean(-1) for t in SHARES}
     rows = [
         {
             "seed": seed,
@@ -600,18 +610,21 @@ def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun |
     if not keys:
         raise ValueError(f"the authors' stored numbers hold no key for {stored!r}")
 
-    def intervals(run: pd.DataFrame | None) -> dict[str, Interval] | None:
-        """Each key's interval over the run's seeds, for the keys whose condition the run has."""
-        if run is None:
-            return None
+    def values(run: pd.DataFrame) -> dict[str, list[float]]:
+        """Each key's per-seed values, for the keys whose condition and measure the run has."""
         conditions = dict(zip(("baseline", "faster"), run["condition"].unique()))
         found = {}
         for key in keys:
             _, metric, condition = key.rsplit(".", 2)
-            if condition in conditions:
-                values = run.loc[run["condition"] == conditions[condition], metric]
-                found[key] = Interval.of(values, PERCENT if rows.loc[key, "unit"] == "%" else None)
+            if condition in conditions and metric in run:
+                found[key] = list(run.loc[run["condition"] == conditions[condition], metric])
         return found
+
+    def intervals(run: pd.DataFrame | None) -> dict[str, Interval] | None:
+        """Each key's interval over the run's seeds (``values``)."""
+        if run is None:
+            return None
+        return {k: Interval.of(v, PERCENT if rows.loc[k, "unit"] == "%" else None) for k, v in values(run).items()}
 
     def text(key: str) -> Callable[[Interval], str]:
         unit = " %" if rows.loc[key, "unit"] == "%" else ""
@@ -628,6 +641,7 @@ def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun |
         intervals(official.per_seed) if official else None,
         texts,
         evidence=official is not None and official.comparable,
+        samples=values(official.per_seed) if official else None,
     )
     if "quantity" in table.columns:  # several quantities: each named once, over its conditions' rows
         table = table.set_index("quantity", append=True).swaplevel()

@@ -10,7 +10,7 @@ import pytest
 from qkov_lib.chapters import summary
 from qkov_lib.core.results import UNAVAILABLE, save
 from qkov_lib.data import authors
-from qkov_lib.metrics.official import authors_parameters
+from qkov_lib.metrics.official import INFORMATIVE_COLUMN, authors_parameters
 from qkov_lib.metrics.verdicts import (
     DIFFERS,
     HOLDS,
@@ -128,6 +128,7 @@ def test_a_chapter_with_official_results_sets_them_beside_the_authors_and_this_p
         "the paper",
         "the authors' notebooks",
         OFFICIAL_COLUMN,
+        INFORMATIVE_COLUMN,
         "this book under default",
         VERDICT_COLUMN,
     ]
@@ -185,12 +186,18 @@ def test_an_official_run_that_is_not_evidence_never_reproduces(root):
     assert sva[OFFICIAL_COLUMN].str.endswith("(not evidence: its models did not learn the task)").all()
     assert (sva["this book under default"] == "not run").all()
     page = summary.official_html(root, "default", ["sva"])
-    assert "reproduces" not in page and f"{len(sva)} stored numbers; undecided: {len(sva)}" in page
+    assert f"{len(sva)} stored numbers; reproduces 0 of 0 informative (0 compared); undecided: {len(sva)}" in page
 
 
 def test_under_official_the_page_has_one_column_for_official(root):
     hate = summary.beside_authors(root, "official", "hatexplain")
-    assert list(hate.columns) == ["the paper", "the authors' notebooks", OFFICIAL_COLUMN, VERDICT_COLUMN]
+    assert list(hate.columns) == [
+        "the paper",
+        "the authors' notebooks",
+        OFFICIAL_COLUMN,
+        INFORMATIVE_COLUMN,
+        VERDICT_COLUMN,
+    ]
     assert summary.official_html(root, "official", ["hatexplain"]).count("<th>this book under") == 1
 
 
