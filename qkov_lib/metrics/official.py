@@ -179,7 +179,7 @@ def tally(verdicts: Sequence[str], informative_words: Sequence[str]) -> str:
 
 WELCH_TOLERANCE = {"%": 2.0, "": 0.02}  # by unit: the difference that counts as a different number
 WELCH_RULE = (
-    "where the authors printed each seed's number, both sides' spread decides: the 95% Welch interval of the "
+    "Where the authors printed each seed's number, both sides' spread decides: the 95% Welch interval of the "
     "difference of means (this book under official minus the authors') reproduces when it lies within the "
     "tolerance (2 points for a percentage, 0.02 for a probability difference), differs when it lies wholly beyond "
     "it, and is undecided when it reaches across it"
