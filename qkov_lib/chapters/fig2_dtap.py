@@ -17,6 +17,7 @@ from ..core.validation import is_positive_int
 from ..data import authors
 from ..data.synthetic import check_seq_len
 from ..metrics import mean_std
+from ..metrics.official import Guard, OfficialUnit
 from ..metrics.verdicts import (
     PERCENT,
     Claim,
@@ -297,18 +298,63 @@ def per_panel(summary: pd.DataFrame, n_seeds: int) -> pd.DataFrame:
     return table
 
 
-def compared(summary: pd.DataFrame, official: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The paper, the authors' notebooks as stored, this run and this book under ``official`` (its per-panel table;
-    None: not run), side by side: the top-right cell and test accuracy per panel (a run: the mean and its 95%
-    interval over seeds), and whether ``official`` gives the authors' number back (``verdicts.beside_official``)."""
+CHANCE_MARGIN = 5.0  # a panel at chance: its mean test accuracy at most this many points above 1 / n_classes
 
-    def intervals(table: pd.DataFrame) -> dict[str, Interval]:
+
+def not_learned(table: pd.DataFrame) -> str:
+    """Figure 2's not-learned guard: the panels of a per-panel table whose mean test accuracy over seeds is at most
+    ``CHANCE_MARGIN`` points above chance (one class in ``n_classes``, 25%; no profile changes it), in words
+    ('(a) 25.0%'); '' where every panel learned."""
+    chance = 100 / Setup().n_classes
+    means = table.groupby("panel", sort=False)["accuracy"].mean()
+    low = [f"({panel}) {acc:.1f}%" for panel, acc in means.items() if acc <= chance + CHANCE_MARGIN]
+    return f"panels at chance accuracy ({chance:g}%): {', '.join(low)}" if low else ""
+
+
+TOP_ROW = "0.8-1"  # the heatmaps' top row: a true-class probability of at least 0.8
+
+
+def top_row(cells: pd.DataFrame | None, keys: Sequence[str]) -> dict[str, Interval]:
+    """The authors' top-row cells ('fig2.<panel>.top_row.<attention bin>') from a run's heatmap cells
+    (``heatmap_cells``; None: none saved): each cell's share of test sequences, its mean and 95% interval over seeds;
+    a cell the run's bins do not have is left out."""
+    if cells is None:
+        return {}
+    out = {}
+    for key in keys:
+        _, panel, _, attention = key.split(".", 3)
+        at = cells[(cells["panel"] == panel) & (cells["prob_bin"] == TOP_ROW) & (cells["attention_bin"] == attention)]
+        if len(at):
+            out[key] = Interval.of(at["percent"], PERCENT)
+    return out
+
+
+def compared(
+    summary: pd.DataFrame, official: OfficialUnit | None = None, cells: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The paper, the authors' notebooks as stored, this run and this book under ``official`` (its unit,
+    ``official.official_unit``; None: not run), side by side: the top-right cell and test accuracy per panel, and
+    each cell of the top row the authors stored (``top_row``, from this run's heatmap ``cells`` and the official
+    unit's ``heatmaps``; a run: the mean and its 95% interval over seeds), and whether ``official`` gives the authors'
+    number back (``verdicts.beside_official``; undecided unless its guard, with ``not_learned``, lets a verdict be
+    drawn)."""
+    stored = [k for k in authors.table().index if k.startswith("fig2.") and ".top_row." in k]
+
+    def intervals(table: pd.DataFrame, heat: pd.DataFrame | None) -> dict[str, Interval]:
         keys = [(f"fig2.{k}.top_right_cell", "top_right_cell", k) for k in PANEL_KEYS]
         keys += [(f"fig2.{k}.accuracy", "accuracy", k) for k in "abgh"]
-        return {key: Interval.of(table.loc[table["panel"] == k, metric], PERCENT) for key, metric, k in keys}
+        found = {key: Interval.of(table.loc[table["panel"] == k, metric], PERCENT) for key, metric, k in keys}
+        return found | top_row(heat, stored)
 
-    ours = intervals(summary)
-    table = authors.three_way({key: i.text() + " %" for key, i in ours.items()})
+    ours = intervals(summary, cells)
+    keys = [k for k in authors.table().index if k.startswith("fig2.") and (k in ours or ".top_row." in k)]
+    table = authors.three_way({key: ours[key].text() + " %" if key in ours else "not run" for key in keys})
+    theirs = None if official is None else intervals(official.tables["main"], official.tables.get("heatmaps"))
     return beside_official(
-        table, list(ours), None if official is None else intervals(official), lambda i: i.text() + " %"
+        table, keys, theirs, lambda i: i.text() + " %", evidence=official is not None and guard(official).comparable
     )
+
+
+def guard(official: OfficialUnit) -> Guard:
+    """The official unit's guard with Figure 2's not-learned check (``not_learned``) on its per-panel table."""
+    return official.guard.learned(not_learned(official.tables["main"]))

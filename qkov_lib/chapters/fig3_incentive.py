@@ -16,6 +16,7 @@ from ..core.device import pick_device
 from ..core.validation import require_seeds
 from ..data import authors
 from ..data.synthetic import SyntheticConfig
+from ..metrics.official import Guard, OfficialUnit
 from ..metrics.verdicts import Claim, Interval, above, at_most, beside_official, claim_table, every, rule, weakest
 from ..models import check_init
 from ..present.plots import band, clear_axis_titles, hex_to_rgb, legend_below, log_axes
@@ -268,14 +269,42 @@ def stored_losses(curves: pd.DataFrame) -> dict[str, Interval]:
     return out
 
 
-def compared(curves: pd.DataFrame, official: pd.DataFrame | None = None) -> pd.DataFrame:
+LOSS_MOVED = 0.9  # a loss that did not move: its last epoch's mean training loss at least this share of its first's
+
+
+def not_learned(curves: pd.DataFrame) -> str:
+    """Figure 3's not-learned guard: the models and fixed alphas whose mean training loss over seeds at the last
+    epoch is at least ``LOSS_MOVED`` of the first recorded epoch's (the loss did not move), in words; '' where every
+    loss moved."""
+    first, last = (curves[curves["epoch"] == e] for e in (curves["epoch"].min(), curves["epoch"].max()))
+    start, end = (t.groupby(["model", "alpha"])["train_loss"].mean() for t in (first, last))
+    still = [f"{m} at alpha {a:g}" for (m, a), v in end.items() if v >= LOSS_MOVED * start[(m, a)]]
+    return (
+        f"losses that did not move (last epoch at least {LOSS_MOVED:.0%} of the first): {', '.join(still)}"
+        if still
+        else ""
+    )
+
+
+def guard(official: OfficialUnit) -> Guard:
+    """The official unit's guard with Figure 3's not-learned check (``not_learned``) on its curves."""
+    return official.guard.learned(not_learned(official.tables["main"]))
+
+
+def compared(curves: pd.DataFrame, official: OfficialUnit | None = None) -> pd.DataFrame:
     """The authors' stored final losses (one run, its models seeded with 1234 and its data not; 500 epochs) beside
-    this run's and this book's under ``official`` (its curves; None: not run), and whether ``official`` gives the
-    authors' number back: one run against one seed, within ``verdicts.SINGLE_RUN_TOLERANCE``."""
+    this run's and this book's under ``official`` (its unit, ``official.official_unit``; None: not run), and whether
+    ``official`` gives the authors' number back: one run against one seed, within ``verdicts.SINGLE_RUN_TOLERANCE``
+    (undecided unless its guard, with ``not_learned``, lets a verdict be drawn)."""
     ours = stored_losses(curves)
     table = authors.three_way({key: i.text(6) for key, i in ours.items()})  # the stored ones reach 1e-4
     return beside_official(
-        table, list(ours), None if official is None else stored_losses(official), lambda i: i.text(6), single_runs=True
+        table,
+        list(ours),
+        None if official is None else stored_losses(official.tables["main"]),
+        lambda i: i.text(6),
+        single_runs=True,
+        evidence=official is not None and guard(official).comparable,
     )
 
 

@@ -45,8 +45,10 @@ PROFILES = {
     "smoke": dict(hatexplain.PROFILES["smoke"], layer_counts=(2,)),
     # the 1-layer chapter's `official` training (the 2-layer training cells are not published); the stored
     # 2-layer models' sizes (HateXplain_heatmaps_2_layers.ipynb, cell 41, In [64]: d_model 32, d_head 8,
-    # MLP 128); only the depth the authors stored numbers for
-    "official": dict(hatexplain.PROFILES["official"], layer_counts=(STORED_DEPTH,), d_model=32, d_head=8, d_mlp=128),
+    # MLP 128, max_length = n_ctx = 96); only the depth the authors stored numbers for
+    "official": dict(
+        hatexplain.PROFILES["official"], layer_counts=(STORED_DEPTH,), d_model=32, d_head=8, d_mlp=128, max_len=96
+    ),
 }
 
 

@@ -8,15 +8,18 @@ import html
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 import torch
 
+from ..core.chapter import name_of
 from ..core.contents import chapter_names, title
 from ..core.results import UNAVAILABLE, ResultsError, load, read_meta, results_root
 from ..data import authors
+from ..metrics.official import INFORMATIVE_COLUMN, OFFICIAL, Guard, OfficialUnit, official_unit, tally
 from ..metrics.verdicts import (
     DIFFERS,
     NOT_EVIDENCE,
@@ -34,9 +37,9 @@ from ..metrics.verdicts import (
     reason,
     verdict_table,
 )
-from ..runs.real_data import OFFICIAL, official_run
 from ..runs.real_data import compared as real_compared
-from . import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain_layers, scorecard
+from ..runs.real_data import official_from
+from . import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain, hatexplain_layers, scorecard, squad, sva
 from .scorecard import CLAIMS_SECTION
 
 BESIDE = ("official",)  # the authors' setup: every chapter's results under it are set beside this run's
@@ -269,24 +272,25 @@ def profile_difference(root: Path, profile: str, other: str, page: str = "fig2_d
 # ---- the paper's text against the authors' code: this book under `official` beside the authors' stored numbers ----
 
 Tables = Mapping[str, pd.DataFrame]  # a chapter's tables as saved (``results.load``)
-Compared = tuple[pd.DataFrame, bool] | None  # a comparison table and whether the official run is evidence
-Compare = Callable[[Tables, Tables], Compared]  # (a run, the official run) -> None: nothing official to compare
+Compared = tuple[pd.DataFrame, Guard] | None  # a comparison table and the official run's guard
+Compare = Callable[[Tables, OfficialUnit], Compared]  # (a run, the official run) -> None: nothing official to compare
 STORED_LOSS = fig4_mu_trajectories.Setup().target_loss  # the loss at which the authors' notebook printed alpha
 
 
-def _synthetic(compare: Callable[[pd.DataFrame, pd.DataFrame], pd.DataFrame]) -> Compare:
-    """A synthetic chapter's comparison (its ``compared`` on the ``main`` tables); its official run is evidence
-    unless one of its claims says otherwise."""
+def _synthetic(compare: Callable[[Tables, OfficialUnit], pd.DataFrame], guard: Callable) -> Compare:
+    """A synthetic chapter's comparison (its ``compared`` on its tables) and its guard (its ``guard``: the
+    departures and its not-learned check)."""
 
-    def both(run: Tables, official: Tables) -> Compared:
-        return compare(run["main"], official["main"]), NOT_EVIDENCE not in set(official["claims"]["verdict"])
+    def both(run: Tables, official: OfficialUnit) -> Compared:
+        return compare(run, official), guard(official)
 
     return both
 
 
-def _fig4(run: Tables, official: Tables) -> Compared:
+def _fig4(run: Tables, official: OfficialUnit) -> Compared:
     """Figure 4's stored numbers (attention alpha at the loss the authors' notebook stopped at, per ratio r) beside
-    Theorem 1's solution (``main``: the matched read-out), compared to the digits the authors printed."""
+    Theorem 1's solution (``main``: the matched read-out), compared to the digits the authors printed (none where
+    the official run departs from the authors' settings)."""
     keys = list(authors.table().index[authors.table()["chapter"] == "fig4_mu_trajectories"])
 
     def alphas(matched: pd.DataFrame) -> dict[str, Interval]:
@@ -303,43 +307,59 @@ def _fig4(run: Tables, official: Tables) -> Compared:
         return f"stopped before the loss {STORED_LOSS:g}" if ran else "not run"
 
     table = authors.three_way({k: text(k) for k in keys})
-    return beside_official(table, keys, alphas(official["main"]), lambda i: i.text(3), printed=True), True
+    shown = beside_official(
+        table,
+        keys,
+        alphas(official.tables["main"]),
+        lambda i: i.text(3),
+        printed=True,
+        evidence=official.guard.comparable,
+    )
+    return shown, official.guard
 
 
-def _real(page: str, depth: int | None = None) -> Compare:
-    """A real-data chapter's comparison (``real_data.compared``), of the depth the authors stored (``depth``);
-    None when the official run has no rows of that depth."""
+def _real(module: ModuleType, depth: int | None = None) -> Compare:
+    """A real-data chapter's comparison (``real_data.compared`` of ``real_data.official_from``, the path its page
+    takes), of the depth the authors stored (``depth``); None when the official run has no rows of that depth."""
 
-    def both(run: Tables, official: Tables) -> Compared:
-        theirs = official_run(page, OFFICIAL, official["per_seed"], official["claims"], depth=depth)
+    def both(run: Tables, official: OfficialUnit) -> Compared:
+        theirs = official_from(official, depth)
         if theirs is None:
             return None
         rows = run["per_seed"]
         rows = rows[rows["layers"] == depth] if depth is not None and "layers" in rows else rows
-        return real_compared(rows if len(rows) else None, page, theirs), theirs.evidence
+        return real_compared(rows if len(rows) else None, name_of(module), theirs), theirs.guard
 
     return both
 
 
 @dataclass(frozen=True)
 class Beside:
-    """How a chapter's run is set beside its official run: the tables it reads, and the comparison."""
+    """How a chapter's run is set beside its official run: its module, the tables it reads, and the comparison."""
 
+    module: ModuleType
     tables: tuple[str, ...]
     compare: Compare
 
 
 SYNTHETIC, REAL = ("main", "claims"), ("per_seed", "claims")
 BESIDE_OFFICIAL = {  # every chapter whose numbers the authors' notebooks stored (``data.authors``)
-    "fig2_dtap": Beside(SYNTHETIC, _synthetic(fig2_dtap.compared)),
-    "fig3_incentive": Beside(SYNTHETIC, _synthetic(fig3_incentive.compared)),
-    "fig4_mu_trajectories": Beside(("main",), _fig4),
-    "hatexplain": Beside(REAL, _real("hatexplain")),
-    "hatexplain_layers": Beside(REAL, _real("hatexplain_layers", hatexplain_layers.STORED_DEPTH)),
-    "sva": Beside(REAL, _real("sva")),
-    "squad": Beside(REAL, _real("squad")),
+    "fig2_dtap": Beside(
+        fig2_dtap,
+        SYNTHETIC,
+        _synthetic(lambda run, off: fig2_dtap.compared(run["main"], off, run.get("heatmaps")), fig2_dtap.guard),
+    ),
+    "fig3_incentive": Beside(
+        fig3_incentive,
+        SYNTHETIC,
+        _synthetic(lambda run, off: fig3_incentive.compared(run["main"], off), fig3_incentive.guard),
+    ),
+    "fig4_mu_trajectories": Beside(fig4_mu_trajectories, ("main",), _fig4),
+    "hatexplain": Beside(hatexplain, REAL, _real(hatexplain)),
+    "hatexplain_layers": Beside(hatexplain_layers, REAL, _real(hatexplain_layers, hatexplain_layers.STORED_DEPTH)),
+    "sva": Beside(sva, REAL, _real(sva)),
+    "squad": Beside(squad, REAL, _real(squad)),
 }
-NOT_EVIDENCE_NOTE = "not evidence: its models did not learn the task"
 
 
 def _by_number(table: pd.DataFrame) -> pd.DataFrame:
@@ -356,23 +376,24 @@ def _by_number(table: pd.DataFrame) -> pd.DataFrame:
 
 def beside_authors(root: Path, profile: str, page: str) -> pd.DataFrame | None:
     """A chapter's stored numbers (``data.authors``), one row each: the paper's number, the authors' notebooks' as
-    stored, this book under ``official`` (the unit ``<root>/official/<page>``, its mean and 95% interval over seeds),
-    this book under ``profile`` (its unit in the same root; 'not run' without one) and whether ``official`` gives
-    the authors' number back (the chapter's own comparison: ``verdicts.reproduces``, ``as_printed`` for Figure 4; an
-    official run that is not evidence is undecided). None when the chapter has no official results to compare:
+    stored, this book under ``official`` (the unit ``<root>/official/<page>``, read by ``official.official_unit`` as
+    the chapter's page reads it: its mean and 95% interval over seeds), this book under ``profile`` (its unit in the
+    same root; 'not run' without one) and whether ``official`` gives the authors' number back (the chapter's own
+    comparison; undecided where the unit's guard draws no verdict: its models did not learn, or it is not the
+    authors' experiment, the reason beside its numbers). None when the chapter has no official results to compare:
     no unit, a unit without the tables it reads (its data was not available), or none of the depth stored."""
     spec = BESIDE_OFFICIAL[page]
-    theirs = _tables(root, OFFICIAL, page, spec)
-    if theirs is None:
+    theirs = official_unit(spec.module, "", root=root)
+    if theirs is None or not all(t in theirs.tables for t in spec.tables):
         return None
-    compared = spec.compare(theirs, theirs)
+    compared = spec.compare(theirs.tables, theirs)
     if compared is None:
         return None
-    table, evidence = compared
+    table, guard = compared
     rows = _by_number(table)
-    out = rows[["the paper", "the authors' notebooks", OFFICIAL_COLUMN]].copy()
-    if not evidence:
-        out[OFFICIAL_COLUMN] += f" ({NOT_EVIDENCE_NOTE})"
+    out = rows[["the paper", "the authors' notebooks", OFFICIAL_COLUMN, INFORMATIVE_COLUMN]].copy()
+    if not guard.comparable:
+        out[OFFICIAL_COLUMN] += f" ({guard.reason})"
     if profile != OFFICIAL:
         ours = _tables(root, profile, page, spec)
         here = pd.Series(dtype=str)
@@ -382,7 +403,7 @@ def beside_authors(root: Path, profile: str, page: str) -> pd.DataFrame | None:
                 raise RuntimeError(f"{page}: comparing {profile} with {OFFICIAL} gave nothing, yet {OFFICIAL} had rows")
             here = _by_number(mine[0])["this run"]
         out[f"this book under {profile}"] = here.reindex(out.index).fillna("not run")
-    out[VERDICT_COLUMN] = rows[VERDICT_COLUMN] if evidence else UNDECIDED
+    out[VERDICT_COLUMN] = rows[VERDICT_COLUMN] if guard.comparable else UNDECIDED
     return out
 
 
@@ -403,7 +424,8 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
     its title linked to its page, how many of its numbers ``official`` gives back, and its rows
     (``beside_authors``) folded beneath, each led by its verdict word; or, where the chapter has no official
     results in ``root``, a sentence saying so and the command that computes them."""
-    parts = []
+    parts: list[str] = []
+    tables: list[pd.DataFrame] = []
     for page in pages or [n for n in chapter_names() if n in BESIDE_OFFICIAL]:
         link = f'<a href="{page}.html">{html.escape(title(page))}</a>'
         table = beside_authors(root, profile, page)
@@ -419,7 +441,9 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
                 f"when it is next built.</p>"
             )
             continue
-        tally = ", ".join(f"{word}: {n}" for word, n in counts_of(table[VERDICT_COLUMN]).items())
+        words = ", ".join(f"{word}: {n}" for word, n in counts_of(table[VERDICT_COLUMN]).items())
+        line = f"{tally_of(table)}; {words}"
+        tables.append(table)
         headers = (VERDICT_COLUMN, "stored number", *table.columns.drop(VERDICT_COLUMN))
         rows = (
             (
@@ -433,10 +457,17 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
         )
         parts.append(
             f'<details class="qkov-official" style="margin: 0.6em 0"><summary><strong>{link}</strong>: '
-            f"{len(table)} stored numbers; {html.escape(tally)}</summary>"
+            f"{len(table)} stored numbers; {html.escape(line)}</summary>"
             f"{verdict_table(rows, headers, 'qkov-official')}</details>"
         )
+    if tables:  # every chapter's stored numbers together: the book's tally
+        parts.insert(0, f"<p><strong>All chapters</strong>: {html.escape(tally_of(pd.concat(tables)))}.</p>")
     return "\n".join(parts)
+
+
+def tally_of(table: pd.DataFrame) -> str:
+    """A comparison's tally (``official.tally``): 'reproduces k of n informative (m compared)'."""
+    return tally(list(table[VERDICT_COLUMN]), list(table[INFORMATIVE_COLUMN]))
 
 
 def counts_of(verdicts: pd.Series) -> dict[str, int]:

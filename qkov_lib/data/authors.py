@@ -92,3 +92,21 @@ def three_way(measured: Mapping[str, str]) -> pd.DataFrame:
     if out["quantity"].nunique() == 1:
         return out.drop(columns="quantity").rename_axis(out["quantity"].iloc[0])
     return out.rename_axis("condition")
+
+
+PER_SEED = Path(__file__).with_name("authors_per_seed.csv")
+
+
+@functools.cache
+def _per_seed() -> pd.DataFrame:
+    """The per-seed numbers the authors' notebooks printed (key, seed, value in the unit of ``table``, notebook,
+    cell, what the cell printed), where a stored number is a mean over seeds this companion derived."""
+    return pd.read_csv(PER_SEED, keep_default_na=False)
+
+
+def per_seed(key: str) -> list[float] | None:
+    """The per-seed values the authors' notebooks printed for a stored number (their mean is its value), in seed
+    order; None where they printed none."""
+    rows = _per_seed()
+    values = rows.loc[rows["key"] == key].sort_values("seed")["value"]
+    return [float(v) for v in values] if len(values) else None

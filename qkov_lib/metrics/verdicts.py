@@ -31,6 +31,7 @@ from IPython.display import HTML
 
 from ..core.results import ResultsError, load
 from ..data import authors
+from .official import DIFFERS, INFORMATIVE_COLUMN, INFORMATIVE_RULE, REPRODUCES, informative, tally, welch_verdict
 from .stats import mean_ci
 
 HOLDS, FAILS, UNDECIDED, NOT_EVIDENCE = "holds", "fails", "undecided", "not evidence"
@@ -170,14 +171,15 @@ def at_most(interval: Interval, threshold: float) -> str:
     return HOLDS if interval.high <= threshold else FAILS if interval.low > threshold else UNDECIDED
 
 
-REPRODUCES, DIFFERS = "reproduces", "differs"  # whether the `official` profile gives back an authors' number
+# REPRODUCES, DIFFERS (``official``): whether the `official` profile gives back an authors' number
 SINGLE_SEED_TOLERANCE = {"%": 2.0, "": 0.02}  # by unit: percentage points; a probability difference
 REPRODUCTION_RULE = (
     "reproduces: the authors' stored number lies inside this book's 95% interval over seeds under the official "
     "profile (a number the authors stored for one seed: inside that interval widened by 2 points for a percentage, "
     "0.02 for a probability difference, since one seed's value scatters around the mean); differs: it lies outside; "
-    "undecided: the official profile has not been run, its models did not learn the task (not evidence), it has one "
-    "seed (no interval), or the authors stored no number"
+    "undecided: the official profile has not been run, its run departs from the official profile's settings (an "
+    "override, or a size scaled down: not the authors' experiment), its models did not learn the task (not "
+    "evidence), it has one seed (no interval), or the authors stored no number"
 )
 
 
@@ -246,19 +248,26 @@ def beside_official(
     single_runs: bool = False,
     printed: bool = False,
     evidence: bool = True,
+    samples: Mapping[str, Sequence[float]] | None = None,
 ) -> pd.DataFrame:
     """A table of the paper, the authors' notebooks and this run (``authors.three_way`` over ``keys``) with this
-    book under ``official`` (``official``: key -> its interval over seeds; None: not run; a key it lacks: not run)
-    and, per key, whether it gives the authors' number back (``reproduces``; ``printed``: numbers without seeds,
-    ``as_printed``). ``text`` writes an interval: one function for every key, or one per key (a mapping: keys of
-    different units or digits); ``evidence`` False when the official models did not learn the task, so that no
-    verdict is drawn from them (undecided)."""
+    book under ``official`` (``official``: key -> its interval over seeds; None: not run; a key it lacks: not run),
+    whether each stored number is informative (``official.informative``) and, per key, whether it gives the
+    authors' number back (``reproduces``; ``printed``: numbers without seeds, ``as_printed``; where the authors
+    printed each seed's number and ``samples`` holds this book's per-seed values under official, both spreads,
+    ``official.welch_verdict``). ``text`` writes an interval: one function for every key, or one per key (a
+    mapping: keys of different units or digits); ``evidence`` False when no verdict may be drawn from the official
+    run (its guard: its models did not learn, or it is not the authors' experiment), so every verdict is
+    undecided."""
 
     def verdict(key: str) -> str:
         theirs, seeds, unit = authors.number(key)
         ours = official.get(key) if official is not None else None
         if printed:
             return as_printed(theirs, None if ours is None or not evidence else ours.mean)
+        spread, mine = authors.per_seed(key), (samples or {}).get(key)
+        if evidence and spread is not None and mine is not None and len(mine) > 1:
+            return welch_verdict(mine, spread, unit)
         return reproduces(theirs, ours, seeds, unit, evidence=evidence, single_runs=single_runs)
 
     def shown(key: str, interval: Interval) -> str:
@@ -269,6 +278,7 @@ def beside_official(
             OFFICIAL_COLUMN: [
                 shown(k, official[k]) if official is not None and k in official else "not run" for k in keys
             ],
+            INFORMATIVE_COLUMN: [informative(k, official) for k in keys],
             VERDICT_COLUMN: [verdict(k) for k in keys],
         }
     )
@@ -409,3 +419,10 @@ def counts(verdicts: Iterable[str]) -> dict[str, int]:
     """How many claims have each word, in the order of ``WORDS``."""
     verdicts = list(verdicts)
     return {w: verdicts.count(w) for w in WORDS}
+
+
+def tally_line(table: pd.DataFrame) -> str:
+    """A comparison table's tally for a page (``official.tally``): 'Under official: reproduces k of n informative
+    (m compared), of N stored numbers.'"""
+    told = tally(list(table[VERDICT_COLUMN]), list(table[INFORMATIVE_COLUMN]))
+    return f"Under `official`: {told}, of {len(table)} stored numbers; {INFORMATIVE_RULE}."

@@ -4,6 +4,7 @@ group (SVA: by number of attractors)."""
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,12 +16,14 @@ import torch
 from scipy.stats import binomtest
 
 from ..core.device import cpu_workers
-from ..core.results import results_root
 from ..core.validation import require_seeds
 from ..core.workers import run_independent
 from ..data import authors
 from ..data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
 from ..metrics import check_bins, dtap_histogram, mean_ci, paired_effects
+from ..metrics.official import AUTHORS_SCALE as AUTHORS_SCALE  # re-exported: the sizes the guard knows
+from ..metrics.official import OFFICIAL as OFFICIAL
+from ..metrics.official import Guard, OfficialUnit, departures, full_size_command, official_unit
 from ..metrics.rationale import ERASE_MODES, faithfulness, mass_metrics, readout_attention, relevant_mass
 from ..metrics.verdicts import (
     NOT_EVIDENCE,
@@ -33,7 +36,6 @@ from ..metrics.verdicts import (
     beside_official,
     claim_table,
     not_evidence,
-    profile_unit,
     rule,
 )
 from ..models.transformer import ClassifierConfig, classify, init_classifier, trim
@@ -394,6 +396,14 @@ def train_condition(
     return params, curve
 
 
+SHARES = (
+    0.1,
+    0.33,
+    0.5,
+    0.66,
+)  # the authors' DTAP bin edges (SVA: .1/.5, HateXplain: .33/.66): % of examples at or above
+
+
 @torch.no_grad()
 def evaluate_condition(
     params: dict[str, torch.Tensor], data: Prepared, s: RealSetup
@@ -401,8 +411,9 @@ def evaluate_condition(
     """Per seed: accuracy on the whole test set; MRTA, AC, ACMC, sufficiency and comprehensiveness on the test
     examples with relevant tokens (every test example with ``unannotated = "zero"``, one without at no relevant
     mass), the mass weighted by the relevance (``rationale.relevant_mass``); and, for ``why_not_learned``, the test
-    set's size, the number of correct predictions and the number of distinct classes predicted. Also, for the DTAP
-    maps, each measured example's relevant mass and true-class probability [S, N]."""
+    set's size, the number of correct predictions and the number of distinct classes predicted; the share of
+    measured examples at or above each of the authors' DTAP edges (``SHARES``: above_10 ... above_66, %). Also, for
+    the DTAP maps, each measured example's relevant mass and true-class probability [S, N]."""
     cfg = model_config(data, s)
     dev = params["embed"].device
 
@@ -437,6 +448,7 @@ def evaluate_condition(
     if "mass" not in cat or cat["mass"].shape[1] == 0:
         raise ValueError("no test example has relevant tokens (after truncation to max_len); nothing to measure")
     masses = mass_metrics(cat["mass"], cat["prob"], s.threshold, s.confidence)
+    masses |= {f"above_{round(100 * t)}": 100 * (cat["mass"] >= t).float().mean(-1) for t in SHARES}
     rows = [
         {
             "seed": seed,
@@ -515,44 +527,18 @@ def table1(per_seed: pd.DataFrame, by: str = "condition", metrics: Sequence[str]
     return pd.DataFrame(rows)
 
 
-OFFICIAL = "official"  # the profile of the authors' setup
-AUTHORS_SCALE: dict[str, dict[str, Any]] = {  # per chapter, the sizes of the authors' run its `official` profile
-    # scales down to fit a CPU (None: every question): an official run at other sizes is not their experiment
-    "squad": {"max_train": None, "max_test": None, "epochs": 100}
-}
-
-
-def reduction(chapter: str, parameters: Mapping[str, Any] | None) -> str | None:
-    """Why an official run of ``chapter`` with these ``parameters`` (``Chapter.params``, or a unit's metadata) is
-    not the authors' experiment, in words: the sizes it scales down (``AUTHORS_SCALE``), each with the authors'
-    ('max_train 1,000 (theirs: all), epochs 2 (theirs: 100)'); None at their sizes, for a chapter the
-    official profile runs at full size, or where the parameters are unknown."""
-    scale = AUTHORS_SCALE.get(chapter, {})
-    if parameters is None:
-        return None
-
-    def size(value: Any) -> str:
-        return "all" if value is None else f"{value:,}"
-
-    changed = [
-        f"{name} {size(parameters.get(name))} (theirs: {size(full)})"
-        for name, full in scale.items()
-        if parameters.get(name, full) != full
-    ]
-    return ", ".join(changed) or None
-
-
-def full_size_command(chapter: str) -> str:
-    """The command that runs ``chapter``'s official profile at the authors' sizes (``AUTHORS_SCALE``)."""
-    sizes = " ".join(f"-p {name} {value}" for name, value in AUTHORS_SCALE.get(chapter, {}).items())
-    return f"python -m qkov_lib reproduce --profile official --only {chapter} {sizes}".strip()
+def reduction(module: types.ModuleType, parameters: Mapping[str, Any] | None) -> str | None:
+    """Why an official run of a chapter ``module`` with these ``parameters`` (``Chapter.params``, or a unit's
+    metadata) is not the authors' experiment, in words (``official.departures``: any override of the official
+    profile, every size it scales down, or parameters not recorded); None when it is theirs."""
+    return ", ".join(departures(module, parameters)) or None
 
 
 @dataclass(frozen=True)
 class OfficialRun:
     """A run of a chapter under the ``official`` profile (the authors' setup): its per-seed results, whether
     its models are evidence (no claim of the run reads 'not evidence'), and why it is not the authors' experiment
-    where it was scaled down (``reduction``; None: at their sizes)."""
+    (``reduction``; None: it is)."""
 
     per_seed: pd.DataFrame
     evidence: bool
@@ -560,12 +546,19 @@ class OfficialRun:
 
     @property
     def comparable(self) -> bool:
-        """Whether its numbers may be set against the authors': its models learned and it ran at their sizes."""
-        return self.evidence and self.reduced is None
+        """Whether its numbers may be set against the authors': its models learned and it is their experiment."""
+        return self.guard.comparable
+
+    @property
+    def guard(self) -> Guard:
+        """Its guard (``official.Guard``): the departures and whether its models learned."""
+        return Guard(
+            (self.reduced,) if self.reduced else (), "" if self.evidence else "its models did not learn the task"
+        )
 
 
 def official_run(
-    chapter: str,
+    module: types.ModuleType,
     profile: str,
     per_seed: pd.DataFrame | None = None,
     claims: pd.DataFrame | None = None,
@@ -573,38 +566,34 @@ def official_run(
     depth: int | None = None,
     parameters: Mapping[str, Any] | None = None,
 ) -> OfficialRun | None:
-    """The chapter's run under ``official``: this run's ``per_seed`` and ``claims`` (and ``parameters``,
-    ``Chapter.params``) when it runs under ``official`` itself, else the unit ``<root>/official/<chapter>``
-    (``verdicts.profile_unit``: its tables and the parameters it ran with; root: ``results_root()``); None when
-    there is none. ``depth``: only that depth's rows and claims (Table 5's chapter)."""
-    if profile == OFFICIAL and per_seed is not None and claims is not None:
-        rows, verdicts = per_seed, claims
-    else:
-        unit = profile_unit(root or results_root(), OFFICIAL, chapter)
-        if unit is None or "per_seed" not in unit[0] or "claims" not in unit[0]:
-            return None
-        tables, meta = unit
-        rows, verdicts, parameters = tables["per_seed"], tables["claims"], meta.get("parameters")
+    """A real-data chapter's run under ``official`` (``official.official_unit``, the path the summary reads it by
+    too): this run's ``per_seed`` and ``claims`` with its ``parameters`` (``Chapter.params``) when it runs under
+    ``official`` itself, else the unit ``<root>/official/<chapter>``; None when there is none. ``depth``: only that
+    depth's rows and claims (Table 5's chapter)."""
+    here = {"per_seed": per_seed, "claims": claims} if per_seed is not None and claims is not None else None
+    unit = official_unit(module, profile, here, parameters, root)
+    return None if unit is None else official_from(unit, depth)
+
+
+def official_from(unit: OfficialUnit, depth: int | None = None) -> OfficialRun | None:
+    """An official unit's per-seed rows and guard as an ``OfficialRun`` (``depth``: that depth's rows and claims
+    only); None when it has no rows (of that depth)."""
+    if "per_seed" not in unit.tables or "claims" not in unit.tables:
+        return None
+    rows, verdicts = unit.tables["per_seed"], unit.tables["claims"]
     if depth is not None:
         rows = rows[rows["layers"] == depth] if "layers" in rows else rows
         verdicts = verdicts[verdicts["id"].str.startswith(f"{depth}_layers_")]
     if rows.empty:
         return None
-    return OfficialRun(
-        rows, evidence=not (verdicts["verdict"] == NOT_EVIDENCE).any(), reduced=reduction(chapter, parameters)
-    )
+    reduced = ", ".join(unit.guard.departures) or None
+    return OfficialRun(rows, evidence=not (verdicts["verdict"] == NOT_EVIDENCE).any(), reduced=reduced)
 
 
-def official_note(chapter: str, official: OfficialRun | None) -> str:
-    """What a page says below its table beside the authors' numbers when its official run was scaled down (why no
-    verdict is drawn from it, and the command that runs it at the authors' sizes); '' otherwise."""
-    if official is None or official.reduced is None:
-        return ""
-    return (
-        f"The official run read here was scaled down to fit a CPU ({official.reduced}), so it is not the "
-        "authors' experiment and no verdict is drawn from it: every verdict reads *undecided*. "
-        f"`{full_size_command(chapter)}` runs it at their sizes."
-    )
+def official_note(module: types.ModuleType, official: OfficialRun | None) -> str:
+    """What a page says below its table beside the authors' numbers when no verdict is drawn from its official run
+    (why, and the command that runs the authors' experiment); '' otherwise."""
+    return "" if official is None else official.guard.note(full_size_command(module))
 
 
 def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun | None = None) -> pd.DataFrame:
@@ -621,18 +610,21 @@ def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun |
     if not keys:
         raise ValueError(f"the authors' stored numbers hold no key for {stored!r}")
 
-    def intervals(run: pd.DataFrame | None) -> dict[str, Interval] | None:
-        """Each key's interval over the run's seeds, for the keys whose condition the run has."""
-        if run is None:
-            return None
+    def values(run: pd.DataFrame) -> dict[str, list[float]]:
+        """Each key's per-seed values, for the keys whose condition and measure the run has."""
         conditions = dict(zip(("baseline", "faster"), run["condition"].unique()))
         found = {}
         for key in keys:
             _, metric, condition = key.rsplit(".", 2)
-            if condition in conditions:
-                values = run.loc[run["condition"] == conditions[condition], metric]
-                found[key] = Interval.of(values, PERCENT if rows.loc[key, "unit"] == "%" else None)
+            if condition in conditions and metric in run:
+                found[key] = list(run.loc[run["condition"] == conditions[condition], metric])
         return found
+
+    def intervals(run: pd.DataFrame | None) -> dict[str, Interval] | None:
+        """Each key's interval over the run's seeds (``values``)."""
+        if run is None:
+            return None
+        return {k: Interval.of(v, PERCENT if rows.loc[k, "unit"] == "%" else None) for k, v in values(run).items()}
 
     def text(key: str) -> Callable[[Interval], str]:
         unit = " %" if rows.loc[key, "unit"] == "%" else ""
@@ -649,6 +641,7 @@ def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun |
         intervals(official.per_seed) if official else None,
         texts,
         evidence=official is not None and official.comparable,
+        samples=values(official.per_seed) if official else None,
     )
     if "quantity" in table.columns:  # several quantities: each named once, over its conditions' rows
         table = table.set_index("quantity", append=True).swaplevel()

@@ -10,6 +10,7 @@ import pytest
 from qkov_lib.chapters import summary
 from qkov_lib.core.results import UNAVAILABLE, save
 from qkov_lib.data import authors
+from qkov_lib.metrics.official import INFORMATIVE_COLUMN, authors_parameters
 from qkov_lib.metrics.verdicts import (
     DIFFERS,
     HOLDS,
@@ -84,21 +85,32 @@ def fig4_main(alphas: dict[float, float]) -> pd.DataFrame:
     )
 
 
+def meta(page: str) -> dict:
+    """A unit's metadata as an official run at the authors' settings records it: their parameters."""
+    return {"parameters": authors_parameters(summary.BESIDE_OFFICIAL[page].module)}
+
+
 @pytest.fixture
 def root(tmp_path):
     """A results root with official units for Figures 2 and 4, HateXplain (learned) and subject-verb agreement (its
     models did not learn: not evidence), none for Figure 3, SQuAD or Table 5; under default, HateXplain and
     Figure 4 only."""
     official = tmp_path / "official"
-    save(official, "fig2_dtap", {"main": fig2_main(stored("fig2.b.top_right_cell")), "claims": claims()}, {})
+    save(
+        official,
+        "fig2_dtap",
+        {"main": fig2_main(stored("fig2.b.top_right_cell")), "claims": claims()},
+        meta("fig2_dtap"),
+    )
     save(
         official,
         "fig4_mu_trajectories",
         {"main": fig4_main({0.01: 0.14883, 0.1: 0.2921, 100.0: 0.99}), "claims": claims()},
-        {},
+        meta("fig4_mu_trajectories"),
     )
-    save(official, "hatexplain", {"per_seed": real_per_seed("hatexplain", accuracy_shift=10.0), "claims": claims()}, {})
-    save(official, "sva", {"per_seed": real_per_seed("sva"), "claims": claims(NOT_EVIDENCE)}, {})
+    hate = {"per_seed": real_per_seed("hatexplain", accuracy_shift=10.0), "claims": claims()}
+    save(official, "hatexplain", hate, meta("hatexplain"))
+    save(official, "sva", {"per_seed": real_per_seed("sva"), "claims": claims(NOT_EVIDENCE)}, meta("sva"))
     default = tmp_path / "default"
     save(default, "hatexplain", {"per_seed": real_per_seed("hatexplain", accuracy_shift=-3.0), "claims": claims()}, {})
     save(
@@ -116,6 +128,7 @@ def test_a_chapter_with_official_results_sets_them_beside_the_authors_and_this_p
         "the paper",
         "the authors' notebooks",
         OFFICIAL_COLUMN,
+        INFORMATIVE_COLUMN,
         "this book under default",
         VERDICT_COLUMN,
     ]
@@ -153,7 +166,7 @@ def test_a_chapter_with_official_results_sets_them_beside_the_authors_and_this_p
 def test_a_chapter_without_official_results_says_how_to_compute_them(root):
     save(root / "official", "squad", {}, {"status": UNAVAILABLE})  # stopped for want of its data: no tables
     layers = real_per_seed("hatexplain").assign(layers=4)  # official rows, but none of the depth the authors stored
-    save(root / "official", "hatexplain_layers", {"per_seed": layers, "claims": claims()}, {})
+    save(root / "official", "hatexplain_layers", {"per_seed": layers, "claims": claims()}, meta("hatexplain_layers"))
     save(root / "default", "sva", {}, {"status": UNAVAILABLE})
     for name in ("fig3_incentive", "squad", "hatexplain_layers"):
         assert summary.beside_authors(root, "default", name) is None
@@ -173,12 +186,18 @@ def test_an_official_run_that_is_not_evidence_never_reproduces(root):
     assert sva[OFFICIAL_COLUMN].str.endswith("(not evidence: its models did not learn the task)").all()
     assert (sva["this book under default"] == "not run").all()
     page = summary.official_html(root, "default", ["sva"])
-    assert "reproduces" not in page and f"{len(sva)} stored numbers; undecided: {len(sva)}" in page
+    assert f"{len(sva)} stored numbers; reproduces 0 of 0 informative (0 compared); undecided: {len(sva)}" in page
 
 
 def test_under_official_the_page_has_one_column_for_official(root):
     hate = summary.beside_authors(root, "official", "hatexplain")
-    assert list(hate.columns) == ["the paper", "the authors' notebooks", OFFICIAL_COLUMN, VERDICT_COLUMN]
+    assert list(hate.columns) == [
+        "the paper",
+        "the authors' notebooks",
+        OFFICIAL_COLUMN,
+        INFORMATIVE_COLUMN,
+        VERDICT_COLUMN,
+    ]
     assert summary.official_html(root, "official", ["hatexplain"]).count("<th>this book under") == 1
 
 

@@ -260,7 +260,7 @@ def test_every_page_that_reads_the_official_results_declares_it():
         name
         for name, path in NOTEBOOKS.items()  # in the page, or in its module's run
         if re.search(
-            r'official_run\(|profile_tables\(.*"official"|official_html\(',
+            r'official_run\(|official_unit\(|profile_tables\(.*"official"|official_html\(',
             path.read_text() + inspect.getsource(catalog.CHAPTERS[name]),
         )
     }

@@ -552,6 +552,7 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
         "the authors' notebooks",
         "this run",
         "this book under official",
+        "informative?",
         "official gives the authors' number back?",
     ]
     assert three.loc[("test accuracy", "baseline"), "this run"].replace("\u00a0", " ") == (  # within [0, 100]

@@ -8,6 +8,7 @@ from qkov_lib.chapters import squad
 from qkov_lib.core.chapter import as_dict, resolve
 from qkov_lib.core.results import save
 from qkov_lib.data import authors
+from qkov_lib.metrics.official import authors_parameters
 from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, VERDICT_COLUMN
 from qkov_lib.runs.real_data import (
     AUTHORS_SCALE,
@@ -34,23 +35,23 @@ def squad_per_seed() -> pd.DataFrame:
 
 
 def test_the_sizes_an_official_run_scales_down_are_named_with_the_authors():
-    full = {"max_train": None, "max_test": None, "epochs": 100}
-    assert reduction("squad", full) is None and reduction("squad", None) is None
-    assert reduction("squad", dict(full, max_train=1000, epochs=3)) == (
+    full = authors_parameters(squad)
+    assert {k: full[k] for k in AUTHORS_SCALE["squad"]} == {"max_train": None, "max_test": None, "epochs": 100}
+    assert reduction(squad, full) is None
+    assert reduction(squad, dict(full, max_train=1000, epochs=3)) == (
         "max_train 1,000 (theirs: all), epochs 3 (theirs: 100)"
     )
-    assert reduction("hatexplain", {"epochs": 1}) is None  # its official profile runs at full size
-    assert full_size_command("squad") == (
+    assert full_size_command(squad) == (
         "python -m qkov_lib reproduce --profile official --only squad -p max_train None -p max_test None -p epochs 100"
     )
 
 
 def test_the_squad_official_profile_is_scaled_down_and_says_so_and_the_command_undoes_it():
     setup = resolve(squad, "official")[1]
-    why = reduction("squad", as_dict(setup))
+    why = reduction(squad, as_dict(setup))
     assert why is not None and "(theirs: 100)" in why  # fewer epochs than the authors' 100
     undone = resolve(squad, "official", {"max_train": None, "max_test": None, "epochs": 100})[1]
-    assert reduction("squad", as_dict(undone)) is None
+    assert reduction(squad, as_dict(undone)) is None
     assert set(AUTHORS_SCALE["squad"]) <= set(as_dict(setup))  # every scaled size is a parameter
     kept = {
         "d_model": 300,
@@ -76,18 +77,19 @@ def test_a_scaled_down_official_run_gives_no_verdict_and_the_page_says_why(tmp_p
     table = compared(per_seed, "squad", small)
     assert (table[VERDICT_COLUMN] == "undecided").all()
     assert (table[OFFICIAL_COLUMN] == full[OFFICIAL_COLUMN]).all()  # its numbers are still shown
-    note = official_note("squad", small)
-    assert "epochs 3 (theirs: 100)" in note and "*undecided*" in note and full_size_command("squad") in note
-    assert official_note("squad", OfficialRun(per_seed, evidence=True)) == "" and official_note("squad", None) == ""
+    note = official_note(squad, small)
+    assert "epochs 3 (theirs: 100)" in note and "*undecided*" in note and full_size_command(squad) in note
+    assert official_note(squad, OfficialRun(per_seed, evidence=True)) == "" and official_note(squad, None) == ""
     claims = pd.DataFrame({"id": ["F1_comparable"], "verdict": ["holds"]})
-    here = official_run("squad", "official", per_seed, claims, parameters={"epochs": 3})  # this run, scaled down
+    scaled = dict(authors_parameters(squad), epochs=3)
+    here = official_run(squad, "official", per_seed, claims, parameters=scaled)  # this run, scaled down
     assert here.reduced == "epochs 3 (theirs: 100)" and not here.comparable
     save(
         tmp_path / "official",
         "squad",
         {"per_seed": per_seed, "claims": claims},
-        {"parameters": {"max_train": 2000, "max_test": None, "epochs": 100}},
+        {"parameters": dict(authors_parameters(squad), max_train=2000)},
     )
-    read = official_run("squad", "default", root=tmp_path)  # another profile's page reads the unit's parameters
+    read = official_run(squad, "default", root=tmp_path)  # another profile's page reads the unit's parameters
     assert read.reduced == "max_train 2,000 (theirs: all)"
     assert (compared(per_seed, "squad", read)[VERDICT_COLUMN] == "undecided").all()

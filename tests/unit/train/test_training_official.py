@@ -308,6 +308,7 @@ def test_the_real_data_page_sets_official_beside_the_authors_with_its_verdict(tm
 
     from qkov_lib.data import authors
     from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, VERDICT_COLUMN
+    from qkov_lib.chapters import hatexplain
     from qkov_lib.runs.real_data import OfficialRun, compared, official_run
 
     stored = authors.table()
@@ -348,9 +349,9 @@ def test_the_real_data_page_sets_official_beside_the_authors_with_its_verdict(tm
     assert (unrun[OFFICIAL_COLUMN] == "not run").all() and (unrun[VERDICT_COLUMN] == "undecided").all()
     lost = compared(per_seed, "hatexplain", OfficialRun(per_seed, evidence=False))
     assert (lost[VERDICT_COLUMN] == "undecided").all()
-    assert official_run("hatexplain", "default", root=tmp_path) is None  # no official unit in this root
+    assert official_run(hatexplain, "default", root=tmp_path) is None  # no official unit in this root
     claims = pd.DataFrame({"id": ["accuracy_comparable"], "verdict": ["not evidence"]})
-    here = official_run("hatexplain", "official", per_seed, claims)  # this run is the official one
+    here = official_run(hatexplain, "official", per_seed, claims)  # this run is the official one
     assert here is not None and not here.evidence and here.per_seed is per_seed
 
 
@@ -386,8 +387,12 @@ def test_the_real_data_pages_intervals_of_a_percentage_stay_within_0_and_100_and
     table = compared(per_seed, "hatexplain", OfficialRun(per_seed, evidence=True))
     for column in ("this run", OFFICIAL_COLUMN):
         assert table.loc[("test accuracy", "baseline"), column].endswith(",\u00a0100.0]\u00a0%")
-        assert table.loc[("mean attention (rollout) on rationale tokens", "baseline"), column].startswith("2.5 [0.5,")
-        assert table.loc[("sufficiency at k = 5% of the padded length", "baseline"), column].startswith("-0.020 [-0.")
+        assert table.loc[(authors.table().loc["hatexplain.MRTA.baseline", "quantity"], "baseline"), column].startswith(
+            "2.5 [0.5,"
+        )
+        assert table.loc[
+            (authors.table().loc["hatexplain.sufficiency.baseline", "quantity"], "baseline"), column
+        ].startswith("-0.020 [-0.")
     keys = [k for k in authors.table().index if k.startswith("hatexplain.")]
     official = {"hatexplain.accuracy.baseline": Interval.of(accuracy, PERCENT)}
     shared = beside_official(authors.three_way(dict.fromkeys(keys, "")), keys, official, lambda i: i.text())
@@ -404,8 +409,9 @@ def test_official_results_are_read_from_their_sealed_unit_and_the_summary_reads_
     import pandas as pd
 
     from qkov_lib.chapters.summary import profile_difference
-    from qkov_lib.runs.real_data import official_run
+    from qkov_lib.chapters import hatexplain_layers
     from qkov_lib.core.results import save
+    from qkov_lib.runs.real_data import official_run
 
     per_seed = pd.DataFrame(
         {"condition": ["baseline", "faster QK (x30)"], "seed": [1234, 1234], "layers": [2, 2], "accuracy": [50.0, 51.0]}
@@ -415,14 +421,14 @@ def test_official_results_are_read_from_their_sealed_unit_and_the_summary_reads_
     )
     for profile in ("official", "default"):
         save(tmp_path / profile, "hatexplain_layers", {"per_seed": per_seed, "claims": claims}, {})
-    run = official_run("hatexplain_layers", "default", root=tmp_path, depth=2)
+    run = official_run(hatexplain_layers, "default", root=tmp_path, depth=2)
     assert run is not None and run.evidence and len(run.per_seed) == 2
-    assert not official_run("hatexplain_layers", "default", root=tmp_path).evidence  # 4 layers: not evidence
-    assert official_run("hatexplain_layers", "default", root=tmp_path, depth=3) is None  # no such depth
+    assert not official_run(hatexplain_layers, "default", root=tmp_path).evidence  # 4 layers: not evidence
+    assert official_run(hatexplain_layers, "default", root=tmp_path, depth=3) is None  # no such depth
     assert list(profile_difference(tmp_path, "default", "official", "hatexplain_layers")["official"]) == [
         "holds",
         "not evidence",
     ]
     (tmp_path / "official" / "hatexplain_layers.per_seed.csv").write_text("changed\n")
-    assert official_run("hatexplain_layers", "default", root=tmp_path) is None
+    assert official_run(hatexplain_layers, "default", root=tmp_path) is None
     assert profile_difference(tmp_path, "default", "official", "hatexplain_layers") is None

@@ -1,0 +1,208 @@
+"""One guard for every comparison with the authors' stored numbers: whether a run under the ``official`` profile is
+the authors' experiment (its parameters are the official profile's, at the authors' sizes) and whether its models
+learned the task. A chapter page and the summary both read an official run through ``official_unit`` and draw a
+reproduction verdict only where its ``Guard`` is ``comparable``; otherwise every verdict reads *undecided* and the
+page says why (``Guard.note``)."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ..core.chapter import as_dict, name_of, resolve
+from ..core.results import ResultsError, load, results_root
+from ..data import authors
+
+OFFICIAL = "official"  # the profile of the authors' setup
+AUTHORS_SCALE: dict[str, dict[str, Any]] = {  # per chapter, the sizes of the authors' run its `official` profile
+    # scales down to fit a CPU (None: every question): an official run at other sizes is not their experiment
+    "squad": {"max_train": None, "max_test": None, "epochs": 100}
+}
+REPRODUCES, DIFFERS, UNDECIDED_WORD = "reproduces", "differs", "undecided"  # as ``verdicts`` spells them
+NOT_CHECKED = "its parameters were not recorded, so they cannot be checked against the official profile's"
+
+
+def authors_parameters(module: types.ModuleType) -> dict[str, Any]:
+    """The parameters of the authors' experiment for a chapter module: its ``official`` profile's, with the sizes
+    that profile scales down set back to the authors' (``AUTHORS_SCALE``)."""
+    return as_dict(resolve(module, OFFICIAL)[1]) | AUTHORS_SCALE.get(name_of(module), {})
+
+
+def _value(value: Any) -> str:
+    """A parameter's value in words: 'all' for None, thousands separated for an integer."""
+    if value is None:
+        return "all"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else repr(value)
+
+
+def departures(module: types.ModuleType, parameters: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """How a run of ``module`` with ``parameters`` (``Chapter.params``, or a unit's metadata) departs from the
+    authors' experiment (``authors_parameters``), one phrase per parameter ('epochs 1 (theirs: 30)'): any override
+    of the official profile, and every size it scales down; one phrase saying so when the parameters are unknown."""
+    if parameters is None:
+        return (NOT_CHECKED,)
+    theirs = authors_parameters(module)
+    return tuple(
+        f"{name} {_value(parameters.get(name))} (theirs: {_value(full)})"
+        for name, full in theirs.items()
+        if name in parameters and _plain(parameters[name]) != _plain(full)
+    )
+
+
+def _plain(value: Any) -> Any:
+    """A value as its metadata reads back (tuples as lists), so that a run's and a unit's compare alike."""
+    return [_plain(v) for v in value] if isinstance(value, (tuple, list)) else value
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Whether an official run may be set against the authors' numbers: how it departs from their experiment
+    (``departures``; empty: it is theirs) and why its models are not evidence ('' : they learned the task)."""
+
+    departures: tuple[str, ...] = ()
+    not_learned: str = ""
+
+    @property
+    def comparable(self) -> bool:
+        """Its models learned and it is the authors' experiment: a reproduction verdict may be drawn."""
+        return not self.departures and not self.not_learned
+
+    def learned(self, why_not: str) -> Guard:
+        """This guard with a chapter's not-learned reason ('' where its models learned)."""
+        return replace(self, not_learned=why_not) if why_not else self
+
+    @property
+    def reason(self) -> str:
+        """Why no verdict is drawn, in a short phrase ('' where one is)."""
+        parts = []
+        if self.departures:
+            parts.append("not the authors' experiment: " + ", ".join(self.departures))
+        if self.not_learned:
+            parts.append(f"not evidence: {self.not_learned}")
+        return "; ".join(parts)
+
+    def note(self, command: str = "") -> str:
+        """What a page says below its table beside the authors' numbers when no verdict is drawn ('' otherwise):
+        why, and the command that runs the authors' experiment."""
+        if self.comparable:
+            return ""
+        rerun = f" `{command}` runs the authors' experiment." if command and self.departures else ""
+        return (
+            f"No reproduction verdict is drawn from the official run read here ({self.reason}): every verdict reads "
+            f"*undecided*.{rerun}"
+        )
+
+
+@dataclass(frozen=True)
+class OfficialUnit:
+    """A chapter's run under ``official``: its tables and its guard (the departures; a chapter adds whether its
+    models learned, ``Guard.learned``)."""
+
+    tables: Mapping[str, pd.DataFrame]
+    guard: Guard
+
+
+def official_unit(
+    module: types.ModuleType,
+    profile: str,
+    here: Mapping[str, pd.DataFrame] | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    root: Path | None = None,
+) -> OfficialUnit | None:
+    """The chapter's run under ``official``, the one path every page and the summary read it by: this run's tables
+    (``here``) and ``parameters`` when it runs under ``official`` itself, else the unit ``<root>/official/<chapter>``
+    (its tables and the parameters its metadata records; root: ``results_root()``); None when there is none. Its
+    guard names every departure from the authors' experiment (``departures``)."""
+    if profile == OFFICIAL and here is not None:
+        tables, params = here, parameters
+    else:
+        try:
+            tables, meta = load((root or results_root()) / OFFICIAL, name_of(module))
+        except ResultsError:
+            return None
+        params = meta.get("parameters")
+    return OfficialUnit(tables, Guard(departures(module, params)))
+
+
+def full_size_command(module: types.ModuleType) -> str:
+    """The command that runs a chapter's official profile at the authors' sizes (``AUTHORS_SCALE``)."""
+    name = name_of(module)
+    sizes = " ".join(f"-p {k} {v}" for k, v in AUTHORS_SCALE.get(name, {}).items())
+    return f"python -m qkov_lib reproduce --profile {OFFICIAL} --only {name} {sizes}".strip()
+
+
+# ---- which stored numbers can tell the authors' experiment from another, and how many of them come back ----
+
+NEAR_BOUND = 1.0  # a share within this many points of 0% or 100%: any model whose mass lies elsewhere reaches it
+INFORMATIVE, INFORMATIVE_COLUMN = "yes", "informative?"
+INFORMATIVE_RULE = (
+    "a stored number is informative when it can tell the authors' experiment from another: not when nothing is "
+    f"stored, not a share within {NEAR_BOUND:g} point of 0% or 100% (any trained model reaches a test accuracy of "
+    "100% on the synthetic task, and any model below a bin's attention reaches 0% in it), and not when the other "
+    "condition's official interval (baseline against faster query-key learning) holds it too"
+)
+CONDITIONS = ("baseline", "faster")
+
+
+def informative(key: str, official: Mapping[str, Any] | None = None) -> str:
+    """Whether the authors' stored number ``key`` is informative (``INFORMATIVE_RULE``): 'yes', or 'no: ' and why.
+    ``official``: key -> this book's ``Interval`` under official (None: not run), for the other condition's check."""
+    theirs, _, unit = authors.number(key)
+    if theirs is None:
+        return "no: nothing stored"
+    if unit == "%" and min(theirs, 100 - theirs) <= NEAR_BOUND:
+        return f"no: a share within {NEAR_BOUND:g} point of {'0' if theirs <= 50 else '100'}%, reached by any model"
+    stem, _, condition = key.rpartition(".")
+    if condition in CONDITIONS and official is not None:
+        other = official.get(f"{stem}.{CONDITIONS[1 - CONDITIONS.index(condition)]}")
+        if other is not None and other.n > 1 and other.low <= theirs <= other.high:
+            return "no: the other condition's official interval holds it too"
+    return INFORMATIVE
+
+
+def tally(verdicts: Sequence[str], informative_words: Sequence[str]) -> str:
+    """'reproduces k of n informative (m compared)': of the stored numbers compared (a verdict reproduces or
+    differs), the informative ones (``informative``) and how many of those reproduce."""
+    pairs = [(v, i == INFORMATIVE) for v, i in zip(verdicts, informative_words) if v in (REPRODUCES, DIFFERS)]
+    useful = [v for v, i in pairs if i]
+    return f"reproduces {useful.count(REPRODUCES)} of {len(useful)} informative ({len(pairs)} compared)"
+
+
+# ---- both sides' spread: the authors' per-seed numbers against this book's, where they printed them ----
+
+WELCH_TOLERANCE = {"%": 2.0, "": 0.02}  # by unit: the difference that counts as a different number
+WELCH_RULE = (
+    "Where the authors printed each seed's number, both sides' spread decides: the 95% Welch interval of the "
+    "difference of means (this book under official minus the authors') reproduces when it lies within the "
+    "tolerance (2 points for a percentage, 0.02 for a probability difference), differs when it lies wholly beyond "
+    "it, and is undecided when it reaches across it"
+)
+
+
+def welch(ours: Sequence[float], theirs: Sequence[float]) -> tuple[float, float, float]:
+    """The difference of means (ours minus theirs) and its 95% Welch interval (unequal variances,
+    Welch-Satterthwaite degrees of freedom); a side with no spread contributes none."""
+    a, b = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    diff = float(a.mean() - b.mean())
+    if va + vb == 0:
+        return diff, diff, diff
+    dof = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
+    half = float(stats.t.ppf(0.975, dof) * np.sqrt(va + vb))
+    return diff, diff - half, diff + half
+
+
+def welch_verdict(ours: Sequence[float], theirs: Sequence[float], unit: str) -> str:
+    """``WELCH_RULE``'s word for this book's per-seed values against the authors'."""
+    _, low, high = welch(ours, theirs)
+    tol = WELCH_TOLERANCE[unit]
+    if -tol <= low and high <= tol:
+        return REPRODUCES
+    return DIFFERS if low > tol or high < -tol else UNDECIDED_WORD
