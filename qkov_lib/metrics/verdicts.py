@@ -409,3 +409,23 @@ def counts(verdicts: Iterable[str]) -> dict[str, int]:
     """How many claims have each word, in the order of ``WORDS``."""
     verdicts = list(verdicts)
     return {w: verdicts.count(w) for w in WORDS}
+
+
+REPLICATED, NOT_REPLICATED = "[Re]", "[¬Re]"  # ReScience's marks: a replication, a failed one
+REPLICATION_RULE = (
+    "the report is marked [Re] (a successful replication) if none of the paper's headline claims fails and more "
+    "than half of them hold in this build; otherwise it is marked [¬Re]"
+)
+
+
+def replication(verdicts: Iterable[str]) -> str:
+    """ReScience's mark for the headline verdicts (``REPLICATION_RULE``): [Re] if none fails and more than half
+    hold, else [¬Re]; an undecided or not-evidence claim counts as not holding. An empty list is refused."""
+    words = list(verdicts)
+    unknown = sorted(set(words) - set(WORDS))
+    if not words or unknown:
+        raise ValueError(
+            f"replication needs the headline verdicts, each one of {', '.join(WORDS)}; got {unknown or 'none'}"
+        )
+    tally = counts(words)
+    return REPLICATED if tally[FAILS] == 0 and 2 * tally[HOLDS] > len(words) else NOT_REPLICATED
