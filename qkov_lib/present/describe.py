@@ -155,7 +155,10 @@ def _lines(traces: Sequence[go.BaseTraceType], x_label: str = "") -> str:
         name, x, y = ends[0]
         return f"{name} ends at {value(y)} (x = {x})"
     if value(ends[0][2]) == value(ends[-1][2]):
-        return f"at the last {x_label or 'point'}, {'both' if len(ends) == 2 else f'all {len(ends)}'} lines end at {value(ends[0][2])}"
+        return (
+            f"at the last {x_label or 'point'}, {'both' if len(ends) == 2 else f'all {len(ends)}'} lines "
+            f"end at {value(ends[0][2])}"
+        )
     named = [ends[0], ends[-1]] if len(ends) > 2 else ends
     parts = [
         f"{name} highest at {value(y)}" if i == 0 else f"{name} lowest at {value(y)}"
