@@ -2,9 +2,9 @@
 (vectors in the PDF) and MathJax's formulas as text, which no other offline route here does (Jupyter Book's LaTeX
 builder drops plotly figures; kaleido downloads its own Chrome). The page is loaded through chromedriver (as the
 browser tests do), every outside host unresolvable; it is printed with the DevTools protocol's ``Page.printToPDF``
-(A4, backgrounds, a page-number footer) only once it is ready: its fonts loaded, MathJax 2's startup typesetting
-done (once ``MathJax.isReady``, a callback queued behind it, ``MathJax.Hub.Queue``), and every plotly figure drawn (its ``svg.main-svg``), a
-figure taller than a page first redrawn to the page's height."""
+(A4, backgrounds, a page-number footer) only once it is ready: its fonts loaded, MathJax 2's startup
+typesetting done (once ``MathJax.isReady``, a callback queued behind it, ``MathJax.Hub.Queue``), and every plotly
+figure drawn (its ``svg.main-svg``), a figure taller than a page first redrawn to the page's height."""
 
 from __future__ import annotations
 

@@ -73,8 +73,9 @@ def test_each_claim_shows_both_verdicts_or_says_the_authors_code_did_not_run():
 
 def test_the_contents_keep_their_shape_when_numbered():
     blank, numbered = report.contents(None), report.contents({s: i + 3 for i, s in enumerate(report.SECTIONS)})
-    shape = lambda text: [
-        li.find_all("span") and len(li.find_all("span")) for li in BeautifulSoup(text, "html.parser").find_all("li")
-    ]  # noqa: E731
+
+    def shape(text: str) -> list[int]:
+        return [len(li.find_all("span")) for li in BeautifulSoup(text, "html.parser").find_all("li")]
+
     assert shape(blank) == shape(numbered) == [2] * len(report.SECTIONS)
     assert ">3</span>" in numbered and ">3</span>" not in blank
