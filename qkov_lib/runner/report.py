@@ -200,7 +200,7 @@ def figures_html(found: Sequence[Figure]) -> str:
         soup = BeautifulSoup(f.html, "html.parser")
         number = soup.select_one(".caption-number")
         if number is not None:
-            number.string = f"Figure {i} ({title(f.page)}). "
+            number.string = f"Figure {i} (from “{title(f.page)}”). "
         parts.append(str(soup))
     return "".join(parts)
 

@@ -45,7 +45,7 @@ def test_each_chapters_figures_keep_their_own_ids_caption_and_text_alternative(t
     assert 'id="fig2_dtap-qkov-figure-1"' in found[0].html
     assert 'Plotly.newPlot("fig3_incentive-qkov-figure-1"' in found[1].html
     numbered = report.figures_html(found)
-    assert "Figure 2 (" in numbered and "Fig. 1" not in numbered
+    assert "Figure 2 (from" in numbered and "Fig. 1" not in numbered
 
 
 def test_a_missing_page_names_the_command_that_builds_it(tmp_path):
