@@ -5,7 +5,7 @@ VENV ?= .venv
 PROFILE ?= auto
 PY := $(VENV)/bin/python
 
-.PHONY: venv book lab lint test test-fast bench clean portable-reference
+.PHONY: venv book report lab lint test test-fast bench clean portable-reference
 
 venv: $(VENV)/.installed
 
@@ -25,6 +25,11 @@ book: venv
 		$(if $(BUDGET),--budget-minutes $(BUDGET)); status=$$?; \
 	if [ $$status -le 1 ]; then $(PY) -m qkov_lib book $(if $(REPO_URL),--repo-url $(REPO_URL)) || exit $$?; fi; \
 	exit $$status
+
+# The built book as one A4 article in ReScience's form, _build/html/report.pdf (qkov_lib/runner/report.py), printed
+# offline by headless Chromium; PROFILE (default: the built book's) must be the profile the book was built under.
+report: venv
+	$(PY) -m qkov_lib report $(if $(filter-out auto,$(PROFILE)),--profile $(PROFILE))
 
 # JupyterLab rooted at the repository, opening on the chapters' sources, with .md files opening as notebooks
 # (jupytext); the setting is written into this environment's JupyterLab, not the user's. Its contents manager

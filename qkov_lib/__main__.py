@@ -1,4 +1,5 @@
-"""Command line: ``python -m qkov_lib reproduce|book|chapters|notebook|fetch|results|publish`` (see README)."""
+"""Command line: ``python -m qkov_lib reproduce|book|report|chapters|notebook|fetch|results|publish`` (see
+README)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from .core.contents import title
 from .core.paths import BOOK_CHAPTERS, RESULTS_ROOT
 from .core.workers import end_descendants
 from .data.registry import CANONICAL, DataError, canonical_file
-from .runner import publish, unpack
+from .runner import publish, report, unpack
 from .runner.book import build_book
 from .runner.catalog import CHAPTERS
 from .runner.notebooks import write_notebook
@@ -65,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
         "launch links (default: $QKOV_REPO_URL; none when unset)",
     )
     book.add_argument("--branch", help="the repository branch the links name (default: $QKOV_BRANCH, else main)")
+    rpt = sub.add_parser("report", help="print the built book as one article, an A4 PDF (ReScience's form)")
+    rpt.add_argument("--profile", help="the profile the built book ran under (default: the built book's)")
+    rpt.add_argument(
+        "-o", "--output", type=Path, help=f"the PDF (default: {report.PDF_NAME} beside the built book's index.html)"
+    )
     sub.add_parser("chapters", help="list the chapters")
     nb = sub.add_parser("notebook", help="write a chapter as an .ipynb for plain papermill or any notebook tool")
     nb.add_argument("name", help="the chapter (`python -m qkov_lib chapters` lists them)")
@@ -97,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             return unpack.command(args)
         if args.command == "publish":
             return publish.command(args)
+        if args.command == "report":
+            return report.command(args.profile, args.output)
         if args.command == "chapters":
             for name in CHAPTERS:
                 print(f"{name:28} {title(name)}")

@@ -426,3 +426,23 @@ def tally_line(table: pd.DataFrame) -> str:
     (m compared), of N stored numbers.'"""
     told = tally(list(table[VERDICT_COLUMN]), list(table[INFORMATIVE_COLUMN]))
     return f"Under `official`: {told}, of {len(table)} stored numbers; {INFORMATIVE_RULE}."
+
+
+REPLICATED, NOT_REPLICATED = "[Re]", "[¬Re]"  # ReScience's marks: a replication, a failed one
+REPLICATION_RULE = (
+    "the report is marked [Re] (a successful replication) if none of the paper's headline claims fails and more "
+    "than half of them hold in this build; otherwise it is marked [¬Re]"
+)
+
+
+def replication(verdicts: Iterable[str]) -> str:
+    """ReScience's mark for the headline verdicts (``REPLICATION_RULE``): [Re] if none fails and more than half
+    hold, else [¬Re]; an undecided or not-evidence claim counts as not holding. An empty list is refused."""
+    words = list(verdicts)
+    unknown = sorted(set(words) - set(WORDS))
+    if not words or unknown:
+        raise ValueError(
+            f"replication needs the headline verdicts, each one of {', '.join(WORDS)}; got {unknown or 'none'}"
+        )
+    words_counted = counts(words)
+    return REPLICATED if words_counted[FAILS] == 0 and 2 * words_counted[HOLDS] > len(words) else NOT_REPLICATED

@@ -7,6 +7,7 @@ titles on a narrow screen. Panel titles are short and wrap; each axis title is w
 
 from __future__ import annotations
 
+import html
 import itertools
 import math
 import os
@@ -23,6 +24,7 @@ from plotly.subplots import make_subplots
 
 from ..core.results import RESULTS_ENV
 from ..metrics import mean_std
+from .describe import describe
 
 PALETTE = qualitative.D3
 FONT = "Helvetica, Arial, sans-serif"
@@ -45,18 +47,28 @@ pio.templates.default = "plotly_white+qkov"
 _shown = itertools.count(1)
 
 
+ALT_CLASS = "qkov-alt"  # the figure's text alternative: hidden on screen (read out), printed in the report
+
+
 class Shown:
     """A figure as the page shows it: plotly JSON for JupyterLab, and HTML that draws with the book's local
     plotly.js (no CDN), its element id numbered, not random, so a rerun writes the same notebook. ``glue`` stores
-    it for a captioned ``{glue:figure}``; ``display`` shows it in place."""
+    it for a captioned ``{glue:figure}``; ``display`` shows it in place. The HTML carries the figure's text
+    alternative (``describe.describe``, from its data): ``role="img"`` and ``aria-label`` on its container, and the
+    same words in a visually hidden paragraph that prints."""
 
     def __init__(self, fig: go.Figure) -> None:
         self.fig = fig
-        self.html = fig.to_html(
+        self.alt = describe(fig)
+        plot = fig.to_html(
             full_html=False,
             include_plotlyjs=False,
             config={"responsive": True, "displayModeBar": False},
             div_id=f"qkov-figure-{next(_shown)}",
+        )
+        alt = html.escape(self.alt)
+        self.html = (
+            f'<div class="qkov-figure" role="img" aria-label="{alt}">{plot}<p class="{ALT_CLASS}">{alt}</p></div>'
         )
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:

@@ -7,7 +7,9 @@
    this checkout can use, ``published.fetch``), within a time budget (``BUDGET`` minutes: a stale chapter that would
    not fit is not started and its page shows its last results, saying so);
 4. pack the results into the bundle again (also after a failed chapter: what finished is kept);
-5. put the built HTML under ``<site>/<profile>/`` beside the other profiles' last builds, with an index page
+5. print the report (``report.write_report``: the built book as one A4 article, ``report.pdf`` beside it; best
+   effort, the log says why where it cannot be printed) and put the built HTML under ``<site>/<profile>/`` beside
+   the other profiles' last builds, with an index page
    linking them (one Pages site: ``/default/``, ``/official/``, ``/paper/``), and its sealed units beside it,
    ``<site>/<profile>/results/`` (``published.write``: one bundle per chapter and an index, what a fresh clone's
    ``make book`` starts from); given the repository's address, each chapter's Colab
@@ -37,7 +39,7 @@ from ..core.chapter import PROFILES, ParameterError
 from ..core.contents import chapter_names
 from ..core.paths import HTML, REPO_ROOT, RESULTS_ROOT
 from ..data.registry import CANONICAL, DataError, canonical_file
-from . import bundle, notebooks, published, unpack
+from . import bundle, notebooks, published, report, report_print, unpack
 from .plan import format_plan, plan
 
 COLAB_DIR = "colab"  # <site>/<profile>/colab/<chapter>.ipynb: the chapters for Colab
@@ -51,6 +53,7 @@ DESCRIPTIONS = {  # the index page's line per profile
     "smoke": "tiny settings that check the pipeline, not the claims",
 }
 Build = Callable[[Sequence[str]], int]  # make's arguments -> exit status
+Report = Callable[..., dict]  # report.write_report: (profile, pdf, html_dir, root) -> what it printed
 
 
 def make(args: Sequence[str]) -> int:
@@ -183,8 +186,10 @@ def publish(
     html_dir: Path = HTML,
     build: Build = make,
     log: Callable[[str], None] = print,
+    write_report: Report = report.write_report,
 ) -> int:
-    """Restore, build (only stale chapters rerun), pack and place the site; the build's exit status."""
+    """Restore, build (only stale chapters rerun), pack, print the report and place the site; the build's exit
+    status."""
     if budget_minutes is not None and not budget_minutes > 0:
         raise ParameterError(
             f"--budget-minutes {budget_minutes} is not a positive number of minutes; give one, or "
@@ -219,6 +224,7 @@ def publish(
         "not_current": [p.chapter for p in stale],
     }
     colab = colab_writer(repo_url, commit, say)
+    print_report(profile, html_dir, results_root, write_report, say)
 
     def extra(folder: Path) -> None:
         index = published.write(folder / published.FOLDER, profile, results_root)
@@ -228,6 +234,18 @@ def publish(
 
     say(f"site: {place_site(html_dir, site, profile, stamp, extra)}")
     return status
+
+
+def print_report(profile: str, html_dir: Path, results_root: Path, write: Report, log: Callable[[str], None]) -> None:
+    """The report beside the built book (``report.PDF_NAME``: the site then holds ``<site>/<profile>/report.pdf``);
+    where it cannot be printed (no Chromium, no summary page), the log says why and the book is published without
+    it."""
+    try:
+        done = write(profile, html_dir / report.PDF_NAME, html_dir, results_root)
+    except (report.ReportError, report_print.PrintError, ParameterError) as err:
+        log(f"no {report.PDF_NAME}: {err}")
+        return
+    log(f"{report.PDF_NAME}: {done['figures']} figures, printed in {done['seconds']} s")
 
 
 def colab_writer(repo_url: str | None, commit: str | None, log: Callable[[str], None]) -> Callable[[Path], Any] | None:

@@ -1,6 +1,7 @@
 """The rendered smoke book in headless Chromium, served over local HTTP with every outside host unresolvable: each
 page's plotly figures draw their SVG, each formula is typeset by the book's own MathJax, the console shows no
-error (but the listed, explained ones), the page holds no machine path, traceback or stderr output, plotly.js is
+error (but the listed, explained ones), every figure has its text alternative (``role="img"`` with an
+``aria-label``, and the visually hidden description that prints), the page holds no machine path, traceback or stderr output, plotly.js is
 loaded exactly where there are figures, and no page is wider than a 1280-pixel window.
 
 Needs ``chromium`` and ``chromium-driver`` (Debian packages; ``.ci/run`` installs them). Without them the test is
@@ -45,12 +46,16 @@ const pending = document.querySelectorAll('.MathJax_Processing, .MathJax_Preview
 const errors = document.querySelectorAll('.mjx-merror, .MathJax_Error').length;
 const figures = document.querySelectorAll('div.plotly-graph-div').length;
 const drawn = [...document.querySelectorAll('div.plotly-graph-div')].filter(d => d.querySelector('svg.main-svg')).length;
+const described = [...document.querySelectorAll('div.plotly-graph-div')].filter(d => {
+  const box = d.closest('[role="img"]'), alt = box && box.querySelector('.qkov-alt');
+  return box && (box.getAttribute('aria-label') || '').trim() && alt && alt.textContent.trim();
+}).length;
 const queueDone = !window.MathJax || !window.MathJax.Hub || !window.MathJax.Hub.queue.pending;
 const stderr = document.querySelectorAll('.output.stderr').length;
 const plotly = [...document.scripts].some(s => (s.getAttribute('src') || '').includes('plotly.min.js'));
 const overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth;
 const ready = document.readyState === 'complete';
-return {math, typeset, pending, errors, figures, drawn, queueDone, stderr, plotly, overflow, ready,
+return {math, typeset, pending, errors, figures, drawn, described, queueDone, stderr, plotly, overflow, ready,
         text: document.body.innerText};
 """
 
@@ -135,6 +140,8 @@ def test_every_page_renders_offline(browser, served):
             problems.append(f"{page}: the page is {c['overflow']} px wider than the window (a table or figure)")
         if c["drawn"] != c["figures"]:
             problems.append(f"{page}: {c['figures'] - c['drawn']} figure(s) not drawn")
+        if c["described"] != c["figures"]:
+            problems.append(f"{page}: {c['figures'] - c['described']} figure(s) without a text alternative")
         if c["typeset"] < c["math"] or c["errors"]:
             problems.append(f"{page}: {c['math'] - c['typeset']} formula(s) not typeset, {c['errors']} MathJax errors")
         if errors:

@@ -1,0 +1,81 @@
+"""The report's parts from small pages and tables (``runner.report``): the screen's chrome left out, each chapter's
+figures kept apart, both verdicts of a claim, a contents list that keeps its shape when numbered."""
+
+from pathlib import Path
+
+import pandas as pd
+from bs4 import BeautifulSoup
+
+from qkov_lib.metrics.verdicts import FAILS, HOLDS
+from qkov_lib.runner import report
+
+PAGE = """<html><body><nav>the theme's navigation</nav><article class="bd-article">
+<h1>A chapter<a class="headerlink" href="#a">#</a></h1><p class="qkov-launch">Run this chapter yourself</p>
+<p>See <a href="other.html#x">the other chapter</a> and <a href="https://arxiv.org/abs/1">the paper</a>.</p>
+<img src="../../_images/plot.png"><details><summary>numbers</summary>folded</details>
+<figure><div class="qkov-figure" role="img" aria-label="ALT"><div class="plotly-graph-div" id="qkov-figure-1"></div>
+<script>Plotly.newPlot("qkov-figure-1", [])</script><p class="qkov-alt">ALT {name}</p></div>
+<figcaption><p><span class="caption-number">Fig. 1 </span><span class="caption-text">Caption of {name}.</span></p>
+</figcaption></figure></article></body></html>"""
+
+
+def write_pages(html_dir: Path, names: list[str]) -> None:
+    for name in names:
+        path = html_dir / report.page_url(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(PAGE.replace("{name}", name))
+
+
+def test_an_article_has_no_navigation_anchors_or_launch_links_and_only_outside_links(tmp_path):
+    write_pages(tmp_path, ["fig2_dtap"])
+    body = report.article(tmp_path, "fig2_dtap")
+    text = str(body)
+    assert "navigation" not in text and "headerlink" not in text and "Run this chapter" not in text
+    assert 'href="other.html' not in text and "the other chapter" in text
+    assert 'href="https://arxiv.org/abs/1"' in text
+    assert body.find("img")["src"] == "_images/plot.png"  # from the book's root, where the report is
+    assert body.find("details").has_attr("open")  # paper does not unfold
+
+
+def test_each_chapters_figures_keep_their_own_ids_caption_and_text_alternative(tmp_path):
+    write_pages(tmp_path, ["fig2_dtap", "fig3_incentive"])
+    found = report.figures(tmp_path, ["fig2_dtap", "fig3_incentive"])
+    assert [f.caption for f in found] == ["Caption of fig2_dtap.", "Caption of fig3_incentive."]
+    assert [f.alt for f in found] == ["ALT fig2_dtap", "ALT fig3_incentive"]
+    assert 'id="fig2_dtap-qkov-figure-1"' in found[0].html
+    assert 'Plotly.newPlot("fig3_incentive-qkov-figure-1"' in found[1].html
+    numbered = report.figures_html(found)
+    assert "Figure 2 (from" in numbered and "Fig. 1" not in numbered
+
+
+def test_a_missing_page_names_the_command_that_builds_it(tmp_path):
+    try:
+        report.article(tmp_path, "errata")
+    except report.ReportError as err:
+        assert "python -m qkov_lib book" in str(err)
+    else:
+        raise AssertionError("no error for a missing page")
+
+
+def test_each_claim_shows_both_verdicts_or_says_the_authors_code_did_not_run():
+    ours = pd.DataFrame(
+        {"claim": ["A", "B"], "verdict": [HOLDS, FAILS], "this run": ["1.0", ""], "authors": ["2.0", "3.0"]}
+    )
+    theirs = ours.assign(verdict=[FAILS, HOLDS])
+    rows = BeautifulSoup(report.results_html(ours, "smoke", theirs), "html.parser").select("tbody tr")
+    assert [[td.get_text(" ", strip=True) for td in r.find_all("td")][1:3] for r in rows] == [
+        [HOLDS, FAILS],
+        [FAILS, HOLDS],
+    ]
+    alone = report.results_html(ours, "smoke", None)
+    assert alone.count("not run") == 2 and "the authors' code (official)" in alone
+
+
+def test_the_contents_keep_their_shape_when_numbered():
+    blank, numbered = report.contents(None), report.contents({s: i + 3 for i, s in enumerate(report.SECTIONS)})
+
+    def shape(text: str) -> list[int]:
+        return [len(li.find_all("span")) for li in BeautifulSoup(text, "html.parser").find_all("li")]
+
+    assert shape(blank) == shape(numbered) == [2] * len(report.SECTIONS)
+    assert ">3</span>" in numbered and ">3</span>" not in blank
