@@ -104,7 +104,11 @@ def _words(cells: np.ndarray) -> str:
     """A heatmap of words (its cells' ``customdata``, e.g. verdicts): how many cells have each."""
     words = [plain(w) for w in cells.ravel() if plain(w)]
     tally = {w: words.count(w) for w in dict.fromkeys(words)}
-    return listed([f"{n} {'cell' if n == 1 else 'cells'} {w}" for w, n in tally.items()]) if tally else "no cells"
+    return (
+        listed([f"{n} {'cell reads' if n == 1 else 'cells read'} “{w}”" for w, n in tally.items()])
+        if tally
+        else "no cells"
+    )
 
 
 def _heatmap(trace: go.Heatmap, x_label: str, y_label: str) -> str:

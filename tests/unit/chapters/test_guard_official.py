@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from qkov_lib.chapters import fig2_dtap, fig3_incentive, hatexplain, squad, summary, sva
+from qkov_lib.chapters.summary import beside
 from qkov_lib.core.results import load, save
 from qkov_lib.data import authors
 from qkov_lib.metrics.official import NOT_CHECKED, Guard, authors_parameters, departures, official_unit
@@ -61,7 +62,7 @@ def root(tmp_path):
 
 @pytest.mark.parametrize("page, module", [("hatexplain", hatexplain), ("sva", sva), ("squad", squad)])
 def test_the_page_and_the_summary_give_the_same_verdict_for_the_same_unit(root, page, module):
-    from_summary = summary.beside_authors(root, "default", page)[VERDICT_COLUMN]
+    from_summary = beside.beside_authors(root, "default", page)[VERDICT_COLUMN]
     read = official_run(module, "default", root=root)  # a page under default reads the official unit
     from_page = compared(per_seed(page), page, read)
     if "quantity" in from_page.columns:
@@ -79,9 +80,9 @@ def test_the_page_and_the_summary_give_the_same_verdict_for_the_same_unit(root, 
         assert set(from_summary) == {UNDECIDED}
         note = official_note(module, read)
         assert "not the authors' experiment" in note and "*undecided*" in note
-        shown = summary.beside_authors(root, "default", page)[OFFICIAL_COLUMN]
+        shown = beside.beside_authors(root, "default", page)[OFFICIAL_COLUMN]
         assert shown.str.contains("not the authors' experiment: ").all()
-        tally = summary.official_html(root, "default", [page])
+        tally = beside.official_html(root, "default", [page])
         assert "reproduces 0 of 0 informative (0 compared)" in tally.split("</summary>")[0]
 
 
@@ -120,7 +121,7 @@ def test_figure_2_a_panel_at_chance_accuracy_is_not_evidence_and_an_override_is_
         {"main": fig2_main(100.0), "claims": CLAIMS},
         {"parameters": dict(theirs, lr=1.0)},
     )
-    table = summary.beside_authors(tmp_path, "official", "fig2_dtap")
+    table = beside.beside_authors(tmp_path, "official", "fig2_dtap")
     assert set(table[VERDICT_COLUMN]) == {UNDECIDED} and table[OFFICIAL_COLUMN].str.contains("lr 1.0").all()
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from qkov_lib.chapters import summary
+from qkov_lib.chapters.summary import beside
 from qkov_lib.core.results import UNAVAILABLE, save
 from qkov_lib.data import authors
 from qkov_lib.metrics.official import INFORMATIVE_COLUMN, authors_parameters
@@ -78,16 +79,16 @@ def fig4_main(alphas: dict[float, float]) -> pd.DataFrame:
     """Theorem 1's matched read-out at two losses: the stopping loss the authors printed alpha at, and another."""
     return pd.DataFrame(
         [
-            {"ratio": r, "stopping_loss": loss, "alpha": a if loss == summary.STORED_LOSS else 0.5}
+            {"ratio": r, "stopping_loss": loss, "alpha": a if loss == beside.STORED_LOSS else 0.5}
             for r, a in alphas.items()
-            for loss in (1e-2, summary.STORED_LOSS)
+            for loss in (1e-2, beside.STORED_LOSS)
         ]
     )
 
 
 def meta(page: str) -> dict:
     """A unit's metadata as an official run at the authors' settings records it: their parameters."""
-    return {"parameters": authors_parameters(summary.BESIDE_OFFICIAL[page].module)}
+    return {"parameters": authors_parameters(beside.BESIDE_OFFICIAL[page].module)}
 
 
 @pytest.fixture
@@ -123,7 +124,7 @@ def root(tmp_path):
 
 
 def test_a_chapter_with_official_results_sets_them_beside_the_authors_and_this_profile(root):
-    hate = summary.beside_authors(root, "default", "hatexplain")
+    hate = beside.beside_authors(root, "default", "hatexplain")
     assert list(hate.columns) == [
         "the paper",
         "the authors' notebooks",
@@ -142,7 +143,7 @@ def test_a_chapter_with_official_results_sets_them_beside_the_authors_and_this_p
         "hatexplain.accuracy.baseline"
     )
 
-    fig2 = summary.beside_authors(root, "default", "fig2_dtap")
+    fig2 = beside.beside_authors(root, "default", "fig2_dtap")
     b = fig2.loc[("test sequences at attention >= 0.8 and probability >= 0.8", "(b) FACO")]
     assert b[VERDICT_COLUMN] == "reproduces" and b["this book under default"] == "not run"  # no default unit
     assert (
@@ -150,13 +151,13 @@ def test_a_chapter_with_official_results_sets_them_beside_the_authors_and_this_p
     )  # 50 against the authors' 0
     assert fig2.loc[("test accuracy", "(g) CACO QK x5"), VERDICT_COLUMN] == "reproduces"  # 100 within one seed's slack
 
-    fig4 = summary.beside_authors(root, "default", "fig4_mu_trajectories")
+    fig4 = beside.beside_authors(root, "default", "fig4_mu_trajectories")
     assert list(fig4[VERDICT_COLUMN]) == ["reproduces", "differs", "undecided"]  # 0.149; 0.292 against 0.287; none
     assert list(fig4[OFFICIAL_COLUMN]) == ["0.149", "0.292", "0.990"]
     assert list(fig4["this book under default"]) == ["0.050", "0.200", "0.980"]
     stopped = fig4_main({0.01: 0.05}).query("stopping_loss > 1e-3")  # a run that stopped before the authors' loss
     save(root / "smoke", "fig4_mu_trajectories", {"main": stopped, "claims": claims()}, {})
-    assert list(summary.beside_authors(root, "smoke", "fig4_mu_trajectories")["this book under smoke"]) == [
+    assert list(beside.beside_authors(root, "smoke", "fig4_mu_trajectories")["this book under smoke"]) == [
         "stopped before the loss 0.0001",
         "not run",
         "not run",
@@ -169,28 +170,28 @@ def test_a_chapter_without_official_results_says_how_to_compute_them(root):
     save(root / "official", "hatexplain_layers", {"per_seed": layers, "claims": claims()}, meta("hatexplain_layers"))
     save(root / "default", "sva", {}, {"status": UNAVAILABLE})
     for name in ("fig3_incentive", "squad", "hatexplain_layers"):
-        assert summary.beside_authors(root, "default", name) is None
-    page = summary.official_html(root, "default")
+        assert beside.beside_authors(root, "default", name) is None
+    page = beside.official_html(root, "default")
     for name in ("fig3_incentive", "squad", "hatexplain_layers"):
         assert html.escape(f"python -m qkov_lib reproduce --profile official --only {name}") in page
     assert "--only hatexplain<" not in page and page.count("<details") == 4  # the four chapters with official units
     assert page.index('href="fig2_dtap.html"') < page.index('href="hatexplain.html"') < page.index('href="squad.html"')
     squad = page[page.index('href="squad.html"') :]
     assert "its data was not available where it ran" in squad and "not run yet" in page
-    assert (summary.beside_authors(root, "default", "sva")["this book under default"] == "not run").all()
+    assert (beside.beside_authors(root, "default", "sva")["this book under default"] == "not run").all()
 
 
 def test_an_official_run_that_is_not_evidence_never_reproduces(root):
-    sva = summary.beside_authors(root, "default", "sva")
+    sva = beside.beside_authors(root, "default", "sva")
     assert (sva[VERDICT_COLUMN] == "undecided").all()  # its accuracies equal the authors', but the models did not learn
     assert sva[OFFICIAL_COLUMN].str.endswith("(not evidence: its models did not learn the task)").all()
     assert (sva["this book under default"] == "not run").all()
-    page = summary.official_html(root, "default", ["sva"])
+    page = beside.official_html(root, "default", ["sva"])
     assert f"{len(sva)} stored numbers; reproduces 0 of 0 informative (0 compared); undecided: {len(sva)}" in page
 
 
 def test_under_official_the_page_has_one_column_for_official(root):
-    hate = summary.beside_authors(root, "official", "hatexplain")
+    hate = beside.beside_authors(root, "official", "hatexplain")
     assert list(hate.columns) == [
         "the paper",
         "the authors' notebooks",
@@ -198,8 +199,8 @@ def test_under_official_the_page_has_one_column_for_official(root):
         INFORMATIVE_COLUMN,
         VERDICT_COLUMN,
     ]
-    assert summary.official_html(root, "official", ["hatexplain"]).count("<th>this book under") == 1
+    assert beside.official_html(root, "official", ["hatexplain"]).count("<th>this book under") == 1
 
 
 def test_every_chapter_with_stored_numbers_is_compared():
-    assert set(summary.BESIDE_OFFICIAL) == set(authors.table()["chapter"])
+    assert set(beside.BESIDE_OFFICIAL) == set(authors.table()["chapter"])

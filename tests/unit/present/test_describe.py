@@ -44,7 +44,7 @@ def test_a_bar_chart_names_its_tallest_and_shortest_bar():
 def test_a_heatmap_of_words_counts_its_cells():
     words = np.array([["holds", "fails"], ["holds", "holds"]], dtype=object)
     fig = go.Figure(go.Heatmap(z=np.ones((2, 2)), customdata=words))
-    assert "3 cells holds and 1 cell fails" in describe(fig)
+    assert "3 cells read “holds” and 1 cell reads “fails”" in describe(fig)
 
 
 def test_plotlys_typed_arrays_are_read_as_arrays():

@@ -408,7 +408,7 @@ def test_official_results_are_read_from_their_sealed_unit_and_the_summary_reads_
     which the summary's profile comparison uses too); a unit changed after it was sealed is not read."""
     import pandas as pd
 
-    from qkov_lib.chapters.summary import profile_difference
+    from qkov_lib.chapters.summary.beside import profile_difference
     from qkov_lib.chapters import hatexplain_layers
     from qkov_lib.core.results import save
     from qkov_lib.runs.real_data import official_run
