@@ -165,7 +165,7 @@ TABLE1_CHANGE = {  # faster QK minus the baseline, per seed, on which every Tabl
 
 
 def table1_rows(performance: str = "accuracy", examples: int = 100, **change: list[float]) -> pd.DataFrame:
-    """Table 1's per-seed rows of a baseline and a faster-QK condition (``real_data.claims``' input), three seeds:
+    """Table 1's per-seed rows of a baseline and a faster-QK condition (``real_verdicts.claims``' input), three seeds:
     the metrics of ``TABLE1_BASE`` and, for faster QK, those plus ``TABLE1_CHANGE`` with ``change`` replacing a
     metric's per-seed change; ``performance`` names the task metric (accuracy, or F1); the counts behind an
     accuracy (``correct`` of ``examples``, two classes predicted) for the majority-class floor."""

@@ -10,7 +10,8 @@ import torch
 
 from ..core.device import pick_device
 from ..data import hatexplain
-from ..runs.real_data import SMOKE, Prepared, RealRun, RealSetup, prepare, run_conditions
+from ..runs.real_data import RealRun, prepare, run_conditions
+from ..runs.real_setup import SMOKE, Prepared, RealSetup
 
 DATASETS = ("hatexplain",)  # its files are part of the chapter's fingerprint
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's

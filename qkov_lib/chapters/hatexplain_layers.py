@@ -10,8 +10,9 @@ import torch
 from ..core.device import pick_device
 from ..core.validation import is_positive_int
 from ..present.tables import listed
-from ..runs.real_data import Majority, RealRun, run_all, table1
-from ..runs.real_data import claims as table1_claims
+from ..runs.real_data import RealRun, run_all
+from ..runs.real_verdicts import Majority, table1
+from ..runs.real_verdicts import claims as table1_claims
 from . import hatexplain
 
 DATASETS = hatexplain.DATASETS
@@ -74,7 +75,7 @@ def table(runs: dict[int, RealRun]) -> pd.DataFrame:
 
 def claims(per_seed_by_depth: dict[int, pd.DataFrame], floor: Majority | None = None) -> pd.DataFrame:
     """Appendix D.5 / Table 5: Table 1's claims checked at each depth, the claim named with it; a depth whose models
-    do not beat ``floor`` (the majority class, ``real_data.why_not_learned``) gives 'not evidence'. The authors
+    do not beat ``floor`` (the majority class, ``real_verdicts.why_not_learned``) gives 'not evidence'. The authors
     stored numbers for two layers only."""
     parts = []
     for n, per_seed in per_seed_by_depth.items():

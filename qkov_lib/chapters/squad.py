@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import torch
 
 from ..core.device import pick_device
-from ..runs.real_data import SMOKE, RealRun
+from ..runs.real_data import RealRun
+from ..runs.real_setup import SMOKE
 from ..runs.squad_runs import PreparedQA, SquadSetup, prepare, run_conditions
 
 DATASETS = ("squad",)  # its files are part of the chapter's fingerprint
@@ -46,7 +47,7 @@ class Setup(SquadSetup):
 # every training question (about 12,800 steps here) would take about 160 hours, and scoring every test question
 # about two more. A seeded 640 training questions for 4 epochs (40 optimiser steps) and 150 test questions keep the
 # model, the optimiser and its groups, the schedule's shape, clipping, label smoothing and accumulation. Such a run
-# is not the authors' experiment (real_data.AUTHORS_SCALE holds their sizes): its page draws no verdict from it.
+# is not the authors' experiment (metrics.official.AUTHORS_SCALE holds their sizes): its page draws no verdict from it.
 # `-p max_train None -p max_test None -p epochs 100` runs their sizes.
 OFFICIAL_SCALE = dict(max_train=640, max_test=150, epochs=4)
 

@@ -32,8 +32,8 @@ from ..core.chapter import ParameterError, concrete_profile
 from ..core.contents import chapter_names, title
 from ..core.paths import BOOK_CHAPTERS, HTML, REPO_ROOT
 from ..core.results import git_commit, results_root
+from ..metrics.official import OFFICIAL
 from ..metrics.verdicts import FAILS, HOLDS, REPLICATION_RULE, counts, replication, word
-from ..runs.real_data import OFFICIAL
 from . import report_print
 
 PDF_NAME = "report.pdf"  # beside the book's index.html, so the published site holds it at <site>/<profile>/

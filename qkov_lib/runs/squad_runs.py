@@ -19,7 +19,8 @@ from ..metrics.qa import exact_match, f1_score
 from ..metrics.rationale import faithfulness, mass_metrics, readout_attention
 from ..models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits
 from ..present.tables import readable
-from .real_data import RealRun, RealSetup, Task, fit, run_all
+from .real_data import RealRun, Task, fit, run_all
+from .real_setup import RealSetup
 
 QA_METRICS = ("F1", "EM", "MRTA", "AC", "ACMC", "sufficiency", "comprehensiveness")
 OUTPUTS = ("vocabulary", "window")

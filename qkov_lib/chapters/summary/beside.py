@@ -29,8 +29,8 @@ from ...metrics.verdicts import (
     profile_tables,
     verdict_table,
 )
-from ...runs.real_data import compared as real_compared
-from ...runs.real_data import official_from
+from ...runs.real_verdicts import compared as real_compared
+from ...runs.real_verdicts import official_from
 from .. import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain, hatexplain_layers, squad, sva
 
 
@@ -94,8 +94,8 @@ def _fig4(run: Tables, official: OfficialUnit) -> Compared:
 
 
 def _real(module: ModuleType, depth: int | None = None) -> Compare:
-    """A real-data chapter's comparison (``real_data.compared`` of ``real_data.official_from``, the path its page
-    takes), of the depth the authors stored (``depth``); None when the official run has no rows of that depth."""
+    """A real-data chapter's comparison (``real_verdicts.compared`` of ``real_verdicts.official_from``, the path its
+    page takes), of the depth the authors stored (``depth``); None when the official run has no rows of that depth."""
 
     def both(run: Tables, official: OfficialUnit) -> Compared:
         theirs = official_from(official, depth)

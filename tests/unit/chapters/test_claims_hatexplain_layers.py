@@ -4,7 +4,7 @@ named with its depth, and a depth whose models do not beat the majority class 'n
 from fake_chapters import table1_rows
 
 from qkov_lib.chapters import hatexplain_layers
-from qkov_lib.runs.real_data import Majority
+from qkov_lib.runs.real_verdicts import Majority
 
 
 def test_each_depth_is_checked_on_its_own_rows_and_named_in_its_claims():

@@ -5,7 +5,7 @@ interval, and a condition that does not beat its floor makes every claim 'not ev
 import pytest
 from fake_chapters import HALF_3, table1_rows
 
-from qkov_lib.runs.real_data import Majority, claims
+from qkov_lib.runs.real_verdicts import Majority, claims
 
 IDS = ["accuracy_comparable", "AC_rises", "ACMC_rises", "sufficiency_falls", "comprehensiveness_rises"]
 

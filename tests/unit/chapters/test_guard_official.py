@@ -11,7 +11,7 @@ from qkov_lib.core.results import load, save
 from qkov_lib.data import authors
 from qkov_lib.metrics.official import NOT_CHECKED, Guard, authors_parameters, departures, official_unit
 from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, REPRODUCES, UNDECIDED, VERDICT_COLUMN
-from qkov_lib.runs.real_data import compared, official_note, official_run, reduction
+from qkov_lib.runs.real_verdicts import compared, official_note, official_run, reduction
 
 SHIFTS = (-0.4, -0.1, 0.0, 0.2, 0.3)
 

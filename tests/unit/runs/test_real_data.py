@@ -34,7 +34,8 @@ from qkov_lib.models.transformer import ClassifierConfig, classify, init_classif
 from qkov_lib.present.plots import dtap_conditions
 from qkov_lib.runner.catalog import resolve
 from qkov_lib.runs import squad_runs
-from qkov_lib.runs.real_data import Majority, claims, compared, run_conditions, table1, why_not_learned
+from qkov_lib.runs.real_verdicts import Majority, claims, compared, table1, why_not_learned
+from qkov_lib.runs.real_data import run_conditions
 from qkov_lib.present.table1 import (
     TABLE_METRICS,
     group_display,

@@ -8,17 +8,9 @@ from qkov_lib.chapters import squad
 from qkov_lib.core.chapter import as_dict, resolve
 from qkov_lib.core.results import save
 from qkov_lib.data import authors
-from qkov_lib.metrics.official import authors_parameters
+from qkov_lib.metrics.official import AUTHORS_SCALE, authors_parameters, full_size_command
 from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, VERDICT_COLUMN
-from qkov_lib.runs.real_data import (
-    AUTHORS_SCALE,
-    OfficialRun,
-    compared,
-    full_size_command,
-    official_note,
-    official_run,
-    reduction,
-)
+from qkov_lib.runs.real_verdicts import OfficialRun, compared, official_note, official_run, reduction
 
 
 def squad_per_seed() -> pd.DataFrame:

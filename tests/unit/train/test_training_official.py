@@ -309,7 +309,7 @@ def test_the_real_data_page_sets_official_beside_the_authors_with_its_verdict(tm
     from qkov_lib.data import authors
     from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, VERDICT_COLUMN
     from qkov_lib.chapters import hatexplain
-    from qkov_lib.runs.real_data import OfficialRun, compared, official_run
+    from qkov_lib.runs.real_verdicts import OfficialRun, compared, official_run
 
     stored = authors.table()
     base, fast = (float(stored.loc[f"hatexplain.accuracy.{c}", "value"]) for c in ("baseline", "faster"))
@@ -363,7 +363,7 @@ def test_the_real_data_pages_intervals_of_a_percentage_stay_within_0_and_100_and
     from qkov_lib.data import authors
     from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, PERCENT, VERDICT_COLUMN, Interval, beside_official
     from qkov_lib.present.table1 import interval_text
-    from qkov_lib.runs.real_data import OfficialRun, compared
+    from qkov_lib.runs.real_verdicts import OfficialRun, compared
 
     accuracy = [99.9, 100.0, 100.0, 98.0, 100.0]  # the t interval reaches 100.66
     assert Interval.of(accuracy).high > 100 and interval_text(accuracy, 1, PERCENT).endswith(", 100.0]")
@@ -411,7 +411,7 @@ def test_official_results_are_read_from_their_sealed_unit_and_the_summary_reads_
     from qkov_lib.chapters.summary.beside import profile_difference
     from qkov_lib.chapters import hatexplain_layers
     from qkov_lib.core.results import save
-    from qkov_lib.runs.real_data import official_run
+    from qkov_lib.runs.real_verdicts import official_run
 
     per_seed = pd.DataFrame(
         {"condition": ["baseline", "faster QK (x30)"], "seed": [1234, 1234], "layers": [2, 2], "accuracy": [50.0, 51.0]}
