@@ -1,0 +1,101 @@
+"""The book's MyST references as plain Markdown, for a reader of a chapter outside the book (JupyterLab, plain
+papermill), where no Sphinx resolves them: jupyterlab-myst shows ``{cite:p}`` and ``{numref}`` as warning markers,
+links ``{term}`` to "#" and ``{doc}`` to a file that does not exist. Each becomes what a reader can use there:
+
+- ``{term}`MRTA``` the word itself (the glossary is a page of the book);
+- ``{doc}`lemma3``` a link to the chapter's source, which JupyterLab opens (``[Lemma 3 ...](lemma3.md)``), and
+  ``{doc}`../deviations``` one to the book page's source (``../book/deviations.md``), titled by its first heading;
+- ``{numref}`fig-fig4-trajectories``` "the figure above" or "the figure below", where it is on the page;
+- ``{cite:p}`petzold1983lsoda``` "(Petzold, 1983)", ``{cite:t}`` "Petzold (1983)", from ``book/references.bib``.
+
+The book renders the same sources with every reference resolved; nothing here is used in its build."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from functools import cache
+from pathlib import Path
+
+from ..core.paths import BOOK_CHAPTERS, NOTEBOOKS_DIR, REPO_ROOT
+
+BIBLIOGRAPHY = REPO_ROOT / "book" / "references.bib"
+ROLE = re.compile(r"\{(term|doc|numref|cite:p|cite:t)\}`([^`]+)`")
+_TITLED = re.compile(r"^(.*?)\s*<([^<>]+)>$")  # "shown text <target>"
+_ENTRY = re.compile(r"@\w+\{([^,\s]+),(.*?)\n\}", re.S)
+_FIELD = r"\b{}\s*=\s*\{{(.*?)\}}\s*,?\s*\n"
+
+
+def _titled(text: str) -> tuple[str | None, str]:
+    """A role's content: (its own shown text or None, its target)."""
+    match = _TITLED.match(text.strip())
+    return (match.group(1), match.group(2)) if match else (None, text.strip())
+
+
+@cache
+def _bibliography() -> dict[str, tuple[list[str], str]]:
+    """Each entry of ``book/references.bib``: (the authors' surnames, the year)."""
+    found = {}
+    for key, body in _ENTRY.findall(BIBLIOGRAPHY.read_text(encoding="utf-8")):
+        author = re.search(_FIELD.format("author"), body, re.S)
+        year = re.search(_FIELD.format("year"), body, re.S)
+        names = [" ".join(a.split()) for a in re.split(r"\s+and\s+", author.group(1))] if author else []
+        surnames = [n.strip("{}").split(",")[0].strip() if "," in n else n.strip("{}").split()[-1] for n in names]
+        found[key] = (surnames, year.group(1) if year else "n.d.")
+    return found
+
+
+def _authors(surnames: list[str]) -> str:
+    if len(surnames) > 2:
+        return f"{surnames[0]} et al."
+    return " and ".join(surnames) or "Anonymous"
+
+
+def citation(keys: str, textual: bool = False) -> str:
+    """``{cite:p}`` (``textual``: ``{cite:t}``) of the comma-separated ``keys``, in author-year words."""
+    bib = _bibliography()
+    parts = []
+    for key in (k.strip() for k in keys.split(",")):
+        surnames, year = bib.get(key, ([key], ""))
+        parts.append(f"{_authors(surnames)} ({year})" if textual else f"{_authors(surnames)}, {year}")
+    return "; ".join(parts) if textual else f"({'; '.join(parts)})"
+
+
+@cache
+def _heading(path: Path) -> str:
+    """The first level-one heading of a Markdown source, or its name."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return path.stem
+
+
+def document_link(target: str, shown: str | None = None) -> str:
+    """``{doc}`target``` (relative to the book's chapters) as a Markdown link to its source, relative to the
+    chapters' sources (``notebooks/``); plain text when there is no such source."""
+    page = (BOOK_CHAPTERS / target).resolve()
+    source = NOTEBOOKS_DIR / f"{page.name}.md" if page.parent == BOOK_CHAPTERS else page.with_suffix(".md")
+    if not source.exists():
+        return shown or target
+    relative = Path(*[".."] * (len(NOTEBOOKS_DIR.relative_to(REPO_ROOT).parts))) / source.relative_to(REPO_ROOT)
+    link = source.name if source.parent == NOTEBOOKS_DIR else relative.as_posix()
+    return f"[{shown or _heading(source)}]({link})"
+
+
+def plain(text: str, figures_above: Collection[str] = ()) -> str:
+    """``text`` (MyST) with every book reference as plain Markdown; ``figures_above``: the names (``fig-...``) of
+    the figures shown before it on the page."""
+
+    def one(match: re.Match) -> str:
+        role, content = match.groups()
+        shown, target = _titled(content)
+        if role == "term":
+            return shown or target
+        if role == "doc":
+            return document_link(target, shown)
+        if role == "numref":
+            where = "the figure above" if target in figures_above else "the figure below"
+            return shown.replace("%s", "").strip() if shown else where
+        return citation(target, textual=role == "cite:t")
+
+    return ROLE.sub(one, text)
