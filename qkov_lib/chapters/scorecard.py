@@ -14,8 +14,9 @@ import pandas as pd
 import torch
 
 from ..core.contents import GATHERERS, chapter_names, title
-from ..core.results import UNAVAILABLE, ResultsError, load, results_root
+from ..core.results import BY_HAND, PUBLISHED, UNAVAILABLE, ResultsError, Sources, folder_of, load, sources
 from ..metrics.verdicts import CHECK, COLUMNS, PAPER, REVIEW, WORDS, note, verdict_table
+from ..present.references import page_href
 from . import atlas
 
 CLAIMS_SECTION = "the-claims-checked"  # the anchor of each chapter's "The claims, checked" section
@@ -46,17 +47,19 @@ class Scorecard(NamedTuple):
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> Scorecard:
     """Every chapter's claims under the profile the scorecard runs under. It reads results and computes nothing:
     ``device`` and ``progress`` are unused here."""
-    return Scorecard(*gather(results_root() / setup.profile))
+    return Scorecard(*gather(sources(setup.profile)))
 
 
-def gather(folder: Path) -> tuple[pd.DataFrame, dict[str, str]]:
-    """Every chapter's claims from one profile's results folder, in book order (columns: page, chapter, the claim
-    table's columns, and 'across the atlas' for Figure 2's claims); and, per chapter that contributes none, why (not
-    run under this profile, its data not available, its results unusable)."""
+def gather(where: Path | Sources) -> tuple[pd.DataFrame, dict[str, str]]:
+    """Every chapter's claims from one profile's results (a folder, or ``Sources`` choosing one per chapter), in
+    book order (columns: page, chapter, the claim table's columns, 'across the atlas' for Figure 2's claims, and
+    'results': ``PUBLISHED`` or ``BY_HAND``); and, per chapter that contributes none, why (not run under this
+    profile, its data not available, its results unusable)."""
     parts, notes = [], {}
     for name in chapter_names():
         if name in GATHERERS:
             continue
+        folder = folder_of(where, name)
         try:
             tables, meta = load(folder, name)
         except ResultsError as err:
@@ -66,19 +69,33 @@ def gather(folder: Path) -> tuple[pd.DataFrame, dict[str, str]]:
         if meta.get("status") == UNAVAILABLE:
             notes[name] = "its data was not available where the book was built"
         elif "claims" in tables:
-            parts.append(tables["claims"].assign(page=name, chapter=title(name)))
-    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["page", "chapter", *COLUMNS])
-    share = atlas_share(folder)
+            origin = where.origin(name) if isinstance(where, Sources) else PUBLISHED
+            parts.append(tables["claims"].assign(page=name, chapter=title(name), results=origin))
+    table = (
+        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["page", "chapter", *COLUMNS, "results"])
+    )
+    share = atlas_share(where)
     table["across the atlas"] = [
         share.get(i, "") if page == "fig2_dtap" else "" for i, page in zip(table["id"], table["page"])
     ]
-    return table[["page", "chapter", *COLUMNS, "across the atlas"]], notes
+    return table[["page", "chapter", *COLUMNS, "across the atlas", "results"]], notes
 
 
-def atlas_share(folder: Path) -> dict[str, str]:
+def by_hand_note(table: pd.DataFrame) -> str:
+    """A sentence naming the chapters whose rows were read from a run by hand ('' when none were)."""
+    pages = list(dict.fromkeys(table.loc[table["results"] == BY_HAND, "chapter"]))
+    if not pages:
+        return ""
+    return (
+        f"Rows of {', '.join(pages)} are read from the chapters run by hand (data/results/interactive), newer than "
+        "the published results; the other rows from the published ones."
+    )
+
+
+def atlas_share(where: Path | Sources) -> dict[str, str]:
     """Figure 2's claims by id: how they fare across the atlas's settings ({} when the atlas has not run)."""
     try:
-        return atlas.grid.share_by_claim(load(folder, "atlas")[0][atlas.VERDICTS])
+        return atlas.grid.share_by_claim(load(folder_of(where, "atlas"), "atlas")[0][atlas.VERDICTS])
     except ResultsError:
         return {}
 
@@ -100,7 +117,8 @@ def section(table: pd.DataFrame, kind: str) -> str:
         return "<p>No claims of this kind under this profile.</p>"
 
     def cells(r: pd.Series) -> tuple[str, str]:
-        link = f'<a href="{r["page"]}.html#{CLAIMS_SECTION}">{html.escape(r["chapter"])}</a>'
+        link = f'<a href="{page_href(r["page"], CLAIMS_SECTION)}">{html.escape(r["chapter"])}</a>'
+        link += " (run by hand)" if r.get("results") == BY_HAND else ""
         atlas_line = f"; across the atlas: {html.escape(r['across the atlas'])}" if r["across the atlas"] else ""
         theirs = str(r["authors"] or "") if pd.notna(r["authors"]) else ""
         return (

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,49 @@ def results_root() -> Path:
 INTERACTIVE = "interactive"
 SEAL = "metadata_sha256"  # the metadata's own digest, so that a hand edit of the root of a unit's check shows
 UNAVAILABLE = "data unavailable"  # the status of a unit whose chapter stopped for want of its dataset
+
+
+def in_runner() -> bool:
+    """Whether the chapter runs inside the book's runner, which names its staging folder in $QKOV_RESULTS_DIR; a
+    chapter run by hand (JupyterLab, plain papermill) has none."""
+    return bool(os.environ.get(RESULTS_ENV))
+
+
+PUBLISHED, BY_HAND = "published", "run by hand"  # where a gathering page read a chapter's results
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a gathering page (the summary, the scorecard) reads each chapter's results under one profile: the
+    published ones (``<root>/<profile>``) and, run by hand, a chapter's own hand run (``<root>/interactive/
+    <profile>``) where it is newer, so that a page run in JupyterLab reflects the chapters just run there."""
+
+    published: Path
+    by_hand: Path | None = None
+
+    def folder(self, chapter: str) -> Path:
+        """The folder holding the results of ``chapter`` this page reads."""
+        if self.by_hand is not None:
+            mine, theirs = self.by_hand / f"{chapter}.json", self.published / f"{chapter}.json"
+            if mine.is_file() and (not theirs.is_file() or mine.stat().st_mtime > theirs.stat().st_mtime):
+                return self.by_hand
+        return self.published
+
+    def origin(self, chapter: str) -> str:
+        """``PUBLISHED`` or ``BY_HAND``: which results of ``chapter`` this page reads."""
+        return BY_HAND if self.by_hand is not None and self.folder(chapter) == self.by_hand else PUBLISHED
+
+
+def sources(profile: str) -> Sources:
+    """The results a gathering page reads under ``profile``: in the runner only the published ones (a build never
+    reads a reader's hand runs), by hand also the newer hand runs."""
+    root = results_root()
+    return Sources(root / profile, None if in_runner() else root / INTERACTIVE / profile)
+
+
+def folder_of(where: Path | Sources, chapter: str) -> Path:
+    """The folder of ``chapter``'s results: ``where`` itself, or the one ``Sources`` chooses."""
+    return where.folder(chapter) if isinstance(where, Sources) else where
 
 
 def results_dir(profile: str) -> Path:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 import itertools
 import math
-import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,7 +21,7 @@ from IPython.display import display
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from ..core.results import RESULTS_ENV
+from ..core.results import in_runner
 from ..metrics import mean_std
 from .describe import describe
 
@@ -82,12 +81,6 @@ def show(fig: go.Figure) -> None:
 
 
 GLUE_PREFIX = "application/papermill.record/"  # myst-nb's mark of an output glued without being displayed
-
-
-def in_runner() -> bool:
-    """Whether the chapter runs inside the book's runner, which names its staging folder in $QKOV_RESULTS_DIR; a
-    chapter run by hand (JupyterLab, plain papermill) has none."""
-    return bool(os.environ.get(RESULTS_ENV))
 
 
 def glue(name: str, value: object, display_it: bool) -> None:

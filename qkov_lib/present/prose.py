@@ -16,7 +16,8 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 from IPython.display import Markdown, display
 
-from .plots import Shown, glue, in_runner
+from ..core.results import in_runner
+from .plots import Shown, glue
 from .references import plain
 
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")

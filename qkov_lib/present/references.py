@@ -18,6 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from ..core.paths import BOOK_CHAPTERS, NOTEBOOKS_DIR, REPO_ROOT
+from ..core.results import in_runner
 
 BIBLIOGRAPHY = REPO_ROOT / "book" / "references.bib"
 ROLE = re.compile(r"\{(term|doc|numref|cite:p|cite:t)\}`([^`]+)`")
@@ -40,9 +41,16 @@ def _bibliography() -> dict[str, tuple[list[str], str]]:
         author = re.search(_FIELD.format("author"), body, re.S)
         year = re.search(_FIELD.format("year"), body, re.S)
         names = [" ".join(a.split()) for a in re.split(r"\s+and\s+", author.group(1))] if author else []
-        surnames = [n.strip("{}").split(",")[0].strip() if "," in n else n.strip("{}").split()[-1] for n in names]
+        surnames = [_surname(n) for n in names]
         found[key] = (surnames, year.group(1) if year else "n.d.")
     return found
+
+
+def _surname(name: str) -> str:
+    """'Petzold, Linda' or 'Linda Petzold' -> 'Petzold'; a braced name ('{The authors of ...}') whole."""
+    if name.startswith("{") and name.endswith("}"):
+        return name[1:-1].strip("{}")
+    return name.split(",")[0].strip() if "," in name else name.split()[-1]
 
 
 def _authors(surnames: list[str]) -> str:
@@ -82,20 +90,51 @@ def document_link(target: str, shown: str | None = None) -> str:
     return f"[{shown or _heading(source)}]({link})"
 
 
-def plain(text: str, figures_above: Collection[str] = ()) -> str:
-    """``text`` (MyST) with every book reference as plain Markdown; ``figures_above``: the names (``fig-...``) of
-    the figures shown before it on the page."""
+def plain_parts(text: str, figures_above: Collection[str] = ()) -> tuple[str, list[tuple[str, str]]]:
+    """``text`` (MyST) with every book reference as plain Markdown, and each (plain words, the role they replace)
+    in order; ``figures_above``: the names (``fig-...``) of the figures shown before it on the page."""
+    parts: list[tuple[str, str]] = []
 
     def one(match: re.Match) -> str:
         role, content = match.groups()
         shown, target = _titled(content)
         if role == "term":
-            return shown or target
-        if role == "doc":
-            return document_link(target, shown)
-        if role == "numref":
+            words = shown or target
+        elif role == "doc":
+            words = document_link(target, shown)
+        elif role == "numref":
             where = "the figure above" if target in figures_above else "the figure below"
-            return shown.replace("%s", "").strip() if shown else where
-        return citation(target, textual=role == "cite:t")
+            words = shown.replace("%s", "").strip() if shown else where
+        else:
+            words = citation(target, textual=role == "cite:t")
+        parts.append((words, match.group(0)))
+        return words
 
-    return ROLE.sub(one, text)
+    return ROLE.sub(one, text), parts
+
+
+def plain(text: str, figures_above: Collection[str] = ()) -> str:
+    """``text`` (MyST) with every book reference as plain Markdown (``plain_parts``)."""
+    return plain_parts(text, figures_above)[0]
+
+
+def restore(text: str, parts: list[tuple[str, str]]) -> str:
+    """The MyST of ``text``, a reader's edit of ``plain_parts``' words: each of ``parts``' plain words still there
+    (searched in order, each after the last found) becomes its role again; words the reader changed stay as
+    written."""
+    out, at = [], 0
+    for words, role in parts:
+        found = text.find(words, at)
+        if found < 0:
+            continue
+        out += [text[at:found], role]
+        at = found + len(words)
+    return "".join(out) + text[at:]
+
+
+def page_href(page: str, anchor: str = "") -> str:
+    """A link to a chapter from an HTML output: its page in the book (``<page>.html#<anchor>``), its source outside
+    it (``<page>.md``, which JupyterLab opens)."""
+    if in_runner():
+        return f"{page}.html" + (f"#{anchor}" if anchor else "")
+    return f"{page}.md"

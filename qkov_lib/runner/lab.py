@@ -8,7 +8,9 @@ has been marked clean, and when the kernel connects the notebook writes the kern
 Each is a change to the shared document, which marks it dirty. This contents manager reads a text notebook as
 jupytext does and adds the ``language_info`` its kernel will report (asked once per kernel of that kernel's
 interpreter): neither step then changes anything. Saving is jupytext's, which leaves ``language_info`` out, so the
-source is written back byte for byte. The book and papermill never see it: they read the sources with jupytext.
+source is written back byte for byte. It also shows the chapter's cells as JupyterLab should (``lab_cells``): the
+cells the book hides collapsed, the book's references as plain Markdown; saving undoes both. The book and papermill
+never see any of it: they read the sources with jupytext.
 
     jupyter lab --ServerApp.contents_manager_class=qkov_lib.runner.lab.ChapterContentsManager
 
@@ -17,6 +19,7 @@ JupyterLab's own packages (``requirements-lab.txt``) are needed to import this m
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import subprocess
@@ -27,6 +30,8 @@ from typing import Any
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 from jupytext.async_contentsmanager import build_async_jupytext_contents_manager_class
+
+from .lab_cells import from_lab, to_lab
 
 # what an ipykernel kernel answers in its kernel_info_reply, printed by the kernel's interpreter
 ASK_IPYKERNEL = "import json, ipykernel.ipkernel as k; print(json.dumps(k.IPythonKernel.language_info))"
@@ -85,7 +90,15 @@ class ChapterContentsManager(_JupytextManager):
                 info = await self.language_info(kernel)
                 if info:
                     metadata["language_info"] = info
+            to_lab(model["content"])
         return model
+
+    async def save(self, model: dict[str, Any], path: str = "") -> dict[str, Any]:
+        """jupytext's save, of the chapter as it was before ``to_lab`` (with the reader's edits)."""
+        if model.get("type") == "notebook" and model.get("content") and not path.endswith(".ipynb"):
+            model = {**model, "content": copy.deepcopy(model["content"])}
+            from_lab(model["content"])
+        return await super().save(model, path)
 
     async def language_info(self, kernel: str) -> dict[str, Any] | None:
         """The ``language_info`` kernel ``kernel`` reports (asked once); None when it cannot be known."""

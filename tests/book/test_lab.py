@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -26,6 +27,8 @@ import urllib.request
 from importlib.util import find_spec
 from pathlib import Path
 
+import jupytext
+import pandas as pd
 import pytest
 
 from qkov_lib.core.paths import REPO_ROOT
@@ -329,3 +332,161 @@ def test_a_chapter_opens_with_its_kernels_language_info_and_saves_back_byte_for_
     assert (tmp_path / "chapter.md").read_bytes() == source
     assert "language_info" not in plain["content"]["metadata"]
     assert kernel_language_info(["bash", "-c", "true"]) is None  # not an ipykernel kernel: nothing is guessed
+
+
+# every chapter, as a reader sees it: what the book hides, hidden; every reference readable; no error box
+PAGE = """
+const cells = [...document.querySelectorAll('.jp-Notebook > .jp-WindowedPanel-outer .jp-Cell, .jp-Notebook .jp-Cell')]
+    .filter((c, i, all) => all.indexOf(c) === i);
+const shown = e => !!e && e.getClientRects().length > 0 && getComputedStyle(e).display !== 'none';
+const rendered = [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown, .jp-MarkdownCell .myst,'
+    + ' .jp-OutputArea-output')];
+return {
+  cells: cells.map(c => ({code: c.classList.contains('jp-CodeCell'),
+                          input: shown(c.querySelector('.jp-InputArea-editor')),
+                          prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent || ''})),
+  boxes: rendered.map(e => e.textContent).join('\\n').split(/Unknown (Directive|Role)/).length - 1,
+  warnings: [...document.querySelectorAll('.jp-Notebook span.text-yellow-600[title]')]
+      .map(e => e.title + ': ' + e.textContent.trim()),
+  links: [...document.querySelectorAll('.jp-MarkdownCell a, .jp-OutputArea-output a')]
+      .map(a => a.getAttribute('href') || ''),
+  errors: [...document.querySelectorAll('.jp-OutputArea-output')].map(o => o.textContent)
+      .filter(t => t.includes('Traceback') || /\\w+Error:/.test(t)).map(t => t.slice(0, 800)),
+  prose: [...document.querySelectorAll('.jp-OutputArea-output')].map(o => o.textContent).join('\\n'),
+  text: rendered.map(e => e.textContent).join('\\n'),
+  drawn: document.querySelectorAll('.jp-OutputArea .js-plotly-plot svg.main-svg').length,
+};
+"""
+HIDES_INPUT = {"remove-input", "hide-input", "remove-cell", "hide-cell"}
+RAW = re.compile(r"\{(?:glue|term|doc|numref|cite)[:\w]*\}`|\{\{\w+\}\}")  # a role or a placeholder left as text
+DECIMAL = re.compile(r"(?<![\w.])-?\d+\.\d+(?![\w.])")
+
+
+def glue_keys(source: str) -> list[str]:
+    """The keys a chapter's Markdown glues by role (jupyterlab-myst shows them as bare words)."""
+    return re.findall(r"\{glue(?::\w+)?\}`([^`]+)`", source)
+
+
+def problems(page: dict, source_cells: list, keys: list[str], clone: Path) -> dict[str, list[str]]:
+    """What a reader should not see on a chapter's page, by kind (each an empty list on a good page)."""
+    hidden_code = [
+        f"cell {i}"
+        for i, (cell, shown) in enumerate(zip(source_cells, page["cells"]))
+        if cell.cell_type == "code" and HIDES_INPUT & set(cell.metadata.get("tags", [])) and shown["input"]
+    ]
+    dead = []
+    for href in page["links"]:
+        if href == "#" or (href.startswith("/files/") and not (clone / href.split("?")[0][7:]).is_file()):
+            dead.append(href)
+    keys_shown = [k for k in keys if k in page["text"].split()]
+    return {
+        "error boxes": [f"{page['boxes']} Unknown Directive/Role"] * bool(page["boxes"]) + page["errors"],
+        "unrendered keys": keys_shown + RAW.findall(page["text"]),
+        "reference warnings": page["warnings"],
+        "dead links": dead,
+        "visible hidden code": hidden_code,
+    }
+
+
+def result_numbers(folder: Path, chapter: str) -> list[float]:
+    """Every number in a chapter's saved tables."""
+    from qkov_lib.core.results import load
+
+    tables, _ = load(folder, chapter)
+    values = []
+    for table in tables.values():
+        for column in table.columns:
+            values += [float(v) for v in pd.to_numeric(table[column], errors="coerce").dropna()]
+    return values
+
+
+def shows_a_result(prose: str, values: list[float]) -> str | None:
+    """A number of the rendered outputs that is one of the results (as rounded on the page, or in percent)."""
+    for token in DECIMAL.findall(prose):
+        digits = len(token.split(".")[1])
+        p = float(token)
+        for v in values:
+            if any(abs(round(x, digits) - p) < 1e-12 for x in (v, 100 * v)) and p != 0:
+                return token
+    return None
+
+
+def open_chapter(browser, url: str, token: str, name: str) -> None:
+    browser.get(f"{url}/lab/tree/notebooks/{name}.md?token={token}")
+    wait_for(browser, "return document.querySelectorAll('.jp-Notebook .jp-Cell').length > 3", 120, f"{name} opened")
+    wait_for(
+        browser,
+        "return document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"]')",
+        120,
+        f"{name}'s kernel to be idle",
+    )
+    time.sleep(1)  # jupyterlab-myst renders the Markdown cells
+
+
+def run_all_at_smoke(browser, name: str) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    editor = wait_for(browser, PARAMETERS, 30, f"{name}'s parameters cell")
+    editor.click()
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.HOME).key_up(Keys.CONTROL).key_down(
+        Keys.SHIFT
+    ).send_keys(Keys.END).key_up(Keys.SHIFT).send_keys('profile = "smoke"').perform()
+    click_text(browser, ".lm-MenuBar-itemLabel", "Run")
+    click_text(browser, ".lm-Menu-itemLabel", "Run All Cells")
+    wait_for(
+        browser,
+        """const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')].map(e => e.textContent.trim());
+           return p.length && p.every(t => /^\\[\\d+\\]:$/.test(t))""",
+        RUN_ALL_TIMEOUT,
+        f"every code cell of {name} to run",
+    )
+    time.sleep(2)  # the Markdown outputs render
+
+
+def close_without_saving(browser, url: str, token: str) -> None:
+    click_text(browser, ".lm-MenuBar-itemLabel", "File")
+    click_text(browser, ".lm-Menu-itemLabel", "Close Tab")
+    dialog = browser.execute_script(
+        "return [...document.querySelectorAll('.jp-Dialog button')]"
+        ".find(b => /Discard|Don.t Save/i.test(b.textContent)) || null"
+    )
+    if dialog:
+        dialog.click()
+    wait_for(browser, "return document.querySelectorAll('.jp-Notebook').length === 0", 30, "the tab to close")
+    with urllib.request.urlopen(f"{url}/api/sessions?token={token}", timeout=10) as reply:
+        for session in json.load(reply):  # the kernel of the closed chapter stops: 16 would not fit beside each other
+            request = urllib.request.Request(f"{url}/api/sessions/{session['id']}?token={token}", method="DELETE")
+            urllib.request.urlopen(request, timeout=30).read()
+
+
+def test_every_chapter_reads_in_jupyterlab_as_in_the_book_before_and_after_run_all(lab, browser):
+    """All 16 chapters, in the order the runner runs them (the gathering pages last, so that they read the chapters
+    just run): opened, then Run All at ``smoke``. Before and after, no error box, no unrendered key, no reference
+    warning, no dead link and no visible code of a cell the book hides; after, no traceback, and a number of the
+    chapter's saved results appears in its outputs. Prints the counts, chapter by chapter."""
+    from qkov_lib.core.contents import chapter_names, run_order
+
+    url, token, clone = lab
+    interactive = clone / "data" / "results" / "interactive" / "smoke"
+    rows, failures = [], []
+    for name in run_order(chapter_names()):
+        source = (clone / "notebooks" / f"{name}.md").read_text()
+        cells, keys = jupytext.reads(source, "md:myst").cells, glue_keys(source)
+        open_chapter(browser, url, token, name)
+        before = problems(browser.execute_script(PAGE), cells, keys, clone)
+        run_all_at_smoke(browser, name)
+        page = browser.execute_script(PAGE)
+        after = problems(page, cells, keys, clone)
+        shot(browser, f"lab_{name}.png")
+        close_without_saving(browser, url, token)
+        number = shows_a_result(page["prose"], result_numbers(interactive, name))
+        rows.append((name, {k: (len(before[k]), len(after[k])) for k in before}, number))
+        for when, found in (("before", before), ("after", after)):
+            failures += [f"{name} {when} Run All: {kind}: {items[:5]}" for kind, items in found.items() if items]
+        if number is None:
+            failures.append(f"{name}: no number of its saved results in its outputs")
+    print("\nchapter: " + " · ".join(f"{k} (before, after Run All)" for k in rows[0][1]) + " · a result shown")
+    for name, counts, number in rows:
+        print(f"{name}: " + " · ".join(f"{b}, {a}" for b, a in counts.values()) + f" · {number}")
+    assert failures == [], "\n".join(failures)

@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from ...core.contents import chapter_names, title
-from ...core.results import ResultsError, load, read_meta, results_root
+from ...core.results import BY_HAND, PUBLISHED, ResultsError, Sources, folder_of, load, read_meta, results_root, sources
 from ...metrics.verdicts import (
     NOT_EVIDENCE,
     PAPER,
@@ -24,6 +24,7 @@ from ...metrics.verdicts import (
     reason,
     verdict_table,
 )
+from ...present.references import page_href
 from .. import scorecard
 from ..scorecard import CLAIMS_SECTION
 from .beside import official_html
@@ -142,6 +143,7 @@ def results_table(claims: pd.DataFrame) -> pd.DataFrame:
                     "this run": "",
                     "reason": "not in this build's results",
                     "page": h.page,
+                    "results": PUBLISHED,
                 }
             )
             continue
@@ -156,6 +158,7 @@ def results_table(claims: pd.DataFrame) -> pd.DataFrame:
                 "this run": _joined(parts, "this run", h),
                 "reason": reason(decisive["verdict"], decisive["rule"]),
                 "page": h.page,
+                "results": parts["results"].iloc[0] if "results" in parts else PUBLISHED,
             }
         )
     return pd.DataFrame(rows)
@@ -177,7 +180,8 @@ def results_html(table: pd.DataFrame) -> str:
     cards on a narrow screen."""
 
     def cells(r: pd.Series) -> tuple[str, str]:
-        link = f'<a href="{r["page"]}.html#{CLAIMS_SECTION}">{html.escape(title(r["page"]))}</a>'
+        link = f'<a href="{page_href(r["page"], CLAIMS_SECTION)}">{html.escape(title(r["page"]))}</a>'
+        link += " (run by hand)" if r.get("results") == BY_HAND else ""
         return (
             html.escape(r["claim"]) + note(f"why: {html.escape(r['reason'])}; see {link}"),
             (html.escape(r["this run"]) or "none") + note(f"the authors' notebooks: {html.escape(r['authors'])}"),
@@ -190,13 +194,13 @@ def results_html(table: pd.DataFrame) -> str:
     )
 
 
-def methodology(folder: Path, pages: list[str]) -> pd.DataFrame:
+def methodology(where: Path | Sources, pages: list[str]) -> pd.DataFrame:
     """How each chapter of this build ran, from its unit's metadata: device, commit, date and wall time; one row per
     chapter, indexed by its title."""
     rows = []
     for page in pages:
         try:
-            meta = read_meta(folder, page)
+            meta = read_meta(folder_of(where, page), page)
         except ResultsError:
             continue
         wall = meta.get("runner_wall_time_s") or meta.get("wall_time_s")
@@ -212,10 +216,10 @@ def methodology(folder: Path, pages: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["chapter", "device", "commit", "date", "minutes"]).set_index("chapter")
 
 
-def errata_count(folder: Path) -> int | None:
+def errata_count(where: Path | Sources) -> int | None:
     """How many formulas the errata chapter lists (None when it has not run)."""
     try:
-        return len(load(folder, "errata")[0]["main"])
+        return len(load(folder_of(where, "errata"), "errata")[0]["main"])
     except ResultsError:
         return None
 
@@ -264,17 +268,16 @@ class Summary(NamedTuple):
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> Summary:
     """Everything the summary shows, read from the results of the profile it runs under. It computes nothing:
     ``device`` and ``progress`` are unused here."""
-    root = results_root()
-    folder = root / setup.profile
-    claims = scorecard.gather(folder)[0]
+    root, where = results_root(), sources(setup.profile)
+    claims = scorecard.gather(where)[0]
     results = results_table(claims)
     return Summary(
         claims,
         results,
         counts(results["verdict"]),
         counts(claims.loc[claims["kind"] == PAPER, "verdict"]),
-        scorecard.atlas_share(folder),
-        errata_count(folder),
+        scorecard.atlas_share(where),
+        errata_count(where),
         official_html(root, setup.profile),
-        methodology(folder, [n for n in chapter_names() if n != "summary"]),
+        methodology(where, [n for n in chapter_names() if n != "summary"]),
     )

@@ -3,6 +3,7 @@ profile's results (``gather``: in book order, Figure 2's claims with how they fa
 chapter contributes none) and counts the verdicts of each kind (``tally``); on results saved in ``tmp_path``."""
 
 import json
+import os
 
 import pandas as pd
 from fake_chapters import fig2_rows
@@ -10,7 +11,7 @@ from fake_chapters import fig2_rows
 from qkov_lib.chapters import fig2_dtap, scorecard
 from qkov_lib.chapters.atlas import VERDICTS, grid
 from qkov_lib.core.contents import GATHERERS, chapter_names
-from qkov_lib.core.results import UNAVAILABLE, save
+from qkov_lib.core.results import BY_HAND, PUBLISHED, UNAVAILABLE, Sources, save
 from qkov_lib.metrics.verdicts import CHECK, REVIEW, Claim, claim_table
 
 
@@ -63,3 +64,18 @@ def test_no_results_at_all_gives_an_empty_table_and_a_reason_per_chapter(tmp_pat
     table, missing = scorecard.gather(tmp_path)
     assert table.empty and set(missing.values()) == {"not run under this profile"}
     assert set(missing) == set(chapter_names()) - set(GATHERERS)
+
+
+def test_run_by_hand_a_gathering_page_reads_the_newer_hand_runs_and_says_which(tmp_path):
+    published, by_hand = tmp_path / "smoke", tmp_path / "interactive" / "smoke"
+    results(published)
+    save(by_hand, "theorem1", {"claims": claims(("exact_instances", "paper", "fails"))}, {})
+    save(by_hand, "factorised_dynamics", {"claims": claims(("falsifier", REVIEW, "holds"))}, {})
+    older = (published / "factorised_dynamics.json").stat().st_mtime - 60
+    os.utime(by_hand / "factorised_dynamics.json", (older, older))  # a hand run older than the published one
+    table, _ = scorecard.gather(Sources(published, by_hand))
+    origin = table.groupby("page")["results"].first()
+    assert origin.to_dict() == {"factorised_dynamics": PUBLISHED, "fig2_dtap": PUBLISHED, "theorem1": BY_HAND}
+    assert table.loc[table["page"] == "theorem1", "verdict"].tolist() == ["fails"]
+    assert "Theorem 1" in scorecard.by_hand_note(table) and "Figure 2" not in scorecard.by_hand_note(table)
+    assert scorecard.by_hand_note(scorecard.gather(Sources(published))[0]) == ""  # the runner reads no hand run
