@@ -92,14 +92,8 @@ def test_a_glued_figure_is_written_as_myst_nb_writes_it(monkeypatch, shown):
 
 
 def _figure_outputs(nb) -> list:
-    """The outputs of the cell that glues Figure 4, other than its glued words."""
-    cell = next(c for c in nb.cells if "glue_figure(" in c.source)
-    return [
-        o
-        for o in cell.outputs
-        if o.get("metadata", {}).get("scrapbook", {}).get("name") == "fig4-trajectories"
-        or "scrapbook" not in o.get("metadata", {})
-    ]
+    """The outputs of the cell that shows Figure 4 (``present.prose.figure``)."""
+    return next(c for c in nb.cells if 'figure("fig4-trajectories"' in c.source).outputs
 
 
 def test_a_chapter_written_as_ipynb_runs_under_plain_papermill_and_shows_its_figure(tmp_path, monkeypatch):
@@ -116,19 +110,27 @@ def test_a_chapter_written_as_ipynb_runs_under_plain_papermill_and_shows_its_fig
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert any(PLOTLY in o.get("data", {}) for o in outputs)  # JupyterLab draws it where the cell is
     figure = _figure_outputs(nb)
-    assert len(figure) == 1 and PLOTLY in figure[0].data  # one output: shown where the cell is, and glued
-    assert figure[0].metadata["scrapbook"] == {"name": "fig4-trajectories", "mime_prefix": ""}
+    assert len(figure) == 2 and PLOTLY in figure[0].data  # drawn where the cell is, its caption under it
+    assert figure[1].data["text/markdown"].startswith("*Figure.* Theorem 1's solution for each ratio")
+    prose = [
+        o.data.get("text/markdown", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs if "data" in o
+    ]
+    assert not any("{numref}" in t or "{cite:p}" in t or "{glue" in t for t in prose)  # plain references
+    assert any("(Petzold, 1983)" in t for t in prose)
     assert (tmp_path / "results" / "interactive" / "smoke" / f"{FAST}.json").is_file()
 
 
-def test_inside_the_runner_a_figure_is_glued_for_the_book_only(tmp_path):
+def test_inside_the_runner_a_figure_is_glued_under_its_caption_for_the_book_only(tmp_path):
     summary = reproduce("smoke", only=[FAST], force=True, out_dir=tmp_path / "out", results_root=tmp_path / "r")
     assert summary.failures == []
     nb = nbformat.read(tmp_path / "out" / f"{FAST}.ipynb", as_version=4)
     figure = _figure_outputs(nb)
-    assert len(figure) == 1 and figure[0].output_type == "display_data"
+    assert len(figure) == 2 and figure[0].output_type == "display_data"
     assert figure[0].metadata["scrapbook"] == {"name": "fig4-trajectories", "mime_prefix": plots.GLUE_PREFIX}
     assert sorted(figure[0].data) == sorted(plots.GLUE_PREFIX + k for k in (PLOTLY, "text/html", "text/plain"))
+    assert (
+        figure[1].data["text/markdown"].startswith("```{glue:figure} fig4-trajectories\n:name: fig-fig4-trajectories")
+    )
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not any(PLOTLY in o.get("data", {}) for o in outputs)  # shown once, under its caption
 
