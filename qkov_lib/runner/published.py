@@ -32,7 +32,7 @@ from ..core import results
 from ..core.chapter import as_dict
 from ..core.contents import GATHERERS
 from ..core.paths import REPO_ROOT
-from . import bundle, catalog
+from . import bundle, bundle_check, catalog
 from .catalog import resolve
 from .fingerprint import fingerprint, stale_reason, unit_reason
 from .unpack import unpack
@@ -222,7 +222,7 @@ def _check_entry(where: str, chapter: str, entry: Any) -> None:
             f"({entry.get('file') if isinstance(entry, dict) else entry!r}); refusing the index"
         )
     size = entry.get("size")
-    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= bundle.MAX_TOTAL:
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= bundle_check.MAX_TOTAL:
         raise FetchError(f"{where} gives {chapter} a size of {size!r} bytes; refusing the index")
     if not (
         isinstance(entry.get("sha256"), str)

@@ -24,7 +24,8 @@ from ..core import results
 from ..core.chapter import PROFILES, ParameterError
 from ..core.paths import RESULTS_ROOT
 from . import units
-from .bundle import SWEEPS, BundleError, check_into, pack
+from .bundle import SWEEPS, BundleError, pack
+from .bundle_check import check_into
 from .checks import folder_path
 from .units import chapter_lock
 

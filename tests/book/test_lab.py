@@ -338,12 +338,11 @@ def test_a_chapter_opens_with_its_kernels_language_info_and_saves_back_byte_for_
 PAGE = """
 const cells = [...document.querySelectorAll('.jp-Notebook > .jp-WindowedPanel-outer .jp-Cell, .jp-Notebook .jp-Cell')]
     .filter((c, i, all) => all.indexOf(c) === i);
-const shown = e => !!e && e.getClientRects().length > 0 && getComputedStyle(e).display !== 'none';
 const rendered = [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown, .jp-MarkdownCell .myst,'
     + ' .jp-OutputArea-output')];
 return {
   cells: cells.map(c => ({code: c.classList.contains('jp-CodeCell'),
-                          input: shown(c.querySelector('.jp-InputArea-editor')),
+                          input: !!c.querySelector('.jp-InputArea:not(.lm-mod-hidden) .jp-InputArea-editor'),
                           prompt: (c.querySelector('.jp-InputPrompt') || {}).textContent || ''})),
   boxes: rendered.map(e => e.textContent).join('\\n').split(/Unknown (Directive|Role)/).length - 1,
   warnings: [...document.querySelectorAll('.jp-Notebook span.text-yellow-600[title]')]
@@ -380,7 +379,7 @@ def problems(page: dict, source_cells: list, keys: list[str], clone: Path) -> di
             dead.append(href)
     keys_shown = [k for k in keys if k in page["text"].split()]
     return {
-        "error boxes": [f"{page['boxes']} Unknown Directive/Role"] * bool(page["boxes"]) + page["errors"],
+        "error boxes": ["Unknown Directive/Role"] * page["boxes"] + page["errors"],
         "unrendered keys": keys_shown + RAW.findall(page["text"]),
         "reference warnings": page["warnings"],
         "dead links": dead,
@@ -389,31 +388,47 @@ def problems(page: dict, source_cells: list, keys: list[str], clone: Path) -> di
 
 
 def result_numbers(folder: Path, chapter: str) -> list[float]:
-    """Every number in a chapter's saved tables."""
+    """Every number in a chapter's saved tables, numeric cells and the numbers written in text cells."""
     from qkov_lib.core.results import load
 
     tables, _ = load(folder, chapter)
     values = []
     for table in tables.values():
         for column in table.columns:
-            values += [float(v) for v in pd.to_numeric(table[column], errors="coerce").dropna()]
+            for v in table[column].dropna():
+                text = str(v)
+                values += [float(v)] if isinstance(v, (int, float)) else [float(t) for t in DECIMAL.findall(text)]
     return values
 
 
+def significant(token: str) -> int:
+    """How many significant digits a printed number has, trailing zeros left out ('0.0909': 3, '10.0': 1)."""
+    return len(token.lstrip("-").replace(".", "").lstrip("0").rstrip("0"))
+
+
 def shows_a_result(prose: str, values: list[float]) -> str | None:
-    """A number of the rendered outputs that is one of the results (as rounded on the page, or in percent)."""
+    """A number of the rendered outputs, of at least three significant digits (not a round setting such as a rate
+    of 0.1), that is one of the results as rounded on the page (or in percent)."""
     for token in DECIMAL.findall(prose):
-        digits = len(token.split(".")[1])
-        p = float(token)
-        for v in values:
-            if any(abs(round(x, digits) - p) < 1e-12 for x in (v, 100 * v)) and p != 0:
-                return token
+        if significant(token) < 3:
+            continue
+        digits, p = len(token.split(".")[1]), float(token)
+        if any(abs(round(x, digits) - p) < 1e-9 for v in values for x in (v, 100 * v)):
+            return token
     return None
 
 
-def open_chapter(browser, url: str, token: str, name: str) -> None:
+def open_chapter(browser, url: str, token: str, name: str, cells: int) -> None:
+    """Open a chapter and wait until its kernel is idle and each of its ``cells`` is drawn, its Markdown rendered."""
     browser.get(f"{url}/lab/tree/notebooks/{name}.md?token={token}")
-    wait_for(browser, "return document.querySelectorAll('.jp-Notebook .jp-Cell').length > 3", 120, f"{name} opened")
+    wait_for(
+        browser,
+        f"""const cells = document.querySelectorAll('.jp-Notebook .jp-Cell');
+            return cells.length === {cells} && [...document.querySelectorAll('.jp-Notebook .jp-MarkdownCell')]
+                .every(c => c.querySelector('.jp-RenderedMarkdown, .myst'))""",
+        120,
+        f"{name} opened, its {cells} cells drawn",
+    )
     wait_for(
         browser,
         "return document.querySelector('.jp-Notebook-ExecutionIndicator[data-status=\"idle\"]')",
@@ -473,7 +488,7 @@ def test_every_chapter_reads_in_jupyterlab_as_in_the_book_before_and_after_run_a
     for name in run_order(chapter_names()):
         source = (clone / "notebooks" / f"{name}.md").read_text()
         cells, keys = jupytext.reads(source, "md:myst").cells, glue_keys(source)
-        open_chapter(browser, url, token, name)
+        open_chapter(browser, url, token, name, len(cells))
         before = problems(browser.execute_script(PAGE), cells, keys, clone)
         run_all_at_smoke(browser, name)
         page = browser.execute_script(PAGE)

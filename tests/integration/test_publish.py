@@ -18,7 +18,7 @@ from fake_chapters import tiny_book
 from qkov_lib.__main__ import main
 from qkov_lib.core import results
 from qkov_lib.core.paths import REPO_ROOT
-from qkov_lib.runner import bundle, publish, published
+from qkov_lib.runner import bundle, bundle_check, publish, published
 from qkov_lib.runner import reproduce as runner
 from qkov_lib.runner import catalog, execute
 from qkov_lib.runner.book_ext import mark_older
@@ -72,7 +72,7 @@ def book(tmp_path, monkeypatch) -> FakeBook:
 
 
 def bundle_files(path: Path) -> dict[str, str]:
-    return {f["path"]: f["sha256"] for f in bundle.read(path)["files"]}
+    return {f["path"]: f["sha256"] for f in bundle_check.read(path)["files"]}
 
 
 def test_first_build_starts_fresh_and_a_new_runner_reruns_nothing(book, tmp_path):
@@ -124,7 +124,7 @@ def test_a_damaged_bundle_means_starting_fresh(book, tmp_path):
         for line in log
     )
     assert book.runs[-1].done == {"ran": ["tiny", "other"]}
-    bundle.read(archive)  # packed again, whole
+    bundle_check.read(archive)  # packed again, whole
 
 
 def test_a_build_past_its_budget_publishes_what_finished_and_the_cached_rest(book, tmp_path):

@@ -225,7 +225,7 @@ def test_the_next_run_ends_and_names_what_a_killed_run_left(book, capsys):
 
 KILL_AT = """
 import os, sys
-from qkov_lib.runner import bundle, catalog, units
+from qkov_lib.runner import bundle, bundle_check, catalog, units
 from fake_chapters import fake_module
 for name in ("tiny", "other"):
     catalog.CHAPTERS[name] = fake_module(name, x=1)
@@ -242,7 +242,7 @@ if {when!r} == "after the first unit":
         moved.append(chapter)
     units.move_unit = move_then_die
 else:
-    bundle._extract = lambda *args: os._exit(9)
+    bundle_check._extract = lambda *args: os._exit(9)
 from qkov_lib.runner import unpack
 unpack.unpack(bundle.Path(sys.argv[1]), bundle.Path(sys.argv[2]))
 """

@@ -21,7 +21,7 @@ from fake_chapters import fake_module, seal_unit, tiny_book
 
 from qkov_lib.__main__ import main
 from qkov_lib.core import results
-from qkov_lib.runner import bundle, catalog, units, unpack
+from qkov_lib.runner import bundle, bundle_check, catalog, units, unpack
 from qkov_lib.runner import fingerprint as fingerprints
 from qkov_lib.runner import plan as plan_mod
 
@@ -74,7 +74,7 @@ def test_round_trip_restores_every_file_bit_for_bit(res, tmp_path, capsys):
     assert "restored 2 units of profile smoke" in capsys.readouterr().out
     packed = {k: v for k, v in hashes(res).items() if k.startswith(("smoke/alpha.", "smoke/beta.", "sweeps/"))}
     assert hashes(fresh) == packed and len(packed) == 2 * 4 + 2
-    manifest = bundle.read(target)
+    manifest = bundle_check.read(target)
     assert manifest["format"] == bundle.FORMAT and manifest["version"] == bundle.VERSION
     assert manifest["profile"] == "smoke" and {f["path"]: f["sha256"] for f in manifest["files"]} == packed
     for chapter in ("alpha", "beta"):
@@ -376,11 +376,11 @@ def test_sizes_are_checked_before_a_member_is_inflated(res, tmp_path, capsys, mo
     write(target, manifest, files)
     before = sha_tree(tmp_path)
     read = []
-    monkeypatch.setattr(bundle, "_stream", lambda *a: read.append(a))
+    monkeypatch.setattr(bundle_check, "_stream", lambda *a: read.append(a))
     assert main(["results", "unpack", str(target), "--results", str(res)]) == 1
     assert re.search(r"holds smoke/alpha\.ipynb at \d+ bytes, but its manifest says \d+", capsys.readouterr().err)
     assert read == [] and sha_tree(tmp_path) == before
-    monkeypatch.setattr(bundle, "MAX_MEMBER", 3)
+    monkeypatch.setattr(bundle_check, "MAX_MEMBER", 3)
     bundle.pack("smoke", target, res)
     before = sha_tree(tmp_path)
     assert main(["results", "unpack", str(target), "--results", str(res)]) == 1
