@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 import pandas as pd
+import plotly.graph_objects as go
 import torch
 
 from ..core.device import pick_device
 from ..core.validation import is_positive_int
+from ..present.prose import figure
 from ..present.tables import listed
 from ..runs.real_data import RealRun, run_all
 from ..runs.real_verdicts import Majority, table1
@@ -97,26 +100,30 @@ def figure_name(n: int) -> str:
     return f"hatexplain_layers-dtap-{n}"
 
 
-def dtap_figures(depths: list[int], measured: str = "the test posts that have rationales") -> str:
-    """The page's DTAP figures, one per depth this run trained (which depends on its settings), as MyST: a sentence
-    that refers to each, then each figure with its caption (the glued figures ``figure_name(n)`` and the seed count
-    ``hatexplain_layers-seeds`` and QK multiplier ``hatexplain_layers-mult``); ``measured``: the posts the maps
-    count (``hatexplain.measured_posts``)."""
+def dtap_sentence(depths: list[int]) -> str:
+    """The sentence above the page's DTAP figures, one per depth this run trained (which depends on its settings),
+    referring to each (MyST, for ``present.prose.say``)."""
     refs = [f"{{numref}}`fig-{figure_name(n)}`" for n in depths]
-    text = [
+    return (
         f"{listed(refs)} show{'s' if len(refs) == 1 else ''} this run's Distinct Token Attention-Prediction maps "
-        "({term}`DTAP`), one figure per depth, with the rationale words as the relevant tokens.\n"
-    ]
-    for n in depths:
-        text.append(
-            f"```{{glue:figure}} {figure_name(n)}\n:name: fig-{figure_name(n)}\n\n"
-            f"DTAP maps of the models with {in_words(n)}, on {measured}, one row per "
-            "condition (the baseline, and faster QK: the query-key learning rate {glue:text}`hatexplain_layers-mult` "
-            "times the base rate): the share of those posts (%) in each cell, mean over this run's "
-            "{glue:text}`hatexplain_layers-seeds` seeds (left), and its standard deviation over seeds in percentage "
-            f"points (right). Across: the attention rollout from the read-out position through the {in_words(n)} "
-            "onto the rationale words; up: the probability the model gives the true class. Sharper attention moves "
-            "posts to the right, confident correct answers to the top; the paper's claim is that the faster-QK row "
-            "has more of its posts in the right-hand columns than the baseline.\n```\n"
-        )
-    return "\n".join(text)
+        "({term}`DTAP`), one figure per depth, with the rationale words as the relevant tokens."
+    )
+
+
+DTAP_CAPTION = (  # a depth's DTAP figure: a template of ``present.prose.figure``
+    "DTAP maps of the models with {{layers}}, on {{measured}}, one row per condition (the baseline, and faster QK: "
+    "the query-key learning rate {{mult}} times the base rate): the share of those posts (%) in each cell, mean over "
+    "this run's {{seeds}} seeds (left), and its standard deviation over seeds in percentage points (right). Across: "
+    "the attention rollout from the read-out position through the {{layers}} onto the rationale words; up: the "
+    "probability the model gives the true class. Sharper attention moves posts to the right, confident correct "
+    "answers to the top; the paper's claim is that the faster-QK row has more of its posts in the right-hand columns "
+    "than the baseline."
+)
+
+
+def dtap_figures(figures: Mapping[int, go.Figure], measured: str, mult: str, seeds: int) -> None:
+    """Show the page's DTAP figure of each depth (``figures``: depth -> figure) with its caption, named
+    ``figure_name(n)`` (``present.prose.figure``); ``measured``: the posts the maps count
+    (``hatexplain.measured_posts``), ``mult``: the QK multiplier as shown, ``seeds``: this run's number of seeds."""
+    for n, fig in figures.items():
+        figure(figure_name(n), fig, DTAP_CAPTION, layers=in_words(n), measured=measured, mult=mult, seeds=seeds)

@@ -32,6 +32,7 @@ from qkov_lib.metrics.rationale import erase, faithfulness, mass_metrics, readou
 from qkov_lib.metrics.verdicts import PERCENT, Interval
 from qkov_lib.models.transformer import ClassifierConfig, classify, init_classifier, trim
 from qkov_lib.present.plots import dtap_conditions
+from qkov_lib.present.prose import fill
 from qkov_lib.runner.catalog import resolve
 from qkov_lib.runs import squad_runs
 from qkov_lib.runs.real_verdicts import Majority, claims, compared, table1, why_not_learned
@@ -697,7 +698,7 @@ def test_sva_accuracy_by_attractors(offline):
     pd.testing.assert_frame_equal(group_table(read_back, sva.attractors), shown)
 
 
-def test_table5_runs_each_depth_with_its_own_rollout_and_names_the_depth_in_its_claims(offline):
+def test_table5_runs_each_depth_with_its_own_rollout_and_names_the_depth_in_its_claims(offline, monkeypatch):
     write_hatexplain_offline(offline)
     p = resolve("hatexplain_layers", "smoke", {"layer_counts": [1, 2]})[1]
     assert p.n_layers == 2 and p.layer_counts == (1, 2)
@@ -712,10 +713,20 @@ def test_table5_runs_each_depth_with_its_own_rollout_and_names_the_depth_in_its_
     checked = hatexplain_layers.claims({n: run.per_seed for n, run in runs.items()})
     assert len(checked) == 10 and checked["id"].iloc[5] == "2_layers_accuracy_comparable"
     assert checked["claim"].iloc[5].startswith("2 layers: ")
-    figures = hatexplain_layers.dtap_figures(list(runs))  # one captioned figure per depth this run trained
-    assert figures.count("```{glue:figure}") == 2 and ":name: fig-hatexplain_layers-dtap-1" in figures
-    assert "models with one layer," in figures and "models with two layers," in figures
-    assert "{numref}`fig-hatexplain_layers-dtap-1` and {numref}`fig-hatexplain_layers-dtap-2` show" in figures
+    sentence = hatexplain_layers.dtap_sentence(list(runs))  # refers to one figure per depth this run trained
+    assert sentence.startswith(
+        "{numref}`fig-hatexplain_layers-dtap-1` and {numref}`fig-hatexplain_layers-dtap-2` show "
+    )
+    assert hatexplain_layers.dtap_sentence([2]).startswith("{numref}`fig-hatexplain_layers-dtap-2` shows ")
+    shown = []  # (key, caption) of each figure the page would show
+    monkeypatch.setattr(
+        hatexplain_layers, "figure", lambda key, fig, caption, **v: shown.append((key, fill(caption, v)))
+    )
+    maps = {n: dtap_conditions(short_names(run.maps), p.bins, x_label="attention") for n, run in runs.items()}
+    hatexplain_layers.dtap_figures(maps, "the measured posts", "30", 3)
+    assert [key for key, _ in shown] == ["hatexplain_layers-dtap-1", "hatexplain_layers-dtap-2"]
+    assert "models with one layer, on the measured posts," in shown[0][1] and "through the two layers " in shown[1][1]
+    assert "learning rate 30 times" in shown[0][1] and "this run's 3 seeds" in shown[0][1]
     for bad in ([], [2, 2], [0], [1.5]):
         with pytest.raises(ParameterError, match="layer_counts"):
             resolve("hatexplain_layers", "default", {"layer_counts": bad})
