@@ -25,6 +25,9 @@ ROLE = re.compile(r"\{(term|doc|numref|cite:p|cite:t)\}`([^`]+)`")
 _TITLED = re.compile(r"^(.*?)\s*<([^<>]+)>$")  # "shown text <target>"
 _ENTRY = re.compile(r"@\w+\{([^,\s]+),(.*?)\n\}", re.S)
 _FIELD = r"\b{}\s*=\s*\{{(.*?)\}}\s*,?\s*\n"
+_SENTENCE_START = re.compile(r"(?:\A|[.!?]\s+|\n\s*\n|^\s*[-*]\s+)\s*\Z", re.M)  # what precedes a sentence's start
+# "the figure below, the figure below and the figure below" -> "the figures below"
+_SAME_FIGURES = re.compile(r"\b([Tt])he figure (above|below)(?:, the figure \2)* and the figure \2\b")
 
 
 def _titled(text: str) -> tuple[str | None, str]:
@@ -105,12 +108,14 @@ def plain_parts(text: str, figures_above: Collection[str] = ()) -> tuple[str, li
         elif role == "numref":
             where = "the figure above" if target in figures_above else "the figure below"
             words = shown.replace("%s", "").strip() if shown else where
+            if _SENTENCE_START.search(text[: match.start()]):
+                words = words[:1].upper() + words[1:]
         else:
             words = citation(target, textual=role == "cite:t")
         parts.append((words, match.group(0)))
         return words
 
-    return ROLE.sub(one, text), parts
+    return _SAME_FIGURES.sub(lambda m: f"{m[1]}he figures {m[2]}", ROLE.sub(one, text)), parts
 
 
 def plain(text: str, figures_above: Collection[str] = ()) -> str:

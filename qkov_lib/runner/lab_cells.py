@@ -52,7 +52,7 @@ def to_lab(nb: dict[str, Any]) -> None:
             shown, parts = plain_parts(source, figures)
             if parts:
                 cell["source"] = shown
-                cell["metadata"][KEY] = {"source": source, "parts": parts}
+                cell["metadata"][KEY] = {"source": source, "shown": shown, "parts": parts}
 
 
 def from_lab(nb: dict[str, Any]) -> None:
@@ -68,18 +68,6 @@ def from_lab(nb: dict[str, Any]) -> None:
             if not jupyter:
                 cell["metadata"].pop("jupyter", None)
         if "source" in was:
-            shown, parts = _text(cell["source"]), [tuple(p) for p in was["parts"]]
-            unedited = shown == shown_words(was["source"], parts)
-            cell["source"] = was["source"] if unedited else restore(shown, parts)
-
-
-def shown_words(source: str, parts: list[tuple[str, str]]) -> str:
-    """What ``to_lab`` showed of ``source``: each role of ``parts`` (in order) replaced by its plain words."""
-    out, at = [], 0
-    for words, role in parts:
-        found = source.find(role, at)
-        if found < 0:
-            continue
-        out += [source[at:found], words]
-        at = found + len(role)
-    return "".join(out) + source[at:]
+            shown = _text(cell["source"])
+            unedited = shown == was["shown"]
+            cell["source"] = was["source"] if unedited else restore(shown, [tuple(p) for p in was["parts"]])

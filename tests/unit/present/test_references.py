@@ -69,4 +69,10 @@ def test_a_figure_is_glued_under_its_caption_in_the_book_and_drawn_in_place_outs
         assert shown[1].data == "```{glue:figure} k\n:name: fig-k\n\nCaption with 3 seeds.\n```"
     else:
         assert isinstance(shown[0], prose.Shown) and shown[1].data == "*Figure.* Caption with 3 seeds."
-        assert prose.say("{numref}`fig-k`").data == "the figure above"
+        assert prose.say("{numref}`fig-k`").data == "The figure above"
+
+
+def test_a_figure_reference_starting_a_sentence_is_capitalised_and_repeats_merge():
+    assert plain("{numref}`fig-a` shows it. See {numref}`fig-b`.") == "The figure below shows it. See the figure below."
+    merged = plain("{numref}`fig-a`, {numref}`fig-b` and {numref}`fig-c` show maps.", ["fig-a", "fig-b", "fig-c"])
+    assert merged == "The figures above show maps."
