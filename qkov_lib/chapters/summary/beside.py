@@ -29,6 +29,7 @@ from ...metrics.verdicts import (
     profile_tables,
     verdict_table,
 )
+from ...present.references import page_href
 from ...runs.real_verdicts import compared as real_compared
 from ...runs.real_verdicts import official_from
 from .. import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain, hatexplain_layers, squad, sva
@@ -202,7 +203,7 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
     parts: list[str] = []
     tables: list[pd.DataFrame] = []
     for page in pages or [n for n in chapter_names() if n in BESIDE_OFFICIAL]:
-        link = f'<a href="{page}.html">{html.escape(title(page))}</a>'
+        link = f'<a href="{page_href(page)}">{html.escape(title(page))}</a>'
         table = beside_authors(root, profile, page)
         if table is None:
             try:
