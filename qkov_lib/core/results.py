@@ -178,6 +178,22 @@ def load(folder: Path, chapter: str) -> tuple[dict[str, pd.DataFrame], dict[str,
     return tables, meta
 
 
+def profile_tables(root: Path, profile: str, page: str) -> dict[str, pd.DataFrame] | None:
+    """A chapter's tables as run under ``profile`` into the results root ``root`` (``load``, checked
+    against its sealed metadata), to set beside another profile's; None when that unit is missing or fails its
+    check."""
+    unit = profile_unit(root, profile, page)
+    return None if unit is None else unit[0]
+
+
+def profile_unit(root: Path, profile: str, page: str) -> tuple[dict[str, pd.DataFrame], dict] | None:
+    """``profile_tables`` with the unit's metadata (the parameters it ran with among them)."""
+    try:
+        return load(root / profile, page)
+    except ResultsError:
+        return None
+
+
 def git_commit() -> str | None:
     """The repository's HEAD commit, with '+dirty' when tracked files differ from it; None outside git."""
     try:

@@ -23,13 +23,11 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from IPython.display import HTML
 
-from ..core.results import ResultsError, load
 from ..data import authors
 from .official import DIFFERS, INFORMATIVE_COLUMN, INFORMATIVE_RULE, REPRODUCES, informative, tally, welch_verdict
 from .stats import mean_ci
@@ -282,22 +280,6 @@ def beside_official(
             VERDICT_COLUMN: [verdict(k) for k in keys],
         }
     )
-
-
-def profile_tables(root: Path, profile: str, page: str) -> dict[str, pd.DataFrame] | None:
-    """A chapter's tables as run under ``profile`` into the results root ``root`` (``results.load``, checked
-    against its sealed metadata), to set beside another profile's; None when that unit is missing or fails its
-    check."""
-    unit = profile_unit(root, profile, page)
-    return None if unit is None else unit[0]
-
-
-def profile_unit(root: Path, profile: str, page: str) -> tuple[dict[str, pd.DataFrame], dict] | None:
-    """``profile_tables`` with the unit's metadata (the parameters it ran with among them)."""
-    try:
-        return load(root / profile, page)
-    except ResultsError:
-        return None
 
 
 def every(words: Iterable[str]) -> str:

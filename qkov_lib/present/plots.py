@@ -1,6 +1,6 @@
 """The book's figures: one plotly template for all of them (fonts, sizes, margins), the builders the chapters share
 (DTAP heatmap grids, learning curves, panels of lines), and the wrapper that shows a figure in JupyterLab and in the
-built book, where a chapter places it in a numbered, captioned figure (``glue_figure`` and ``{glue:figure}``).
+built book, where a chapter places it in a numbered, captioned figure (``prose.figure``).
 
 Every figure is titled by its caption, not inside the plot: titles inside a plot get clipped or run into the panel
 titles on a narrow screen. Panel titles are short and wrap; each axis title is written once per figure."""
@@ -21,7 +21,6 @@ from IPython.display import display
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from ..core.results import in_runner
 from ..metrics import mean_std
 from .describe import describe
 
@@ -75,8 +74,7 @@ class Shown:
 
 
 def show(fig: go.Figure) -> None:
-    """Display a figure where the cell is (a figure without a caption: prefer ``glue_figure`` and
-    ``{glue:figure}``)."""
+    """Display a figure where the cell is (a figure without a caption: prefer ``prose.figure``)."""
     display(Shown(fig))
 
 
@@ -90,14 +88,6 @@ def glue(name: str, value: object, display_it: bool) -> None:
     prefix = "" if display_it else GLUE_PREFIX
     metadata["scrapbook"] = dict(name=name, mime_prefix=prefix)
     display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
-
-
-def glue_figure(name: str, fig: go.Figure) -> None:
-    """A chapter's figure, for the book and for a reader running the chapter by hand, in one output: glued under
-    ``name`` for the page's captioned ``{glue:figure}``; inside the runner hidden where the cell is (the page shows
-    it once, under its caption), outside it (JupyterLab, plain papermill) also displayed there, where JupyterLab
-    draws it (``application/vnd.plotly.v1+json``) and ``{glue:figure}`` is only text."""
-    glue(name, Shown(fig), display_it=not in_runner())
 
 
 def clear_axis_titles(fig: go.Figure, x_label: str | None, y_label: str | None) -> None:

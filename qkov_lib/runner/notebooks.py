@@ -6,7 +6,7 @@ reads only ``.ipynb``: ``papermill notebooks/<name>.md ...`` fails with ``NotJSO
     papermill fig4.ipynb fig4-run.ipynb -p profile smoke -y 'overrides: {M: 20}'
 
 A chapter run this way writes its tables to ``data/results/interactive/<profile>/``, never over what the runner
-published, and shows its figures where their cells are (``plots.glue_figure``).
+published, and shows its figures, with their captions, where their cells are (``prose.figure``).
 
 ``colab_notebook`` writes the variant a chapter page's "open in Colab" link opens (the publishing job writes one per
 chapter, ``qkov_lib/runner/publish.py``): a first cell that installs this companion at the published commit (and fetches

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...core.chapter import name_of
 from ...core.contents import chapter_names, title
-from ...core.results import UNAVAILABLE, ResultsError, read_meta
+from ...core.results import UNAVAILABLE, ResultsError, profile_tables, read_meta
 from ...data import authors
 from ...metrics.official import INFORMATIVE_COLUMN, OFFICIAL, Guard, OfficialUnit, official_unit, tally
 from ...metrics.verdicts import (
@@ -26,7 +26,6 @@ from ...metrics.verdicts import (
     VERDICT_COLUMN,
     Interval,
     beside_official,
-    profile_tables,
     verdict_table,
 )
 from ...present.references import page_href
@@ -184,7 +183,7 @@ def beside_authors(root: Path, profile: str, page: str) -> pd.DataFrame | None:
 
 
 def _tables(root: Path, profile: str, page: str, spec: Beside) -> Tables | None:
-    """A chapter's tables under ``profile`` in ``root`` (``verdicts.profile_tables``), None unless it holds every
+    """A chapter's tables under ``profile`` in ``root`` (``results.profile_tables``), None unless it holds every
     table the comparison reads."""
     tables = profile_tables(root, profile, page)
     return tables if tables is not None and all(t in tables for t in spec.tables) else None

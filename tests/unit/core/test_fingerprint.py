@@ -25,7 +25,7 @@ ALL = sorted(NOTEBOOKS)
 # verdicts through the atlas's module, so it follows the atlas.
 EXPECTED = {
     "train/engine.py": ["atlas", "corollaries", "fig2_dtap", "fig3_incentive", "scorecard", "summary"],
-    "present/plots.py": [c for c in ALL if c not in ("appendix_d", "errata")],
+    "present/plots.py": [c for c in ALL if c != "errata"],  # every chapter with a figure or computed prose
     "chapters/atlas/grid.py": ["atlas", "scorecard", "summary"],  # the summary reads the atlas through the scorecard
     "runs/sweep.py": ["atlas", "scorecard", "summary"],  # the atlas runs its sweep in its module
     "theory/symbolic.py": ["lemma3", "theorem1"],

@@ -404,7 +404,7 @@ def test_the_real_data_pages_intervals_of_a_percentage_stay_within_0_and_100_and
 
 
 def test_official_results_are_read_from_their_sealed_unit_and_the_summary_reads_them_alike(tmp_path):
-    """A chapter under another profile reads the `official` unit of the results root (``verdicts.profile_tables``,
+    """A chapter under another profile reads the `official` unit of the results root (``results.profile_tables``,
     which the summary's profile comparison uses too); a unit changed after it was sealed is not read."""
     import pandas as pd
 
