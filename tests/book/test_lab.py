@@ -338,8 +338,9 @@ def test_a_chapter_opens_with_its_kernels_language_info_and_saves_back_byte_for_
 PAGE = """
 const cells = [...document.querySelectorAll('.jp-Notebook > .jp-WindowedPanel-outer .jp-Cell, .jp-Notebook .jp-Cell')]
     .filter((c, i, all) => all.indexOf(c) === i);
-const rendered = [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown, .jp-MarkdownCell .myst,'
+const found = [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown, .jp-MarkdownCell .myst,'
     + ' .jp-OutputArea-output')];
+const rendered = found.filter(e => !found.some(o => o !== e && o.contains(e)));  // each text once
 return {
   cells: cells.map(c => ({code: c.classList.contains('jp-CodeCell'),
                           input: !!c.querySelector('.jp-InputArea:not(.lm-mod-hidden) .jp-InputArea-editor'),
@@ -407,10 +408,10 @@ def significant(token: str) -> int:
 
 
 def shows_a_result(prose: str, values: list[float]) -> str | None:
-    """A number of the rendered outputs, of at least three significant digits (not a round setting such as a rate
+    """A number of the rendered outputs, of at least two significant digits (not a round setting such as a rate
     of 0.1), that is one of the results as rounded on the page (or in percent)."""
     for token in DECIMAL.findall(prose):
-        if significant(token) < 3:
+        if significant(token) < 2:
             continue
         digits, p = len(token.split(".")[1]), float(token)
         if any(abs(round(x, digits) - p) < 1e-9 for v in values for x in (v, 100 * v)):
