@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 from IPython.display import HTML
 
-from ..metrics.verdicts import claims_html
+from ..present.claims import claims_html
 from ..present.text import math_html
 from ..theory import factorised
 from ..theory.errata import errata_table

@@ -15,7 +15,8 @@ import torch
 
 from ..core.contents import GATHERERS, chapter_names, title
 from ..core.results import BY_HAND, PUBLISHED, UNAVAILABLE, ResultsError, Sources, folder_of, load, sources
-from ..metrics.verdicts import CHECK, COLUMNS, PAPER, REVIEW, WORDS, note, verdict_table
+from ..metrics.verdicts import CHECK, COLUMNS, PAPER, REVIEW, WORDS
+from ..present.claims import note, verdict_table
 from ..present.references import page_href
 from . import atlas
 

@@ -33,7 +33,8 @@ from ..core.contents import chapter_names, title
 from ..core.paths import BOOK_CHAPTERS, HTML, REPO_ROOT
 from ..core.results import git_commit, results_root
 from ..metrics.official import OFFICIAL
-from ..metrics.verdicts import FAILS, HOLDS, REPLICATION_RULE, counts, replication, word
+from ..metrics.verdicts import FAILS, HOLDS, REPLICATION_RULE, counts, replication
+from ..present.claims import word
 from . import report_print
 
 PDF_NAME = "report.pdf"  # beside the book's index.html, so the published site holds it at <site>/<profile>/

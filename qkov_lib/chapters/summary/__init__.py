@@ -14,16 +14,8 @@ import torch
 
 from ...core.contents import chapter_names, title
 from ...core.results import BY_HAND, PUBLISHED, ResultsError, Sources, folder_of, load, read_meta, results_root, sources
-from ...metrics.verdicts import (
-    NOT_EVIDENCE,
-    PAPER,
-    UNDECIDED,
-    counts,
-    every,
-    note,
-    reason,
-    verdict_table,
-)
+from ...metrics.verdicts import NOT_EVIDENCE, PAPER, UNDECIDED, counts, every, reason
+from ...present.claims import note, verdict_table
 from ...present.references import page_href
 from .. import scorecard
 from ..scorecard import CLAIMS_SECTION

@@ -26,8 +26,8 @@ from ...metrics.verdicts import (
     VERDICT_COLUMN,
     Interval,
     beside_official,
-    verdict_table,
 )
+from ...present.claims import verdict_table
 from ...present.references import page_href
 from ...runs.real_verdicts import compared as real_compared
 from ...runs.real_verdicts import official_from
