@@ -83,14 +83,14 @@ def gather(where: Path | Sources) -> tuple[pd.DataFrame, dict[str, str]]:
 
 
 def by_hand_note(table: pd.DataFrame) -> str:
-    """A sentence naming the chapters whose rows were read from a run by hand ('' when none were)."""
+    """A sentence saying which chapters' rows were read from a run by hand ('' when none were)."""
     pages = list(dict.fromkeys(table.loc[table["results"] == BY_HAND, "chapter"]))
     if not pages:
         return ""
-    return (
-        f"Rows of {', '.join(pages)} are read from the chapters run by hand (data/results/interactive), newer than "
-        "the published results; the other rows from the published ones."
-    )
+    where = "the chapters run by hand (data/results/interactive), newer than the published results"
+    if len(pages) == table["chapter"].nunique():
+        return f"Every row is read from {where}."
+    return f"Read from {where}: {'; '.join(pages)}. The other rows are read from the published results."
 
 
 def atlas_share(where: Path | Sources) -> dict[str, str]:
