@@ -9,5 +9,5 @@ __version__ = "0.1.0"
 
 try:
     portable.apply(strict=False)
-except ValueError:  # a QKOV_PORTABLE of no known level: the runner's checks and chapter.begin report it, once
+except ValueError:  # a QKOV_PORTABLE of no known level: the runner's checks and chapter.start report it, once
     pass

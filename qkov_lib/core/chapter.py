@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import html
 import json
 import os
 import time
@@ -31,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from IPython.display import HTML, display
 
 from .. import __version__
 from . import budget, paths, portable, results
@@ -256,9 +254,9 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
-def begin(module: types.ModuleType, profile: str = "default", overrides: Mapping[str, Any] | None = None) -> Chapter:
-    """Resolve the chapter's setup for a profile plus overrides; show, folded, how it runs (profile, device,
-    versions), the settings that differ from the paper's (all of them a click further) and how to rerun it."""
+def start(module: types.ModuleType, profile: str = "default", overrides: Mapping[str, Any] | None = None) -> Chapter:
+    """Resolve the chapter's setup for a profile plus overrides, and check the run's environment (the portable
+    level, the time budget); a chapter page calls ``present.settings.begin``, which also shows how it runs."""
     concrete, setup = resolve(module, profile, notebook_overrides(overrides))
     try:
         portable.level()
@@ -266,50 +264,4 @@ def begin(module: types.ModuleType, profile: str = "default", overrides: Mapping
     except ValueError as err:
         raise ParameterError(str(err)) from None
     pd.set_option("display.max_colwidth", None)  # claim tables carry sentences; never cut them
-    chapter = Chapter(name_of(module), concrete, setup, describe(pick_device()))
-    display(HTML(settings_box(chapter, module.Setup)))
-    return chapter
-
-
-def settings_box(chapter: Chapter, setup_type: type) -> str:
-    """The folded box under a chapter's title: how it ran, its settings against the paper's (those that differ
-    shown first, the rest a click further) and the command that reruns it, with the parameters' names."""
-    env, params, paper = chapter.environment, chapter.params, as_dict(setup_type())
-    differ = [k for k in params if params[k] != paper[k]]
-
-    def rows(names: Sequence[str]) -> str:
-        cells = "".join(
-            f"<tr><td><code>{html.escape(k)}</code></td><td>{html.escape(repr(params[k]))}</td>"
-            f"<td>{html.escape(repr(paper[k]))}</td></tr>"
-            for k in names
-        )
-        return (
-            f"<table><thead><tr><th>parameter</th><th>this run</th><th>the paper's</th></tr></thead>"
-            f"<tbody>{cells}</tbody></table>"
-        )
-
-    ran = (
-        f"Profile <code>{chapter.profile}</code> on {html.escape(env['device'])} "
-        f"({html.escape(env['device_name'])}), torch {html.escape(env['torch'])}, qkov_lib {__version__}."
-    )
-    if not params:
-        shown = "<p>This chapter takes no parameters.</p>"
-    else:
-        shown = (rows(differ) if differ else "<p>Every setting is the paper's.</p>") + (
-            f"<details><summary>All {len(params)} settings</summary>{rows(list(params))}</details>"
-        )
-    command = f"python -m qkov_lib reproduce --profile {chapter.profile} --only {chapter.name}"
-    example = f" -p {next(iter(params))} VALUE" if params else ""
-    rerun = (
-        f"<p><strong>Rerun this chapter:</strong> <code>{html.escape(command)}</code>; change a setting with "
-        f"<code>{html.escape(command + example)}</code>. Or edit <code>overrides</code> in the notebook, "
-        f"<code>notebooks/{chapter.name}.md</code>, and run it: a chapter run by hand saves its results into "
-        f"<code>data/results/{results.INTERACTIVE}/</code>, apart from the published ones; to keep an edit, pass "
-        f"it with <code>-p</code> rather than saving it into the source, which would make the published "
-        f"chapter stale (the book's JupyterLab, <code>make lab</code>, never saves on its own).</p>"
-    )
-    label = f"{len(differ)} of {len(params)} settings differ from the paper's" if params else "How this page ran"
-    return (
-        f'<details class="qkov-settings"><summary>{label}; rerun this chapter</summary><p>{ran}</p>{shown}'
-        f"{rerun}</details>"
-    )
+    return Chapter(name_of(module), concrete, setup, describe(pick_device()))

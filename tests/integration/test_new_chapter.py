@@ -47,7 +47,7 @@ NEW_NOTEBOOK = (
 ```{code-cell} ipython3
 :tags: [remove-input]
 
-from qkov_lib.core.chapter import begin
+from qkov_lib.present.settings import begin
 from qkov_lib.chapters import tiny
 
 ch = begin(tiny, profile, overrides)

@@ -328,7 +328,8 @@ def test_a_notebook_written_where_it_cannot_be_is_one_line(tmp_path, monkeypatch
 
 def test_a_deadline_that_is_no_time_stops_a_chapter_run_by_hand_at_its_first_cell(monkeypatch):
     from qkov_lib.chapters import fig4_mu_trajectories
-    from qkov_lib.core.chapter import ParameterError, begin
+    from qkov_lib.core.chapter import ParameterError
+    from qkov_lib.present.settings import begin
 
     monkeypatch.setenv("QKOV_DEADLINE", "garbage")
     with pytest.raises(ParameterError, match=r"QKOV_DEADLINE='garbage' is not a time in seconds since the epoch"):

@@ -179,3 +179,17 @@ def test_every_code_cell_says_what_the_page_shows_of_it():
             if not tags & {"remove-input", "remove-cell", "hide-input", "parameters"}:
                 shown.append(f"{name}: code cell {i + 1} ({cell.strip().splitlines()[0][:50]!r})")
     assert not shown, "code cells the page would show:\n" + "\n".join(shown)
+
+
+def test_html_is_built_only_where_a_reader_sees_it():
+    """ARCHITECTURE.md: the computing layers and core/ return numbers, never HTML; what a reader sees is built in
+    present/ (and by the chapters and the runner above it)."""
+    pattern = re.compile(r"^import html$|^from IPython\.display import .*\bHTML\b|<(?:td|tr|span|p|details)\b", re.M)
+    computing = ("core", "metrics", "data", "models", "theory", "train", "runs")
+    found = sorted(
+        p.relative_to(PACKAGE_DIR).as_posix()
+        for folder in computing
+        for p in (PACKAGE_DIR / folder).rglob("*.py")
+        if pattern.search(p.read_text(encoding="utf-8"))
+    )
+    assert found == [], f"HTML built outside present/: {found}"

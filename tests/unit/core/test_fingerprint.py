@@ -183,8 +183,8 @@ def test_import_forms_resolve_to_modules(tmp_path):
 def test_notebook_imports_and_versions():
     assert codehash.notebook_modules(NOTEBOOKS["errata"]) == {
         "qkov_lib",
-        "qkov_lib.core",
-        "qkov_lib.core.chapter",
+        "qkov_lib.present",
+        "qkov_lib.present.settings",
         "qkov_lib.chapters",
         "qkov_lib.chapters.errata",
     }
