@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..metrics.qa import exact_match, f1_score
 from .registry import DataError, canonical_file, not_found, offline_file, read_json
 from .text import Vocab
 
@@ -159,28 +158,6 @@ def examples(
             )
         )
     return out, skipped
-
-
-def fixed_span_baseline(
-    train: list[Example], test: list[Example], max_answer: int, n_select: int = 2000
-) -> dict[str, float]:
-    """The trivial baseline: the window span of a fixed start and length with the best mean F1 on (an evenly spaced
-    ``n_select`` of) the training examples, applied to the test examples; its start, length, EM and F1 (percent)."""
-    window = max(len(e.context) for e in train)
-    train = train[:: max(1, len(train) // n_select)]
-
-    def mean_f1(data: list[Example], start: int, length: int) -> float:
-        return float(np.mean([f1_score(e.text(start, min(start + length, len(e.context))), e.golds) for e in data]))
-
-    best = max(((s, n) for s in range(window) for n in range(1, max_answer + 1)), key=lambda sn: mean_f1(train, *sn))
-    start, length = best
-    preds = [e.text(start, min(start + length, len(e.context))) for e in test]
-    return {
-        "start": start,
-        "length": length,
-        "EM": 100 * float(np.mean([exact_match(p, e.golds) for p, e in zip(preds, test)])),
-        "F1": 100 * float(np.mean([f1_score(p, e.golds) for p, e in zip(preds, test)])),
-    }
 
 
 SPECIALS = ("<q>", "<a>", "<eos>")  # before the question, before the answer, after it
