@@ -193,6 +193,7 @@ def shot(driver, name: str) -> None:
         driver.save_screenshot(str(Path(folder) / name))
 
 
+ROOT = "const root = [...document.querySelectorAll('.jp-NotebookPanel')].find(p => !p.classList.contains('lm-mod-hidden')) || document;\n"  # noqa: E501
 KERNEL = "return (document.querySelector('.jp-Notebook-ExecutionIndicator') || {dataset: {}}).dataset.status"
 IDLE_FOR = 3  # seconds the kernel must stay idle after Run All: between two cells it is idle for milliseconds
 
@@ -357,24 +358,25 @@ def test_a_chapter_opens_with_its_kernels_language_info_and_saves_back_byte_for_
 
 # every chapter, as a reader sees it: what the book hides, hidden; every reference readable; no error box
 PAGE = """
-const cells = [...document.querySelectorAll('.jp-Notebook > .jp-WindowedPanel-outer .jp-Cell, .jp-Notebook .jp-Cell')]
+const root = [...document.querySelectorAll('.jp-NotebookPanel')].find(p => !p.classList.contains('lm-mod-hidden')) || document;  // the open chapter's tab only
+const cells = [...root.querySelectorAll('.jp-Notebook > .jp-WindowedPanel-outer .jp-Cell, .jp-Notebook .jp-Cell')]
     .filter((c, i, all) => all.indexOf(c) === i);
-const found = [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown, .jp-MarkdownCell .myst,'
+const found = [...root.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown, .jp-MarkdownCell .myst,'
     + ' .jp-OutputArea-output')];
 const rendered = found.filter(e => !found.some(o => o !== e && o.contains(e)));  // each text once
 return {
   cells: cells.map(c => ({code: c.classList.contains('jp-CodeCell'),
                           input: !!c.querySelector('.jp-InputArea:not(.lm-mod-hidden) .jp-InputArea-editor')})),
   boxes: rendered.map(e => e.textContent).join('\\n').split(/Unknown (?:Directive|Role)/).length - 1,
-  warnings: [...document.querySelectorAll('.jp-Notebook span.text-yellow-600[title]')]
+  warnings: [...root.querySelectorAll('.jp-Notebook span.text-yellow-600[title]')]
       .map(e => e.title + ': ' + e.textContent.trim()),
-  links: [...document.querySelectorAll('.jp-MarkdownCell a, .jp-OutputArea-output a')]
+  links: [...root.querySelectorAll('.jp-MarkdownCell a, .jp-OutputArea-output a')]
       .map(a => a.getAttribute('href') || ''),
-  errors: [...document.querySelectorAll('.jp-OutputArea-output')].map(o => o.textContent)
+  errors: [...root.querySelectorAll('.jp-OutputArea-output')].map(o => o.textContent)
       .filter(t => t.includes('Traceback') || /\\w+Error:/.test(t)).map(t => t.slice(0, 800)),
-  prose: [...document.querySelectorAll('.jp-OutputArea-output')].map(o => o.textContent).join('\\n'),
+  prose: [...root.querySelectorAll('.jp-OutputArea-output')].map(o => o.textContent).join('\\n'),
   text: rendered.map(e => e.textContent).join('\\n'),
-  drawn: document.querySelectorAll('.jp-OutputArea .js-plotly-plot svg.main-svg').length,
+  drawn: root.querySelectorAll('.jp-OutputArea .js-plotly-plot svg.main-svg').length,
 };
 """
 SHOWN_FIRST = """(document.querySelector('.jp-OutputArea .js-plotly-plot')
@@ -444,11 +446,11 @@ def shows_a_result(prose: str, values: list[float]) -> str | None:
 
 def open_chapter(browser, url: str, token: str, name: str, cells: int) -> None:
     """Open a chapter and wait until its kernel is idle and each of its ``cells`` is drawn, its Markdown rendered."""
-    browser.get(f"{url}/lab/tree/notebooks/{name}.md?token={token}")
+    browser.get(f"{url}/lab/tree/notebooks/{name}.md?reset&token={token}")  # reset: no tab of a past page restored
     wait_for(
         browser,
-        f"""const cells = document.querySelectorAll('.jp-Notebook .jp-Cell');
-            return cells.length === {cells} && [...document.querySelectorAll('.jp-Notebook .jp-MarkdownCell')]
+        f"""{ROOT}const cells = root.querySelectorAll('.jp-Notebook .jp-Cell');
+            return cells.length === {cells} && [...root.querySelectorAll('.jp-Notebook .jp-MarkdownCell')]
                 .every(c => c.querySelector('.jp-RenderedMarkdown, .myst'))""",
         120,
         f"{name} opened, its {cells} cells drawn",
@@ -476,6 +478,7 @@ def run_all_at_smoke(browser, name: str) -> None:
 
 
 def close_without_saving(browser, url: str, token: str) -> None:
+    tabs = browser.execute_script("return document.querySelectorAll('.jp-NotebookPanel').length")
     click_text(browser, ".lm-MenuBar-itemLabel", "File")
     click_text(browser, ".lm-Menu-itemLabel", "Close Tab")
     dialog = browser.execute_script(
@@ -484,7 +487,7 @@ def close_without_saving(browser, url: str, token: str) -> None:
     )
     if dialog:
         dialog.click()
-    wait_for(browser, "return document.querySelectorAll('.jp-Notebook').length === 0", 30, "the tab to close")
+    wait_for(browser, f"return document.querySelectorAll('.jp-NotebookPanel').length < {tabs}", 30, "the tab to close")
     with urllib.request.urlopen(f"{url}/api/sessions?token={token}", timeout=10) as reply:
         for session in json.load(reply):  # the kernel of the closed chapter stops: 16 would not fit beside each other
             request = urllib.request.Request(f"{url}/api/sessions/{session['id']}?token={token}", method="DELETE")
