@@ -198,6 +198,17 @@ KERNEL = "return (document.querySelector('.jp-Notebook-ExecutionIndicator') || {
 IDLE_FOR = 3  # seconds the kernel must stay idle after Run All: between two cells it is idle for milliseconds
 
 
+def set_smoke(browser, name: str) -> None:
+    """Type ``profile = "smoke"`` over the first line of the chapter's parameters cell."""
+    from selenium.webdriver.common.action_chains import ActionChains  # selenium: only where the browser test runs
+    from selenium.webdriver.common.keys import Keys
+
+    wait_for(browser, PARAMETERS, 30, f"{name}'s parameters cell").click()
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.HOME).key_up(Keys.CONTROL).key_down(
+        Keys.SHIFT
+    ).send_keys(Keys.END).key_up(Keys.SHIFT).send_keys('profile = "smoke"').perform()
+
+
 def run_all(browser, name: str) -> None:
     """Run All from the menu, and wait until every cell has run: the kernel busy, then idle for ``IDLE_FOR`` s (the
     prompts cannot tell: a hidden cell's input, prompt included, is not in the page)."""
@@ -281,15 +292,7 @@ def test_a_chapter_runs_in_jupyterlab_and_leaves_the_repository_clean(lab, brows
     assert "(Petzold, 1983)" not in before["text"]  # in a hidden cell's output: there once the chapter has run
     shot(browser, "lab_before.png")
 
-    # the parameters cell: profile = "smoke"
-    editor = wait_for(browser, PARAMETERS, 30, "the parameters cell")
-    editor.click()
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.keys import Keys
-
-    ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.HOME).key_up(Keys.CONTROL).key_down(
-        Keys.SHIFT
-    ).send_keys(Keys.END).key_up(Keys.SHIFT).send_keys('profile = "smoke"').perform()
+    set_smoke(browser, CHAPTER)
     assert wait_for(browser, PARAMETERS, 5, "the parameters cell").text.startswith('profile = "smoke"\n')
 
     # Run All, from the menu
@@ -357,9 +360,9 @@ def test_a_chapter_opens_with_its_kernels_language_info_and_saves_back_byte_for_
 
 
 # every chapter, as a reader sees it: what the book hides, hidden; every reference readable; no error box
-PAGE = """
-const root = [...document.querySelectorAll('.jp-NotebookPanel')].find(p => !p.classList.contains('lm-mod-hidden')) || document;  // the open chapter's tab only
-const cells = [...root.querySelectorAll('.jp-Notebook > .jp-WindowedPanel-outer .jp-Cell, .jp-Notebook .jp-Cell')]
+PAGE = (
+    ROOT
+    + """const cells = [...root.querySelectorAll('.jp-Notebook > .jp-WindowedPanel-outer .jp-Cell, .jp-Notebook .jp-Cell')]
     .filter((c, i, all) => all.indexOf(c) === i);
 const found = [...root.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown, .jp-MarkdownCell .myst,'
     + ' .jp-OutputArea-output')];
@@ -379,6 +382,7 @@ return {
   drawn: root.querySelectorAll('.jp-OutputArea .js-plotly-plot svg.main-svg').length,
 };
 """
+)
 SHOWN_FIRST = """(document.querySelector('.jp-OutputArea .js-plotly-plot')
     || document.querySelector('.jp-OutputArea-output .jp-RenderedMarkdown, .jp-OutputArea-output .myst')
     || document.querySelector('.jp-Cell')).scrollIntoView()"""  # the screenshot: a figure, else the first prose
@@ -465,14 +469,7 @@ def open_chapter(browser, url: str, token: str, name: str, cells: int) -> None:
 
 
 def run_all_at_smoke(browser, name: str) -> None:
-    from selenium.webdriver.common.action_chains import ActionChains
-    from selenium.webdriver.common.keys import Keys
-
-    editor = wait_for(browser, PARAMETERS, 30, f"{name}'s parameters cell")
-    editor.click()
-    ActionChains(browser).key_down(Keys.CONTROL).send_keys(Keys.HOME).key_up(Keys.CONTROL).key_down(
-        Keys.SHIFT
-    ).send_keys(Keys.END).key_up(Keys.SHIFT).send_keys('profile = "smoke"').perform()
+    set_smoke(browser, name)
     run_all(browser, name)
     time.sleep(2)  # the Markdown outputs render
 
