@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -34,18 +35,24 @@ class ClassifierConfig:
     biases: bool = False  # biases on Q, K, V, O and the MLP (zero at the start)
 
     def __post_init__(self) -> None:
-        require_positive_ints(
-            self, ("vocab", "n_classes", "max_len", "d_model", "n_heads", "d_head", "n_layers", "d_mlp")
-        )
+        require_positive_ints(self, ("vocab", "n_classes"))
         if self.n_classes < 2:
             raise ValueError(f"n_classes must be >= 2 (got {self.n_classes})")
         if not self.init_scale > 0:
             raise ValueError(f"init_scale must be > 0 (got {self.init_scale!r})")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)} (got {self.activation!r})")
+        check_shape(self)
 
 
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+SHAPE = ("max_len", "d_model", "n_heads", "d_head", "n_layers", "d_mlp")  # the sizes a classifier's shape takes
+
+
+def check_shape(cfg: Any) -> None:
+    """The checks of a classifier's shape (``ClassifierConfig``'s, and a setup's that carries the same names, as
+    ``RealSetup`` does): positive integer sizes (``SHAPE``) and a known activation."""
+    require_positive_ints(cfg, SHAPE)
+    if cfg.activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)} (got {cfg.activation!r})")
 
 
 def activate(x: torch.Tensor, activation: str) -> torch.Tensor:

@@ -10,9 +10,9 @@ from ..core.validation import require_seeds
 from ..data.text import Encoded, Vocab
 from ..metrics import check_bins
 from ..metrics.rationale import ERASE_MODES
-from ..models.transformer import ClassifierConfig
-from ..train.optim import RateSchedule
-from ..train.training import TrainConfig
+from ..models.transformer import ClassifierConfig, check_shape
+from ..train.optim import RateSchedule, check_rate
+from ..train.training import FROZEN, TrainConfig, check_loop, check_optimiser_and_stop
 from .real_verdicts import Majority
 
 UNANNOTATED = ("skip", "zero")  # what the attention measures do with a test example without relevant tokens
@@ -111,9 +111,19 @@ class RealSetup:
             )
         if not 0 <= self.label_smoothing < 1:
             raise ValueError(f"label_smoothing must lie in [0, 1) (got {self.label_smoothing!r})")
-        self.model(vocab=10, n_classes=2)
-        self.train_config(self.qk_mult, per_epoch=self.accumulate)
-        self.for_condition(True).train_config(self.qk_mult, per_epoch=self.accumulate)
+        check_shape(self)
+        check_optimiser_and_stop(self, ("batch_size", "accumulate"))
+        check_rate("lr", self.lr)
+        check_rate("qk_mult", self.qk_mult)
+        check_loop(self)
+        if not (self.faster_weight_decay is None or self.faster_weight_decay >= 0):
+            raise ValueError(
+                f"faster_weight_decay must be >= 0, or None for weight_decay (got {self.faster_weight_decay!r})"
+            )
+        if not (self.faster_frozen is None or self.faster_frozen in FROZEN):
+            raise ValueError(
+                f"faster_frozen must be one of {', '.join(FROZEN)}, or None for frozen (got {self.faster_frozen!r})"
+            )
         check_bins(list(self.bins))
         if self.max_len < 2:
             raise ValueError(f"max_len must be >= 2 (got {self.max_len})")

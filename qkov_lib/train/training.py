@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,6 +41,32 @@ def check_optimiser_and_stop(cfg, positive_ints: tuple[str, ...]) -> None:
     require_positive_ints(cfg, positive_ints)
     if not getattr(cfg, "target_nll", 0) >= 0:
         raise ValueError(f"target_nll must be >= 0, 0 meaning no early stop (got {cfg.target_nll!r})")
+
+
+def check_loop(cfg: Any) -> None:
+    """The checks of a training loop's options (``TrainConfig``'s, and a setup's that carries the same names, as
+    ``RealSetup`` does): decay, momentum, schedule and warm-up, clipping, the QK and frozen sets, the embedding's
+    rate and decay."""
+    if not cfg.weight_decay >= 0:
+        raise ValueError(f"weight_decay must be >= 0 (got {cfg.weight_decay!r})")
+    if not 0 <= cfg.momentum < 1:
+        raise ValueError(f"momentum must lie in [0, 1) (got {cfg.momentum!r})")
+    if cfg.momentum and cfg.optimizer != "sgd":
+        raise ValueError(f"momentum is SGD's; AdamW has its betas (got momentum = {cfg.momentum!r})")
+    if cfg.lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)} (got {cfg.lr_schedule!r})")
+    if not (0 <= cfg.warmup < 1 and (cfg.warmup > 0 or cfg.lr_schedule != "onecycle")):
+        raise ValueError(f"warmup must lie in [0, 1), and in (0, 1) for onecycle (got {cfg.warmup!r})")
+    if not (cfg.clip_norm is None or cfg.clip_norm > 0):
+        raise ValueError(f"clip_norm must be > 0, or None for no clipping (got {cfg.clip_norm!r})")
+    if cfg.qk_params not in QK_PARAMS:
+        raise ValueError(f"qk_params must be one of {', '.join(QK_PARAMS)} (got {cfg.qk_params!r})")
+    if cfg.frozen not in FROZEN:
+        raise ValueError(f"frozen must be one of {', '.join(FROZEN)} (got {cfg.frozen!r})")
+    if not (cfg.embed_mult > 0 and (cfg.embed_decay is None or cfg.embed_decay >= 0)):
+        raise ValueError(
+            f"embed_mult must be > 0 and embed_decay >= 0 or None (got {cfg.embed_mult!r}, {cfg.embed_decay!r})"
+        )
 
 
 def check_finite(losses: torch.Tensor, step: int, model: Callable[[int], str], every: int = 1) -> None:
@@ -127,28 +154,9 @@ class TrainConfig:
                 f"max_steps ({self.max_steps}) must be at least one optimiser step of accumulate = "
                 f"{self.accumulate} mini-batches"
             )
-        if not self.weight_decay >= 0:
-            raise ValueError(f"weight_decay must be >= 0 (got {self.weight_decay!r})")
-        if not 0 <= self.momentum < 1:
-            raise ValueError(f"momentum must lie in [0, 1) (got {self.momentum!r})")
-        if self.momentum and self.optimizer != "sgd":
-            raise ValueError(f"momentum is SGD's; AdamW has its betas (got momentum = {self.momentum!r})")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)} (got {self.lr_schedule!r})")
-        if not (0 <= self.warmup < 1 and (self.warmup > 0 or self.lr_schedule != "onecycle")):
-            raise ValueError(f"warmup must lie in [0, 1), and in (0, 1) for onecycle (got {self.warmup!r})")
+        check_loop(self)
         if self.lr_schedule != "constant" and self.schedule.qk_schedule == "ramp":
             raise ValueError("a QK ramp sets the rates itself; it takes lr_schedule = 'constant'")
-        if not (self.clip_norm is None or self.clip_norm > 0):
-            raise ValueError(f"clip_norm must be > 0, or None for no clipping (got {self.clip_norm!r})")
-        if self.qk_params not in QK_PARAMS:
-            raise ValueError(f"qk_params must be one of {', '.join(QK_PARAMS)} (got {self.qk_params!r})")
-        if self.frozen not in FROZEN:
-            raise ValueError(f"frozen must be one of {', '.join(FROZEN)} (got {self.frozen!r})")
-        if not (self.embed_mult > 0 and (self.embed_decay is None or self.embed_decay >= 0)):
-            raise ValueError(
-                f"embed_mult must be > 0 and embed_decay >= 0 or None (got {self.embed_mult!r}, {self.embed_decay!r})"
-            )
 
     def group_of(self, name: str) -> str:
         """The group of parameter ``name`` (its last dotted part decides): 'frozen', 'qk', 'embed', 'ov' or

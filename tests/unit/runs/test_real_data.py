@@ -767,6 +767,42 @@ def test_the_real_data_setup_checks_what_the_run_uses():
         resolve("squad", "default", {"output": "span"})
 
 
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(momentum=0.9), "momentum is SGD's"),
+        (dict(lr_schedule="linear"), "lr_schedule must be one of"),
+        (dict(lr_schedule="onecycle", warmup=0.0), r"warmup must lie in \[0, 1\), and in \(0, 1\) for onecycle"),
+        (dict(clip_norm=0.0), "clip_norm must be > 0"),
+        (dict(qk_params="all"), "qk_params must be one of"),
+        (dict(embed_mult=0.0), "embed_mult must be > 0"),
+        (dict(faster_frozen="attention"), "faster_frozen must be one of none, mlp"),
+        (dict(faster_weight_decay=-1e-3), "faster_weight_decay must be >= 0"),
+        (dict(lr=0.0), "lr must be a finite number > 0"),
+        (dict(qk_mult=float("inf")), "qk_mult must be a finite number > 0"),
+        (dict(optimizer="lion"), "optimizer must be one of"),
+        (dict(d_head=0), "d_head must be a positive integer"),
+        (dict(activation="tanh"), "activation must be one of relu, gelu, gelu_tanh"),
+    ],
+)
+def test_the_real_data_setup_checks_its_options_without_building_a_loop(change, message, monkeypatch):
+    """A setup checks each training and model option itself (``training.check_loop``, ``transformer.check_shape``),
+    with the messages the loop and the classifier give: no ``TrainConfig`` or ``ClassifierConfig`` is built only
+    to be checked (issue: a setting travels as one object)."""
+    from qkov_lib.runs import real_setup
+
+    setup = resolve("hatexplain", "official")[1]
+
+    def built(*args, **kwargs):
+        raise AssertionError("a setup built a config only to check itself")
+
+    monkeypatch.setattr(real_setup, "TrainConfig", built)
+    monkeypatch.setattr(real_setup, "ClassifierConfig", built)
+    dataclasses.replace(setup, seeds=(1, 2))  # a good setup builds neither
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(setup, **change)
+
+
 def test_gzip_fixture_is_really_gzip(tmp_path):
     write_sva_canonical(tmp_path)
     with gzip.open(tmp_path / "sva" / "agr_50_mostcommon_10K.tsv.gz", "rt") as fh:
