@@ -58,9 +58,12 @@ PROFILES = {
     # cell 5, In [4]; optimiser and schedule in cell 6, In [4]): AdamW at 5e-5 (the default), weight decay 0.05,
     # the tied token embedding at 0.1x without decay, the q/k projections with their biases in the QK group (x20,
     # the default), batch 32 (the default) with gradient accumulation 2, clipping at 0.5, label smoothing 0.1,
-    # OneCycleLR with 1000 warm-up steps of about 1875 x 100 (60,000 questions in batches of 32, 100 epochs; the
-    # same share of the steps here), seeds 1234-1238; the model: d_model 300, 6 heads, d_ff 1200, GELU, every linear
-    # layer with a bias. Scaled down to fit a CPU (OFFICIAL_SCALE)
+    # OneCycleLR warming up over 1000 of its steps, which are optimiser steps (``sched.step()`` follows each
+    # ``opt.step()``, every second mini-batch): 1000 of the 1875 x 100 / 2 optimiser steps of 60,000 questions in
+    # batches of 32 for 100 epochs (the same share of the optimiser steps here), seeds 1234-1238; the model:
+    # d_model 300, 6 heads, d_ff 1200, GELU, every linear layer with a bias, the weights Xavier-uniform with gain
+    # 1/sqrt(2) and the biases as nn.Linear draws them (``_init_weights``, cell 5). Scaled down to fit a CPU
+    # (OFFICIAL_SCALE)
     "official": dict(
         seeds=(1234, 1235, 1236, 1237, 1238),
         weight_decay=0.05,
@@ -71,13 +74,14 @@ PROFILES = {
         clip_norm=0.5,
         label_smoothing=0.1,
         lr_schedule="onecycle",
-        warmup=1000 / (1875 * 100),
+        warmup=1000 / (1875 * 100 / 2),
         d_model=300,
         n_heads=6,
         d_head=50,
         d_mlp=1200,
         activation="gelu",
         biases=True,
+        init="xavier",
         **OFFICIAL_SCALE,
     ),
 }

@@ -31,7 +31,8 @@ class DecoderConfig:
     d_mlp: int = 256
     init_scale: float = 0.02
     activation: str = "relu"  # the MLP's (``transformer.ACTIVATIONS``)
-    biases: bool = False  # biases on Q, K, V, O and the MLP (zero at the start)
+    biases: bool = False  # biases on Q, K, V, O and the MLP (zero at the start, or nn.Linear's draw with xavier)
+    init: str = "normal"  # how the weights start (``INITS``)
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("vocab", "max_len", "d_model", "n_heads", "d_head", "n_layers", "d_mlp"))
@@ -39,13 +40,49 @@ class DecoderConfig:
             raise ValueError(f"init_scale must be > 0 (got {self.init_scale!r})")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)} (got {self.activation!r})")
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {', '.join(INITS)} (got {self.init!r})")
+
+
+INITS = ("normal", "xavier")  # normal(0, init_scale) weights and zero biases; or the authors' SQuAD start
+XAVIER_GAIN = 2**-0.5  # the authors' SQuAD notebooks: ``xavier_uniform_(p, gain=1/np.sqrt(2))``
+
+
+def fans(name: str, cfg: DecoderConfig) -> tuple[int, int]:
+    """(fan in, fan out) of a weight or bias as the authors' model holds it: each of W_Q, W_K, W_V a d_model x
+    (n_heads d_head) ``nn.Linear``, W_O its transpose, the MLP's two layers, the position table [max_len, d_model]
+    (torch reads an embedding's fan in from its second axis); a bias takes its layer's."""
+    heads = cfg.n_heads * cfg.d_head
+    last = name.rsplit(".", 1)[-1]
+    table = {
+        "pos": (cfg.d_model, cfg.max_len),
+        "mlp_in": (cfg.d_model, cfg.d_mlp),
+        "b_in": (cfg.d_model, cfg.d_mlp),
+        "mlp_out": (cfg.d_mlp, cfg.d_model),
+        "b_out": (cfg.d_mlp, cfg.d_model),
+        "W_O": (heads, cfg.d_model),
+        "b_O": (heads, cfg.d_model),
+    }
+    return table.get(last, (cfg.d_model, heads))  # W_Q, W_K, W_V and their biases
+
+
+def draw(name: str, shape: tuple[int, ...], cfg: DecoderConfig, gen: torch.Generator) -> torch.Tensor:
+    """One seed's starting value of parameter ``name``. ``normal``: normal(0, init_scale) weights, zero biases
+    (drawing nothing). ``xavier``, the authors' SQuAD model (GPT2-Squad-QA_*.ipynb cell 5, ``_init_weights``):
+    every weight but the token embedding uniform on +-gain sqrt(6 / (fan in + fan out)) with gain 1/sqrt(2), the
+    position table included; each bias as ``nn.Linear`` draws it, uniform on +-1/sqrt(fan in); the token embedding
+    (GloVe vectors there, none offline) normal(0, init_scale)."""
+    if cfg.init == "normal" or name == "embed":
+        return torch.zeros(shape) if is_bias(name) else cfg.init_scale * torch.randn(shape, generator=gen)
+    fan_in, fan_out = fans(name, cfg)
+    bound = fan_in**-0.5 if is_bias(name) else XAVIER_GAIN * (6 / (fan_in + fan_out)) ** 0.5
+    return (2 * torch.rand(shape, generator=gen) - 1) * bound
 
 
 def init_decoder(
     cfg: DecoderConfig, seeds: Sequence[int], device: torch.device | str = "cpu"
 ) -> dict[str, torch.Tensor]:
-    """Normal(0, init_scale) weights, zero biases (drawing nothing), one independent draw per seed, stacked on
-    dimension 0."""
+    """Each parameter's start (``draw``: ``cfg.init``), one independent draw per seed, stacked on dimension 0."""
     shapes: dict[str, tuple[int, ...]] = {"embed": (cfg.vocab, cfg.d_model), "pos": (cfg.max_len, cfg.d_model)}
     for layer in range(cfg.n_layers):
         p = f"blocks.{layer}."
@@ -69,12 +106,7 @@ def init_decoder(
     per_seed = []
     for seed in seeds:
         gen = torch.Generator().manual_seed(int(seed))
-        per_seed.append(
-            {
-                k: torch.zeros(s) if is_bias(k) else cfg.init_scale * torch.randn(s, generator=gen)
-                for k, s in shapes.items()
-            }
-        )
+        per_seed.append({k: draw(k, s, cfg, gen) for k, s in shapes.items()})
     return {k: torch.stack([p[k] for p in per_seed]).to(device).requires_grad_() for k in shapes}
 
 

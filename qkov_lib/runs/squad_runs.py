@@ -37,6 +37,7 @@ class SquadSetup(RealSetup):
     max_answer: int  # answers longer than this are left out
     test_fraction: float  # the share of articles held out for testing
     output: str  # what the answer is scored over: "vocabulary" or "window"
+    init: str = "normal"  # how the decoder's weights start (models.decoder.INITS); the paper states none
     max_len: int = field(init=False, default=0)  # window + question + <q> + <a>
     mlp: bool = field(init=False, default=True)  # a GPT block
     residual: bool = field(init=False, default=True)  # a GPT block
@@ -152,6 +153,7 @@ def model_config(data: PreparedQA, s: SquadSetup) -> DecoderConfig:
         d_mlp=s.d_mlp,
         activation=s.activation,
         biases=s.biases,
+        init=s.init,
     )
 
 

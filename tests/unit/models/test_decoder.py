@@ -1,5 +1,8 @@
 """The SQuAD decoder: causal and padding masks, and greedy decoding of a learnt continuation."""
 
+import dataclasses
+
+import pytest
 import torch
 
 from qkov_lib.models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits
@@ -57,3 +60,35 @@ def test_logits_over_allowed_tokens_are_the_vocabulary_logits_of_those_tokens():
     assert torch.isinf(some[:, 0, 0, 2]).all() and torch.isinf(some[:, 1, 0, 1]).all()
     out = greedy(params, CFG, ids, 3, eos=2, allowed=allowed)
     assert all(t in allowed[b].tolist() and t != 0 for s in range(2) for b in range(2) for t in out[s, b].tolist())
+
+
+def test_the_authors_squad_start_draws_each_weight_within_its_xavier_bound():
+    """``init = "xavier"`` (the official SQuAD profile): every weight but the token embedding uniform within
+    gain sqrt(6 / (fan in + fan out)), gain 1/sqrt(2), the fans those of the authors' ``nn.Linear`` layers (torch's
+    own fan rule on the full matrix) and of the position table; biases within nn.Linear's 1/sqrt(fan in); the
+    token embedding normal(0, 0.02). ``normal`` keeps zero biases."""
+    cfg = DecoderConfig(vocab=50, max_len=40, d_model=24, n_heads=3, d_head=8, n_layers=2, d_mlp=96, biases=True)
+    xavier = init_decoder(dataclasses.replace(cfg, init="xavier"), [0])
+    calc = torch.nn.init._calculate_fan_in_and_fan_out
+    linear = {  # each parameter as the authors' layer holds it: (out, in) for a weight, (in,) for its bias' fan
+        "W_Q": torch.empty(24, 24),
+        "W_V": torch.empty(24, 24),
+        "W_O": torch.empty(24, 24),
+        "mlp_in": torch.empty(96, 24),
+        "mlp_out": torch.empty(24, 96),
+        "pos": torch.empty(40, 24),
+    }
+    for name, matrix in linear.items():
+        fan_in, fan_out = calc(matrix)
+        bound = 2**-0.5 * (6 / (fan_in + fan_out)) ** 0.5
+        values = xavier[name if name == "pos" else f"blocks.1.{name}"].detach()
+        assert values.abs().max() <= bound and values.abs().max() > 0.9 * bound, name
+    for bias, fan_in in (("b_Q", 24), ("b_O", 24), ("b_in", 24), ("b_out", 96)):
+        values = xavier[f"blocks.0.{bias}"].detach()
+        assert 0 < values.abs().max() <= fan_in**-0.5, bias
+    assert abs(float(xavier["embed"].std()) - 0.02) < 0.003
+    normal = init_decoder(cfg, [0])
+    assert all(float(normal[k].abs().max()) == 0 for k in normal if k.rsplit(".", 1)[-1].startswith("b_"))
+    assert torch.equal(normal["embed"], xavier["embed"])  # the token embedding is drawn first, alike
+    with pytest.raises(ValueError, match="init must be one of normal, xavier"):
+        DecoderConfig(vocab=5, max_len=4, init="glorot")

@@ -2,6 +2,7 @@
 ``torch.optim.lr_scheduler``, SGD momentum, parameter groups with their own rate and decay, frozen parameters,
 gradient accumulation, label smoothing; the models' biases and GELU; the chapters' ``official`` profiles."""
 
+import dataclasses
 import importlib
 import math
 
@@ -267,6 +268,11 @@ def test_official_profiles_set_the_authors_values(chapter):
     else:
         assert (tc.weight_decay, tc.embed_mult, tc.embed_decay, tc.accumulate, tc.clip_norm) == (0.05, 0.1, 0.0, 2, 0.5)
         assert (s.label_smoothing, tc.lr_schedule, tc.qk_params, s.biases) == (0.1, "onecycle", "wq_wk_bq_bk", True)
+        assert s.init == "xavier" and module.Setup().init == "normal"
+        # their warm-up: 1000 scheduler steps, one after each optimiser step (every second of 1875 x 100 batches)
+        theirs = dataclasses.replace(s, max_train=None, max_test=None, epochs=100)
+        full = theirs.train_config(s.qk_mult, per_epoch=1875)
+        assert full.optimiser_steps == 93_750 and round(full.warmup * full.optimiser_steps) == 1000
     for profile in ("smoke", "default"):  # the companion's own profiles keep the clean intervention
         other = resolve(module, profile)
         other = other[1] if isinstance(other, tuple) else other
