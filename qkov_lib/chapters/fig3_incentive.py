@@ -20,7 +20,7 @@ from ..metrics.official import Guard, OfficialUnit
 from ..metrics.verdicts import Claim, Interval, above, at_most, beside_official, claim_table, every, rule, weakest
 from ..models import check_init
 from ..present.plots import band, clear_axis_titles, hex_to_rgb, legend_below, log_axes
-from ..runs.fixed_attention import OTHERS, OVModel, bag_features, fade_epochs, run_models
+from ..runs.fixed_attention import OTHERS, Fresh, OVModel, bag_features, fade_epochs, run_models
 from ..runs.synthetic_runs import synthetic_data
 from ..train.optim import check_rate
 
@@ -41,7 +41,8 @@ class Setup(SyntheticConfig):
     alphas: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)  # fixed attention on distinct tokens
     others: str = "common"  # where 1 - alpha goes: the common tokens (Section 5); "all": every other position
     n_train: int = 32_000  # an epoch: the authors' 250 batches of 128
-    n_test: int = 6400  # the held-out set the incentive is measured on
+    n_test: int = 6400  # the held-out set the incentive is measured on (fresh: the sequences of each read-out)
+    fresh_batches: bool = False  # a fixed training set (the paper's Section 4); the authors draw every batch anew
     init: str = "balanced"  # a random balanced OV pair (the paper states none); "pytorch": the authors' default layers
     init_scale: float = 0.6  # entries of PyTorch's default size (1 with init "pytorch": its own default, bias too)
     lr: float = 1e-2  # "gradient descent": the authors' SGD at 0.01
@@ -96,29 +97,39 @@ PROFILES = {
         alphas=(0.2, 0.4, 0.6, 0.8, 1.0),
         init="pytorch",
         init_scale=1.0,
+        fresh_batches=True,  # new sequences every step, and every read-out on 1000 new batches of 128 (their
+        n_test=128_000,  # calculate_loss, whose value at alpha they print as the training loss)
     ),
 }
 
 
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> pd.DataFrame:
-    """Every model's per-epoch curves (``fixed_attention.run_models``) on per-seed training and held-out sets
+    """Every model's per-epoch curves (``fixed_attention.run_models``) on per-seed training and held-out sets, or
+    on new sequences every step and every read-out (``fresh_batches``, the authors' regime; ``fixed_attention.Fresh``)
     (``device`` None: ``pick_device()``)."""
     seeds, cfg, device = list(setup.seeds), setup.data, device or pick_device()
-    train_set, test_set = synthetic_data(cfg, seeds, setup.n_train, setup.n_test)
-    train_x, test_x = (bag_features(s, cfg.vocab, setup.others).to(device) for s in (train_set, test_set))
+    fresh: Fresh | None = None
+    train_x = train_y = test_x = test_y = None  # the training and held-out bags and labels; none when fresh
+    if setup.fresh_batches:
+        fresh = Fresh(cfg, setup.others, setup.n_train, setup.n_test, str(device))
+    else:
+        train_set, test_set = synthetic_data(cfg, seeds, setup.n_train, setup.n_test)
+        train_x, test_x = (bag_features(s, cfg.vocab, setup.others).to(device) for s in (train_set, test_set))
+        train_y, test_y = train_set.labels.to(device), test_set.labels.to(device)
     return run_models(
         setup.models(),
         list(setup.alphas),
         seeds,
         train_x,
-        train_set.labels.to(device),
+        train_y,
         test_x,
-        test_set.labels.to(device),
+        test_y,
         setup.lr,
         setup.batch_size,
         setup.epochs,
         setup.delta,
         progress,
+        fresh,
     )
 
 
@@ -253,6 +264,13 @@ def bias_effect(curves: pd.DataFrame) -> pd.DataFrame:
             "incentive/δ, bias": means[("incentive_per_delta", "collapsed + bias")],
         }
     )
+
+
+def loss_measure(setup: Setup) -> str:
+    """In words, which loss a run's final training loss is (what its column beside the authors' numbers shows)."""
+    if setup.fresh_batches:
+        return f"the loss the authors printed: at α, on {setup.n_test:,} new sequences after the last epoch"
+    return f"the training loss on the first {min(setup.n_train, setup.n_test):,} sequences of its fixed training set"
 
 
 def stored_losses(curves: pd.DataFrame) -> dict[str, Interval]:

@@ -171,6 +171,12 @@ def sample_tokens(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> tup
     return tokens, cfg.token_ids()["next"][classes]
 
 
+def sample_split(cfg: SyntheticConfig, n: int, rng: np.random.Generator) -> SyntheticSplit:
+    """n fresh sequences with their distinct masks (``sample_tokens``' draw), for what reads the distinct positions
+    of fresh sequences (Figure 3's bags under the authors' regime)."""
+    return _as_split(cfg, *_sample(cfg, n, rng))
+
+
 def make_splits(cfg: SyntheticConfig, n_train: int, n_test: int, seed: int) -> tuple[SyntheticSplit, SyntheticSplit]:
     """A fixed training set and a held-out test set with no sequence in common, both from ``seed``."""
     if n_train < cfg.n_classes or n_test < cfg.n_classes:

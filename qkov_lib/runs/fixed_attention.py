@@ -2,12 +2,13 @@
 
 With attention fixed, the model sees the effective input x~ = (alpha/m) sum_{distinct} x_j + ((1-alpha)/n)
 sum_{common} x_j and the loss L(alpha) = -log softmax_y(W_O W_V x~) (factorised) or with a collapsed W_OV.
-Many (alpha, seed) models train at once as one stack of the synthetic engine (``engine``, attention given).
+Many (alpha, seed) models train at once as one stack of the synthetic engine (``engine``, attention given), on a
+fixed training set or, as the authors' notebooks do, on new sequences every step (``Fresh``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,7 @@ import torch
 
 from ..core.device import cpu_workers
 from ..core.workers import run_independent
-from ..data.synthetic import SyntheticSplit
+from ..data.synthetic import FIELDS, SyntheticConfig, SyntheticSplit, sample_split
 from ..models import AttentionConfig, init_params
 from ..train.backends import train_stack
 from ..train.counts import CountSet, FixedBatches
@@ -153,38 +154,105 @@ def bag_set(x: torch.Tensor, labels: torch.Tensor) -> CountSet:
     return CountSet(x, torch.zeros(labels.shape, dtype=torch.long, device=x.device), labels, empty, empty.long())
 
 
+FRESH_SEED = 104729  # as ``counts.FreshBatches``: a seed's fresh training sequences come from seed + this
+LOSS_SEED = 2 * FRESH_SEED  # and its fresh read-out sequences from seed + this, a stream of their own
+
+
+@dataclass(frozen=True)
+class Fresh:
+    """The authors' regime (Fig-3_Fixed-Self-Attention-Experiments_*.ipynb): new sequences of ``task`` for every
+    training step (``n_train`` an epoch, each mini-batch's classes balanced) and, at every read-out, the loss at
+    alpha and alpha + delta on ``n_loss`` new ones (their ``calculate_loss``: 1000 batches of 128), which is also
+    the training loss they print; ``others`` as ``bag_features``; models on ``device``."""
+
+    task: SyntheticConfig
+    others: str
+    n_train: int
+    n_loss: int
+    device: str = "cpu"
+
+
+class FreshBags:
+    """``Fresh``'s sequences as bags: model k draws from the generators of its data row (so the alphas of one seed
+    read the same sequences, as they read one fixed set), an epoch of mini-batches at a time."""
+
+    def __init__(self, fresh: Fresh, seeds: Sequence[int], rows: Sequence[int], alpha: torch.Tensor, batch: int):
+        self.fresh, self.rows, self.alpha, self.batch = fresh, list(rows), alpha, batch
+        self.train_rngs = [np.random.default_rng(int(s) + FRESH_SEED) for s in seeds]
+        self.loss_rngs = [np.random.default_rng(int(s) + LOSS_SEED) for s in seeds]
+        self.epoch: CountSet | None = None
+
+    def _bags(self, rng: np.random.Generator, n: int, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Bag features [n, 2, V] and labels [n] of n new sequences, classes balanced within each ``batch``."""
+        splits = [sample_split(self.fresh.task, batch, rng) for _ in range(n // batch)]
+        split = SyntheticSplit(*(torch.cat([getattr(s, f) for s in splits]) for f in FIELDS))
+        return bag_features(split, self.fresh.task.vocab, self.fresh.others), split.labels
+
+    def loss_set(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A new read-out draw per data row: bag features [R, n_loss, 2, V] and labels [R, n_loss]."""
+        return self._stacked([self._bags(rng, self.fresh.n_loss, self.fresh.n_loss) for rng in self.loss_rngs])
+
+    def _stacked(self, drawn: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-row draws stacked on a leading row dimension, on the models' device."""
+        return torch.stack([f for f, _ in drawn]).to(self.fresh.device), torch.stack([y for _, y in drawn]).to(
+            self.fresh.device
+        )
+
+    def take(self, step: int, active: Sequence[int]) -> tuple[torch.Tensor, ...]:
+        """The mini-batch of ``step`` for the ``active`` models: effective inputs, (unused) slots, labels."""
+        per_epoch = self.fresh.n_train // self.batch
+        if step % per_epoch == 0 or self.epoch is None:
+            feats, labels = self._stacked(
+                [self._bags(rng, per_epoch * self.batch, self.batch) for rng in self.train_rngs]
+            )
+            self.epoch = bag_set(effective_inputs(feats, self.rows, self.alpha), labels[self.rows])
+        j = step % per_epoch
+        index = torch.arange(j * self.batch, (j + 1) * self.batch, device=self.alpha.device)
+        flat = torch.as_tensor(list(active), device=self.alpha.device)[:, None] * self.epoch.size + index
+        return self.epoch.take_flat(flat)
+
+
 def run_fixed_attention(
     model: OVModel,
     alphas: Sequence[float],
     seeds: Sequence[int],
-    train_feats: torch.Tensor,
-    train_labels: torch.Tensor,
-    test_feats: torch.Tensor,
-    test_labels: torch.Tensor,
+    train_feats: torch.Tensor | None,
+    train_labels: torch.Tensor | None,
+    test_feats: torch.Tensor | None,
+    test_labels: torch.Tensor | None,
     lr: float,
     batch_size: int,
     epochs: int,
     delta: float,
     progress: bool = True,
+    fresh: Fresh | None = None,
 ) -> pd.DataFrame:
     """Train one OV model per (alpha, seed) for ``epochs`` passes over the training set with SGD; after every epoch
     record the training loss at alpha (on the first training sequences, as many as are held out), the held-out
     losses at alpha and alpha + delta, and the incentive
     L(alpha) - L(alpha + delta) (NaN where alpha + delta > 1). Feature tensors are [S, N, 2, V], one row per seed;
-    models train on the device those tensors are on."""
-    device = train_feats.device
+    models train on the device those tensors are on. ``fresh``: the authors' regime instead (``Fresh``; the four
+    tensors None), new sequences every step and every read-out, where the training loss is the read-out's at
+    alpha."""
     pairs = [(a, i) for a in alphas for i in range(len(seeds))]
-    alpha = torch.tensor([a for a, _ in pairs], dtype=torch.float32, device=device)
     rows_k = [i for _, i in pairs]
     seeds_k = [seeds[i] for i in rows_k]
-    params = {k: v.detach() for k, v in model.init_params(train_feats.shape[-1], seeds_k, device).items()}
-    per_epoch = train_labels.shape[1] // batch_size
+    if fresh is None:
+        if train_feats is None or train_labels is None or test_feats is None or test_labels is None:
+            raise ValueError("a fixed-set run takes its training and held-out features and labels (or pass fresh)")
+        device, vocab, per_epoch = train_feats.device, train_feats.shape[-1], train_labels.shape[1] // batch_size
+        fixed = ((train_feats, train_labels), (test_feats, test_labels))
+    else:
+        device, vocab, per_epoch = torch.device(fresh.device), fresh.task.vocab, fresh.n_train // batch_size
+    alpha = torch.tensor([a for a, _ in pairs], dtype=torch.float32, device=device)
+    params = {k: v.detach() for k, v in model.init_params(vocab, seeds_k, device).items()}
     rows_t = torch.as_tensor(rows_k, device=device)
-    train_x, train_y = effective_inputs(train_feats, rows_k, alpha), train_labels[rows_t]
-    # model k reads row k of train_x (its own alpha), in the order training.FixedSetBatches gives seed seeds_k[k]
     spec = RunSpec(rates=RateSchedule(lr=lr), max_steps=epochs * per_epoch)
     members = [Member(s, k, spec) for k, s in enumerate(seeds_k)]
-    batches = FixedBatches(bag_set(train_x, train_y), members, batch_size)
+    if fresh is None:
+        take, losses = _fixed_reads(members, rows_k, alpha, batch_size, *fixed)
+    else:
+        take, losses = _fresh_reads(rows_k, alpha, batch_size, seeds, fresh)
     sc = StackConfig(
         qk="fixed",
         ov_factorised=model.factorised,
@@ -194,12 +262,10 @@ def run_fixed_attention(
         eval_every=per_epoch,
     )
     records: list[dict] = []
-    n_check = min(train_labels.shape[1], test_labels.shape[1])  # training loss on as many sequences as held out
 
     def monitor(prm: dict[str, torch.Tensor], active: list[int], step: int) -> None:
         with torch.no_grad():
-            tr = _loss_at(prm, train_x[:, :n_check], train_y[:, :n_check])
-            te, te_up = _losses(prm, test_feats, rows_t, test_labels, [alpha, alpha + delta])
+            tr, te, te_up = losses(prm, rows_t, [alpha, alpha + delta])
         for k, (a, i) in enumerate(pairs):
             valid = a + delta <= 1 + 1e-12
             inc = float(te[k] - te_up[k]) if valid else float("nan")
@@ -216,10 +282,49 @@ def run_fixed_attention(
                 }
             )
 
-    train_stack(
-        params, members, sc, batches.take, every_eval=monitor, progress=progress, desc=f"fixed attention, {model.name}"
-    )
+    train_stack(params, members, sc, take, every_eval=monitor, progress=progress, desc=f"fixed attention, {model.name}")
     return pd.DataFrame(records)
+
+
+Losses = Callable[[dict[str, torch.Tensor], torch.Tensor, list[torch.Tensor]], tuple[torch.Tensor, ...]]
+Reads = tuple[Callable[[int, Sequence[int]], tuple[torch.Tensor, ...]], Losses]
+
+
+def _fixed_reads(
+    members: Sequence[Member],
+    rows: Sequence[int],
+    alpha: torch.Tensor,
+    batch: int,
+    train: tuple[torch.Tensor, torch.Tensor],
+    test: tuple[torch.Tensor, torch.Tensor],
+) -> Reads:
+    """Mini-batches of the fixed training set (model k, on data row ``rows[k]``, reads row k of the effective inputs,
+    at its own alpha, in the order ``training.FixedSetBatches`` gives its seed) and the read-out: the training loss
+    at alpha on as many of its first training sequences as are held out, then the held-out losses at each alpha."""
+    train_x = effective_inputs(train[0], rows, alpha)
+    train_y = train[1][torch.as_tensor(list(rows), device=alpha.device)]
+    n_check = min(train[1].shape[1], test[1].shape[1])
+
+    def losses(prm: dict[str, torch.Tensor], rows_t: torch.Tensor, alphas: list[torch.Tensor]) -> tuple:
+        return (
+            _loss_at(prm, train_x[:, :n_check], train_y[:, :n_check]),
+            *_losses(prm, test[0], rows_t, test[1], alphas),
+        )
+
+    return FixedBatches(bag_set(train_x, train_y), members, batch).take, losses
+
+
+def _fresh_reads(rows: Sequence[int], alpha: torch.Tensor, batch: int, seeds: Sequence[int], fresh: Fresh) -> Reads:
+    """``FreshBags``' mini-batches and the read-out on a new draw: the losses at each alpha, the first of them also
+    as the training loss (the authors print ``calculate_loss`` at alpha on new sequences as the training loss)."""
+    source = FreshBags(fresh, seeds, rows, alpha, batch)
+
+    def losses(prm: dict[str, torch.Tensor], rows_t: torch.Tensor, alphas: list[torch.Tensor]) -> tuple:
+        feats, labels = source.loss_set()
+        at = _losses(prm, feats, rows_t, labels, alphas)
+        return (at[0], *at)
+
+    return source.take, losses
 
 
 STACKS_PER_MODEL = 2  # each OV model's alphas train as this many stacks, so 3 models keep 2 cores evenly busy
@@ -229,19 +334,20 @@ def run_models(
     models: Sequence[OVModel],
     alphas: Sequence[float],
     seeds: Sequence[int],
-    train_feats: torch.Tensor,
-    train_labels: torch.Tensor,
-    test_feats: torch.Tensor,
-    test_labels: torch.Tensor,
+    train_feats: torch.Tensor | None,
+    train_labels: torch.Tensor | None,
+    test_feats: torch.Tensor | None,
+    test_labels: torch.Tensor | None,
     lr: float,
     batch_size: int,
     epochs: int,
     delta: float,
     progress: bool = True,
+    fresh: Fresh | None = None,
 ) -> pd.DataFrame:
     """``run_fixed_attention`` for each model, its alphas split into ``STACKS_PER_MODEL`` stacks (a fixed split, so
     the numbers do not depend on the core count), side by side on the CPU's cores; curves joined in the order of
-    one stack per model (epoch, then alpha, then seed)."""
+    one stack per model (epoch, then alpha, then seed). ``fresh``: the authors' regime (``run_fixed_attention``)."""
     parts = max(1, min(STACKS_PER_MODEL, len(alphas)))
     groups = [list(g) for g in np.array_split(np.asarray(alphas, dtype=float), parts)]
     tasks = [
@@ -258,11 +364,15 @@ def run_models(
             epochs,
             delta,
             progress,
+            fresh,
         )
         for m in models
         for g in groups
     ]
-    curves = run_independent(run_fixed_attention, tasks, cpu_workers(train_feats.device))
+    if fresh is None and train_feats is None:
+        raise ValueError("a fixed-set run takes its training and held-out features and labels (or pass fresh)")
+    device = torch.device(fresh.device) if fresh is not None else train_feats.device  # type: ignore[union-attr]
+    curves = run_independent(run_fixed_attention, tasks, cpu_workers(device))
     return pd.concat(
         [
             pd.concat(curves[i * parts : (i + 1) * parts]).sort_values("epoch", kind="stable")

@@ -6,8 +6,11 @@ import pytest
 import torch
 
 from qkov_lib.chapters.fig3_incentive import claims as figure3
+from qkov_lib.runner.catalog import resolve
 from qkov_lib.data.synthetic import SyntheticSplit
 from qkov_lib.runs.fixed_attention import (
+    Fresh,
+    FreshBags,
     OVModel,
     bag_features,
     effective_input,
@@ -155,3 +158,47 @@ def test_pytorch_init_draws_the_bias_as_nn_linear_does():
     assert torch.equal(again[0].detach(), bias[1])
     zero = OVModel(factorised=False, bias=True).init_params(50, [0])["b_OV"]
     assert not zero.detach().any()
+
+
+def _fresh(n_train: int = 256, n_loss: int = 512) -> Fresh:
+    """The authors' regime on Figure 3's official task, small."""
+    return Fresh(resolve("fig3_incentive", "official")[1].data, "all", n_train, n_loss)
+
+
+def test_fresh_batches_are_new_every_epoch_balanced_per_batch_and_shared_by_a_seeds_alphas():
+    """``Fresh``: every mini-batch holds each class equally often (as the authors' generate_data draws 32 per class),
+    the alphas of one seed read the same sequences, another seed others, the next epoch new ones, and the same
+    seeds give the same bits; the read-out draws its own sequences."""
+    alpha = torch.tensor([0.2, 0.2, 0.6])
+
+    def source():
+        return FreshBags(_fresh(), [3, 4], rows=[0, 1, 0], alpha=alpha, batch=128)
+
+    bags = source()
+    first, second, next_epoch = (bags.take(step, [0, 1, 2]) for step in (0, 1, 2))
+    for x, _, labels in (first, second, next_epoch):
+        assert x.shape == (3, 128, 50)
+        for k in range(3):
+            assert sorted(torch.unique(labels[k], return_counts=True)[1].tolist()) == [32] * 4
+    x, _, labels = first
+    assert torch.equal(labels[0], labels[2]) and not torch.equal(x[0], x[2])  # one seed, two alphas
+    assert not torch.equal(x[0], x[1]) and not torch.equal(x[0], next_epoch[0][0])
+    assert all(torch.equal(a, b) for a, b in zip(source().take(0, [0, 1, 2]), first))
+    assert torch.equal(source().take(0, [2])[0][0], x[2])  # a model reads its own row, whoever else is active
+    feats, loss_labels = bags.loss_set()
+    assert feats.shape == (2, 512, 2, 50) and loss_labels.shape == (2, 512)
+
+
+def test_a_fresh_run_reads_its_loss_on_new_sequences_as_the_authors_print_it():
+    """Under ``Fresh`` the training loss recorded is the read-out's at alpha on new sequences (the authors'
+    ``calculate_loss``, which they print); a fixed-set run without its sets is one clear error."""
+    model = OVModel(True, init="pytorch", init_scale=1.0)
+    curves = run_fixed_attention(
+        model, [0.2, 0.6], [0], None, None, None, None, 0.5, 128, 3, 0.005, progress=False, fresh=_fresh()
+    )
+    assert curves["epoch"].tolist() == [1, 1, 2, 2, 3, 3]
+    assert (curves["train_loss"] == curves["test_loss"]).all() and curves["incentive"].notna().all()
+    first, last = (curves[curves.epoch == e]["train_loss"].to_numpy() for e in (1, 3))
+    assert (last < first).all()
+    with pytest.raises(ValueError, match="a fixed-set run takes its training and held-out features"):
+        run_fixed_attention(model, [0.2], [0], None, None, None, None, 0.5, 128, 1, 0.005, progress=False)
