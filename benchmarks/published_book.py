@@ -61,6 +61,15 @@ def make_book(checkout: Path, profile: str, url: str, data: str | None, log: Pat
     return wall, cpu
 
 
+def publish(checkout: Path, site: Path, profile: str) -> None:
+    """``published.write`` run in ``checkout`` with its own library, as the publishing job does, so that the index
+    names the commit that computed the units (not this checkout's)."""
+    code = "import sys; from pathlib import Path; from qkov_lib.runner import published as p; "
+    code += "p.write(Path(sys.argv[1]), sys.argv[2], Path('data/results'))"
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    subprocess.run([sys.executable, "-c", code, str(site), profile], cwd=checkout, env=env, check=True)
+
+
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -83,7 +92,7 @@ def main() -> None:
     computed, fetched = clone(work / "computes"), clone(work / "fetches")
     every, every_cpu = make_book(computed, args.profile, "", args.data, work / "computes.log")
     print(f"fresh clone, every chapter computed: {every / 60:.1f} min ({every_cpu / 60:.1f} CPU-min)", flush=True)
-    published.write(work / "site" / args.profile / published.FOLDER, args.profile, computed / "data" / "results")
+    publish(computed, work / "site" / args.profile / published.FOLDER, args.profile)
     url = serve(work / "site")
     taken, taken_cpu = make_book(fetched, args.profile, url, args.data, work / "fetches.log")
     print(f"fresh clone, from the published site: {taken / 60:.1f} min ({taken_cpu / 60:.1f} CPU-min)", flush=True)
