@@ -3,6 +3,7 @@ the annotators' rationales as the relevant tokens."""
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ import torch
 
 from ..core.device import pick_device
 from ..data import hatexplain
+from ..metrics.rationale import authors_k
 from ..runs.real_data import RealRun, prepare, run_conditions
 from ..runs.real_setup import SMOKE, Prepared, RealSetup
 
@@ -63,6 +65,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         faster_frozen="mlp",
         rationale_rule="mean",
         unannotated="zero",
+        # their measurement (cells 22, 55 and 69): attention read at the last padded position, padding unmasked
+        # (their padding is their read-out); 5% of the padded length (7 of 128 positions) erased
+        measure="authors",
+        k_percents=(5.0,),
     ),
 }
 
@@ -77,6 +83,32 @@ def measured_posts(setup: Setup) -> str:
     if setup.unannotated == "zero":
         return "every test post (one without rationales, as the posts labelled normal, has no attention on them)"
     return "the test posts with rationales (posts labelled normal have none)"
+
+
+def reading(setup: Setup) -> str:
+    """Where this run reads attention and how it erases words for sufficiency and comprehensiveness, in words (for
+    the page): the companion's measurement, or the authors' (``measure``)."""
+    if setup.measure == "authors":
+        k = ", ".join(f"{authors_k(p, setup.max_len)} of the {setup.max_len}" for p in setup.k_percents)
+        return (
+            f"the authors' way: every post is padded to {setup.max_len} positions with the read-out token "
+            "(their padding is their read-out), attention is read at the last position with "
+            "nothing masked, and sufficiency and comprehensiveness keep alone, or remove, the "
+            f"{k} padded positions the read-out attends to most, padding included (the model itself trains with "
+            "padding masked)"
+        )
+    shares = ", ".join(f"{p:g}" for p in setup.k_percents)
+    return (
+        "the companion's way: attention is read at the read-out token after the last word, padding masked, "
+        "and sufficiency and comprehensiveness keep alone, or remove (the others in their order), the most-attended "
+        f"words, averaged over {shares}% of the post's words"
+    )
+
+
+def official_reading(chapter: types.ModuleType) -> str:
+    """``reading`` of ``chapter``'s ``official`` profile (this chapter or ``hatexplain_layers``): the words on the
+    column its pages set beside this run."""
+    return reading(chapter.Setup(**chapter.PROFILES["official"]))
 
 
 def data(setup: Setup) -> Prepared:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import torch
 
 ERASE_MODES = ("remove", "mask")
@@ -101,6 +102,61 @@ def faithfulness(
         dropped = predict(erase(ids, top, mode)).gather(-1, y_hat).squeeze(-1)
         suff += p_full - kept
         comp += p_full - dropped
+    return suff / len(k_percents), comp / len(k_percents)
+
+
+def padded_as_readout(ids: torch.Tensor, length: int, readout_id: int) -> torch.Tensor:
+    """The authors' HateXplain input on this model: ``ids`` padded to ``length``, every padding position holding the
+    read-out token. Their model has no padding mask and reads its prediction at the first padding token, so their
+    padding is their read-out token (OFFICIAL_CODE.md; HateXplain_Same_LR_Final_Config.ipynb cell 22); the last row
+    of this input is the row they read attention at (``R[-1]``, position 127)."""
+    out = torch.nn.functional.pad(ids, (0, length - ids.shape[-1]))
+    return out.masked_fill(out == 0, readout_id)
+
+
+def authors_read(seq: torch.Tensor, readout_id: int) -> torch.Tensor:
+    """What the authors' model reads of a reordered or shortened input: the tokens up to its first read-out (their
+    first padding token), the rest set to padding; with none, the first token alone (``argmax`` of no padding is 0)."""
+    first = (seq == readout_id).int().argmax(-1, keepdim=True)
+    return seq.masked_fill(torch.arange(seq.shape[-1], device=seq.device) > first, 0)
+
+
+def authors_k(k_percent: float, length: int) -> int:
+    """The authors' number of erased positions: ceil(k% of the padded ``length``), at least 1 (their cell 55)."""
+    if not 0 < k_percent <= 100:
+        raise ValueError(f"each k percent must lie in (0, 100] (got {k_percent!r})")
+    return max(1, int(np.ceil(0.01 * k_percent * length)))
+
+
+def authors_faithfulness(
+    predict: Callable[[torch.Tensor], torch.Tensor],
+    padded: torch.Tensor,
+    scores: torch.Tensor,
+    k_percents: Sequence[float],
+    readout_id: int,
+    full: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sufficiency and comprehensiveness per example [S, B] as the authors' notebooks compute them
+    (``compute_comprehensiveness_sufficiency_classification``, HateXplain_Same_LR_Final_Config.ipynb cell 55):
+    k = ceil(k% of the padded length) positions, padding included, ranked by ``scores`` (the rollout row of the
+    last position, [S, B, T]) with numpy's ``argpartition``; comprehensiveness removes them, sufficiency keeps them
+    alone, in ``argpartition``'s order, as theirs does. ``padded`` from ``padded_as_readout``; ``full`` the class
+    probabilities of the unerased input [S, B, C]. Averaged over ``k_percents`` (theirs: 5 alone)."""
+    T = padded.shape[-1]
+    y_hat = full.argmax(-1, keepdim=True)
+    p_full = full.gather(-1, y_hat).squeeze(-1)
+    padded = padded.expand(*scores.shape)
+    order = -scores.double().cpu().numpy()
+    suff, comp = torch.zeros_like(p_full), torch.zeros_like(p_full)
+    for pct in k_percents:
+        k = authors_k(pct, T)
+        top = torch.from_numpy(np.argpartition(order, min(k, T - 1), axis=-1)[..., :k]).to(padded.device)
+        dropped = torch.zeros_like(padded, dtype=torch.bool).scatter_(-1, top, True)
+        rest = torch.argsort(dropped.to(torch.int8), dim=-1, stable=True)[..., : T - k]  # the others, in order
+        kept_alone = authors_read(torch.gather(padded, -1, top), readout_id)
+        removed = authors_read(torch.gather(padded, -1, rest), readout_id)
+        suff += p_full - predict(kept_alone).gather(-1, y_hat).squeeze(-1)
+        comp += p_full - predict(removed).gather(-1, y_hat).squeeze(-1)
     return suff / len(k_percents), comp / len(k_percents)
 
 

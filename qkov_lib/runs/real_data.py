@@ -14,9 +14,16 @@ import torch
 
 from ..core.device import cpu_workers
 from ..core.workers import run_independent
-from ..data.text import Encoded, TextSplit, Vocab, encode, unknown_rate
+from ..data.text import READOUT, Encoded, TextSplit, Vocab, encode, unknown_rate
 from ..metrics import dtap_histogram
-from ..metrics.rationale import faithfulness, mass_metrics, readout_attention, relevant_mass
+from ..metrics.rationale import (
+    authors_faithfulness,
+    faithfulness,
+    mass_metrics,
+    padded_as_readout,
+    readout_attention,
+    relevant_mass,
+)
 from ..models.transformer import ClassifierConfig, classify, init_classifier, trim
 from ..train.training import FixedSetBatches, train
 from .real_setup import Prepared, RealSetup
@@ -175,6 +182,7 @@ def evaluate_condition(
     def predict(ids: torch.Tensor) -> torch.Tensor:
         return torch.softmax(classify(params, cfg, ids)[0], -1)
 
+    readout = data.vocab.stoi[READOUT]
     parts: dict[str, list[torch.Tensor]] = {k: [] for k in ("predicted", "correct", "mass", "prob", "suff", "comp")}
     test = data.test
     for start in range(0, test.ids.shape[0], s.eval_batch):
@@ -189,21 +197,19 @@ def evaluate_condition(
         probs = torch.softmax(logits, -1)
         parts["predicted"].append(probs.argmax(-1))
         parts["correct"].append((probs.argmax(-1) == y).float())
-        att = readout_attention(attns, ids, s.identity_weight)
-        S = att.shape[0]
-        parts["mass"].append(relevant_mass(att, rel)[:, has])
+        S = probs.shape[0]
+        mass, suff, comp = read_attention(params, cfg, s, predict, ids, rel, attns, probs, has, readout)
+        parts["mass"].append(mass)
         parts["prob"].append(probs.gather(-1, y.expand(S, -1)[..., None]).squeeze(-1)[:, has])
         if has.any():
-            suff, comp = faithfulness(
-                predict, ids[has].expand(S, -1, -1), att[:, has], s.k_percents, s.erase, full=probs[:, has]
-            )
             parts["suff"].append(suff)
             parts["comp"].append(comp)
     cat = {k: torch.cat(v, dim=1).cpu() for k, v in parts.items() if v}
     if "mass" not in cat or cat["mass"].shape[1] == 0:
         raise ValueError("no test example has relevant tokens (after truncation to max_len); nothing to measure")
     masses = mass_metrics(cat["mass"], cat["prob"], s.threshold, s.confidence)
-    masses |= {f"above_{round(100 * t)}": 100 * (cat["mass"] >= t).float().mean(-1) for t in SHARES}
+    above = (lambda t: cat["mass"] > t) if s.measure == "authors" else (lambda t: cat["mass"] >= t)  # their bins
+    masses |= {f"above_{round(100 * t)}": 100 * above(t).float().mean(-1) for t in SHARES}
     rows = [
         {
             "seed": seed,
@@ -218,6 +224,39 @@ def evaluate_condition(
         for i, seed in enumerate(s.seeds)
     ]
     return pd.DataFrame(rows), {"mass": cat["mass"].numpy(), "prob_true": cat["prob"].numpy()}
+
+
+def read_attention(
+    params: dict[str, torch.Tensor],
+    cfg: ClassifierConfig,
+    s: RealSetup,
+    predict: Callable[[torch.Tensor], torch.Tensor],
+    ids: torch.Tensor,
+    rel: torch.Tensor,
+    attns: list[torch.Tensor],
+    probs: torch.Tensor,
+    has: torch.Tensor,
+    readout: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One test batch's relevant mass [S, N] and sufficiency and comprehensiveness [S, N'] on the examples ``has``
+    marks. ``measure = "companion"``: the rollout row of the read-out token, padding masked, k% of the real words
+    erased (``faithfulness``). ``"authors"``: as their HateXplain notebooks (cells 55 and 69): the rollout row of the
+    last of ``max_len`` positions, padding included and unmasked (``padded_as_readout``), and k% of the padded
+    length erased (``authors_faithfulness``); ``readout`` the read-out token's id."""
+    S = probs.shape[0]
+    if s.measure == "companion":
+        att = readout_attention(attns, ids, s.identity_weight)
+        suff, comp = faithfulness(
+            predict, ids[has].expand(S, -1, -1), att[:, has], s.k_percents, s.erase, full=probs[:, has]
+        )
+        return relevant_mass(att, rel)[:, has], suff, comp
+    padded = padded_as_readout(ids, s.max_len, readout)
+    att = readout_attention(classify(params, cfg, padded)[1], padded, s.identity_weight)
+    rel = torch.nn.functional.pad(rel, (0, s.max_len - rel.shape[-1]))
+    suff, comp = authors_faithfulness(
+        lambda x: predict(trim(x)[0]), padded[has], att[:, has], s.k_percents, readout, probs[:, has]
+    )
+    return relevant_mass(att, rel)[:, has], suff, comp
 
 
 @torch.no_grad()

@@ -16,6 +16,9 @@ from ..train.training import FROZEN, TrainConfig, check_loop, check_optimiser_an
 from .real_verdicts import Majority
 
 UNANNOTATED = ("skip", "zero")  # what the attention measures do with a test example without relevant tokens
+# where attention is read and how words are erased: at the read-out token, padding masked, k% of the words
+# (companion); or as the authors' HateXplain notebooks do (authors: ``evaluate_condition``)
+MEASURES = ("companion", "authors")
 
 
 @dataclass
@@ -83,6 +86,7 @@ class RealSetup:
     identity_weight: float = 0.0  # attention rollout's residual weight (Abnar & Zuidema; 0 with one layer)
     k_percents: tuple[float, ...] = (1.0, 5.0, 10.0, 20.0, 50.0)  # ERASER's top-k% (AOPC over these; App. D.6)
     erase: str = "remove"  # how ERASER drops words: removed, order kept
+    measure: str = "companion"  # MEASURES: the companion's reading of attention and erasure, or the authors'
     threshold: float = 0.5  # AC: attention on relevant tokens above this (App. D.6)
     confidence: float = 0.5  # ACMC: and true-class probability above this (App. D.6)
     unannotated: str = "skip"  # test examples without relevant tokens: left out of the attention measures (skip), or
@@ -93,6 +97,8 @@ class RealSetup:
         require_seeds(self.seeds)
         if self.erase not in ERASE_MODES:
             raise ValueError(f"erase must be one of {ERASE_MODES} (got {self.erase!r})")
+        if self.measure not in MEASURES:
+            raise ValueError(f"measure must be one of {MEASURES} (got {self.measure!r})")
         if self.unannotated not in UNANNOTATED:
             raise ValueError(f"unannotated must be one of {UNANNOTATED} (got {self.unannotated!r})")
         for name in ("max_train", "max_test"):

@@ -71,27 +71,30 @@ def test_a_stored_number_with_per_seed_values_is_read_with_both_spreads():
 
 
 # What the authors' code computes, per chapter and measure: the words a stored row's quantity must hold
-# (OFFICIAL_CODE.md: attention rollout read at the last position; comprehensiveness and sufficiency remove the
-# top k = 5% of the padded length; SVA's relevant tokens are the subject and the verb, its AC head 0's attention at
-# position -1; SQuAD's AC at attention >= 0.1).
+# (OFFICIAL_CODE.md: attention rollout read at the last position; comprehensiveness removes the top k = 5% of the
+# padded length, sufficiency keeps them alone; SVA's relevant tokens are the subject and the verb, its AC head 0's
+# attention at position -1; SQuAD's AC at attention >= 0.1).
 AS_COMPUTED = {
     ("hatexplain", "MRTA"): ("rollout", "rationale", "last position"),
     ("sva", "MRTA"): ("rollout", "subject and the verb", "last position"),
     ("squad", "MRTA"): ("rollout", "answer", "last position"),
     ("sva", "AC"): ("head 0", "last position", ">= 0.5", "subject and the verb"),
     ("sva", "above_10"): ("head 0", "last position", ">= 0.1", "subject and the verb"),
-    ("hatexplain", "above_33"): (">= 0.33", "rationale"),
-    ("hatexplain", "above_66"): (">= 0.66", "rationale"),
+    ("hatexplain", "above_33"): ("> 0.33", "rationale"),  # their bins: <= .33, > .33, > .66
+    ("hatexplain", "above_66"): ("> 0.66", "rationale"),
     ("squad", "AC"): (">= 0.1", "answer"),
 }
-REMOVED = ("k = 5% of the padded length", "removed")
+ERASED = {
+    "comprehensiveness": ("k = 5% of the padded length", "removed"),
+    "sufficiency": ("k = 5% of the padded length", "kept alone"),
+}
 
 
 def test_every_authors_row_names_its_quantity_as_their_code_computes_it():
     rows = authors.table()
     for key, r in rows[rows["chapter"].isin(["hatexplain", "sva", "squad"])].iterrows():
         metric = key.split(".")[1]
-        words = REMOVED if metric in ("comprehensiveness", "sufficiency") else AS_COMPUTED.get((r["chapter"], metric))
+        words = ERASED.get(metric) or AS_COMPUTED.get((r["chapter"], metric))
         if words is None:  # accuracy, F1, EM, ACMC: named as the task's score
             continue
         missing = [w for w in words if w not in r["quantity"]]

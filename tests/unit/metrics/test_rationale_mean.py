@@ -10,8 +10,9 @@ from qkov_lib.chapters import hatexplain as hatexplain_chapter, hatexplain_layer
 from qkov_lib.core.chapter import ParameterError, resolve
 from qkov_lib.data import hatexplain
 from qkov_lib.data.text import TextSplit
-from qkov_lib.metrics.rationale import mass_metrics, relevant_mass
-from qkov_lib.models.transformer import init_classifier
+from qkov_lib.data.text import READOUT
+from qkov_lib.metrics.rationale import mass_metrics, padded_as_readout, relevant_mass
+from qkov_lib.models.transformer import classify, init_classifier
 from qkov_lib.runs.real_data import evaluate_condition, model_config, prepare
 
 # three annotators of a three-word post: A marked the first word, B the first two, C nothing
@@ -105,3 +106,21 @@ def test_the_official_profiles_use_the_authors_metric_and_the_others_keep_the_un
     assert "share of the three annotators" in hatexplain_chapter.relevance_words(
         resolve(hatexplain_chapter, "official")[1]
     )
+
+
+def test_evaluated_the_authors_way_attention_is_the_last_padded_rows_and_erasure_counts_padded_positions():
+    """End to end through ``evaluate_condition`` with ``measure = "authors"`` (an untrained model): the mass is the
+    relevance-weighted attention of the last of ``max_len`` positions of the input padded with the read-out token,
+    unmasked, and it differs from the companion's read-out row."""
+    masks = [np.array([1, 0, 0, 1]), np.array([0, 1, 1, 0]), None]
+    ours, theirs = setup(max_len=8), setup(max_len=8, measure="authors", k_percents=[5.0])
+    data = prepare({"train": split([None] * 3, "train"), "test": split(masks)}, {}, ("a", "b", "c"), theirs)
+    params = init_classifier(model_config(data, theirs), list(theirs.seeds), torch.device("cpu"))
+    rows, arrays = evaluate_condition(params, data, theirs)
+    padded = padded_as_readout(data.test.ids, 8, data.vocab.stoi[READOUT])
+    attention = classify(params, model_config(data, theirs), padded)[1][-1].mean(-3)[:, :, 0]  # row of position 8
+    rel = torch.nn.functional.pad(data.test.relevant, (0, 8 - data.test.relevant.shape[-1]))
+    by_hand = relevant_mass(attention, rel)[:, data.test.has_relevance]
+    assert np.allclose(arrays["mass"], by_hand.detach().numpy(), atol=1e-6)
+    assert not np.allclose(arrays["mass"], evaluate_condition(params, data, ours)[1]["mass"], atol=1e-4)
+    assert np.isfinite(rows[["sufficiency", "comprehensiveness"]].to_numpy()).all()
