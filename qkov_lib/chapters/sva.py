@@ -30,11 +30,15 @@ class Setup(RealSetup):
     qk_mult: float = 100.0  # QK multiplier (Section 7)
     epochs: int = 15  # the authors' notebooks (the paper states none)
     heldout_fraction: float = 0.1  # of each training file, held out (seeded) for accuracy by attractors
+    sentences: str = "prefixes"  # sva.SENTENCES: the prefixes before the verb; "whole": the colorlessgreen sentences
+    # with their verb, as the authors train (a named variant of `official`, -p sentences whole)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not 0 < self.heldout_fraction < 1:
             raise ValueError(f"heldout_fraction must lie in (0, 1) (got {self.heldout_fraction!r})")
+        if self.sentences not in sva.SENTENCES:
+            raise ValueError(f"sentences must be one of {sva.SENTENCES} (got {self.sentences!r})")
 
 
 PROFILES = {
@@ -61,7 +65,12 @@ PROFILES = {
 
 def data(setup: Setup) -> Prepared:
     """The number-prediction prefixes and the colorlessgreen test sentences, encoded, with a held-out split."""
-    splits, info = sva.load(download=setup.download, heldout_fraction=setup.heldout_fraction, seed=setup.data_seed)
+    splits, info = sva.load(
+        download=setup.download,
+        heldout_fraction=setup.heldout_fraction,
+        seed=setup.data_seed,
+        sentences=setup.sentences,
+    )
     return prepare(splits, info, sva.CLASSES, setup)
 
 

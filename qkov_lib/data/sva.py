@@ -33,6 +33,10 @@ UNBINNED = -1  # the group of numpred.val, whose attractor counts the release do
 NUMPRED = {"numpred.val": UNBINNED, **{f"numpred.test.{k}": k for k in range(1, 6)}}  # file -> attractors
 SUBJECT_COLUMNS = ("sent_id", "sentence", "verb_index", "label", "subj_index", "n_attractors", "parser_agrees")
 CANONICAL_COLUMNS = ("sentence", "verb_pos", "verb_index", "subj_index", "n_diff_intervening")
+# the training text: prefixes before the verb (the offline release's and the canonical one's), or the colorlessgreen
+# sentences whole, the verb included, as the authors' notebooks train (a named variant; it gives the label away)
+SENTENCES = ("prefixes", "whole")
+WHOLE_TEST = 0.2  # under ``whole``: the share of the colorlessgreen sentences tested on, per attractor count
 
 
 def _label(tag: str, where: str) -> int:
@@ -84,9 +88,18 @@ def _subject_mask(subj: int, verb: int) -> np.ndarray:
     return mask
 
 
-def _subject_split(path: Path, name: str) -> TextSplit:
+def _subject_and_verb(subj: int, verb: int, n: int) -> np.ndarray:
+    """The relevant-token mask over a whole sentence of ``n`` words: the subject and the verb, as the authors'
+    rationale marks them (OFFICIAL_CODE.md)."""
+    mask = np.zeros(n, dtype=bool)
+    mask[[subj, verb]] = True
+    return mask
+
+
+def _subject_split(path: Path, name: str, whole: bool = False) -> TextSplit:
     """The colorlessgreen prefixes whose parsed subject agrees with the verb: subject masks, attractor counts as
-    groups, part-of-speech tags (of the whole sentence, cut to the prefix) as back-off tokens."""
+    groups, part-of-speech tags (of the whole sentence, cut to the prefix) as back-off tokens. ``whole``: the whole
+    sentences instead, the verb included, with the subject and the verb as relevant tokens."""
     rows = _tsv_rows(read_text(path), path, SUBJECT_COLUMNS)
     tags = cached_tags(path, [row["sentence"].split(" ") for row in rows])
     tokens, labels, rel, groups, backoff = [], [], [], [], []
@@ -96,12 +109,13 @@ def _subject_split(path: Path, name: str) -> TextSplit:
         where = f"{path} line {line}"
         words = row["sentence"].split(" ")
         verb, subj = _index(row, "verb_index", where), _index(row, "subj_index", where)
-        if not 0 <= subj < verb <= len(words):
+        if not 0 <= subj < verb < len(words) + (not whole):
             raise DataError(f"{where}: subject index {subj} and verb index {verb} do not fit its {len(words)} words")
-        tokens.append(words[:verb])
-        backoff.append(row_tags[:verb])
+        end = len(words) if whole else verb
+        tokens.append(words[:end])
+        backoff.append(row_tags[:end])
         labels.append(_label(row["label"], where))
-        rel.append(_subject_mask(subj, verb))
+        rel.append(_subject_and_verb(subj, verb, end) if whole else _subject_mask(subj, verb))
         groups.append(_index(row, "n_attractors", where))
     return TextSplit(name, tokens, np.asarray(labels), rel, np.asarray(groups), backoff)
 
@@ -157,10 +171,28 @@ def _stratified(pool: TextSplit, fraction: float, seed: int) -> tuple[TextSplit,
     return pool.take(np.flatnonzero(~held), "train"), pool.take(np.flatnonzero(held), "heldout")
 
 
-def _offline(heldout_fraction: float, seed: int) -> tuple[dict[str, TextSplit], dict] | None:
+def _offline_whole(path: Path, heldout_fraction: float, seed: int) -> tuple[dict[str, TextSplit], dict]:
+    """The ``whole`` variant: the colorlessgreen sentences alone, verb included, split by attractor count into a
+    test share (``WHOLE_TEST``), a held-out share of the rest and training, each drawn with ``seed``."""
+    pool, test = _stratified(_subject_split(path, "sentences", whole=True), WHOLE_TEST, seed)
+    train, heldout = _stratified(pool, heldout_fraction, seed + 1)
+    info = {
+        "source": "offline copies",
+        "sentences": "whole sentences, the verb included (sentences = whole)",
+        "train": "colorlessgreen Linzen subset, parser-derived subjects where the parse agrees with the verb",
+        "held-out": f"{heldout_fraction:.0%} of the training sentences per attractor count (seed {seed + 1})",
+        "test": f"{WHOLE_TEST:.0%} of the sentences per attractor count (seed {seed}); relevant tokens: the subject "
+        "and the verb; words outside the vocabulary read as their part-of-speech tags",
+    }
+    return {"train": train, "heldout": heldout, "test": test.take(np.arange(len(test)), "test")}, info
+
+
+def _offline(heldout_fraction: float, seed: int, sentences: str) -> tuple[dict[str, TextSplit], dict] | None:
     test_path = offline_file("sva/derived/linzen_testset_subjects.tsv")
     if test_path is None:
         return None
+    if sentences == "whole":
+        return _offline_whole(test_path, heldout_fraction, seed)
     test = _subject_split(test_path, "test")
     pool, dropped = _without_test(_numpred(), test)
     train, heldout = _stratified(pool, heldout_fraction, seed)
@@ -213,14 +245,27 @@ def _canonical(download: bool, train_fraction: float, seed: int) -> tuple[dict[s
 
 
 def load(
-    download: bool = False, heldout_fraction: float = 0.1, train_fraction: float = 0.1, seed: int = 0
+    download: bool = False,
+    heldout_fraction: float = 0.1,
+    train_fraction: float = 0.1,
+    seed: int = 0,
+    sentences: str = "prefixes",
 ) -> tuple[dict[str, TextSplit], dict]:
     """Train and test splits (offline also a held-out split) and a provenance record: offline copies first, then
-    the canonical release in the cache (downloaded when ``download``); one clear error when neither is there."""
+    the canonical release in the cache (downloaded when ``download``); one clear error when neither is there.
+    ``sentences`` (SENTENCES): the prefixes before the verb, or, offline only, the colorlessgreen sentences whole."""
     for name, value in (("heldout_fraction", heldout_fraction), ("train_fraction", train_fraction)):
         if not 0 < value < 1:
             raise ValueError(f"{name} must lie in (0, 1) (got {value!r})")
-    found = _offline(heldout_fraction, seed) or _canonical(download, train_fraction, seed)
+    if sentences not in SENTENCES:
+        raise ValueError(f"sentences must be one of {SENTENCES} (got {sentences!r})")
+    found = _offline(heldout_fraction, seed, sentences)
+    if found is None and sentences == "whole":
+        raise DataError(
+            "sentences = whole needs the offline colorlessgreen subset with subjects "
+            "(sva/derived/linzen_testset_subjects.tsv under $QKOV_DATA_DIR, data/README.md); it is not there"
+        )
+    found = found or _canonical(download, train_fraction, seed)
     if found is None:
         raise not_found("sva")
     return found

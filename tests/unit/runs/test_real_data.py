@@ -159,6 +159,27 @@ def test_sva_offline_and_canonical(offline, monkeypatch, tmp_path):
     assert set(splits["test"].groups) == {0, 1, 2}
 
 
+def test_sva_whole_sentences_keep_the_verb_mark_subject_and_verb_and_split_the_subset(offline):
+    write_sva_offline(offline)
+    splits, info = sva.load(heldout_fraction=0.2, sentences="whole")
+    train, held, test = splits["train"], splits["heldout"], splits["test"]
+    assert (len(train), len(held), len(test)) == (33, 9, 12)  # per group of 18: 4 tested, 3 of the 14 held out
+    for split in (train, held, test):
+        for words, rel, label in zip(split.tokens, split.relevant, split.labels):
+            assert words[-1] == ("barks", "bark")[label]  # the verb is in the input
+            assert [words[i] for i in np.flatnonzero(rel)] == [("dog", "dogs")[label], words[-1]]
+    ids = [{tuple(t) + (str(g),) for t, g in zip(x.tokens, x.groups)} for x in (train, held, test)]
+    assert sum(map(len, ids)) == len(ids[0] | ids[1] | ids[2])  # no sentence in two splits
+    assert "whole" in info["sentences"] and "subject and the verb" in info["test"]
+    with pytest.raises(ValueError, match="sentences must be one of"):
+        sva.load(sentences="prefix")
+    (offline / "sva" / "derived" / "linzen_testset_subjects.tsv").unlink()
+    with pytest.raises(DataError, match="sentences = whole needs the offline colorlessgreen subset"):
+        sva.load(sentences="whole")
+    with pytest.raises(ParameterError, match="sentences"):
+        resolve("sva", "smoke", {"sentences": "all"})
+
+
 def test_a_replaced_word_matches_any_unseen_word_and_unknown_words_back_off_to_their_tag():
     pool = TextSplit(
         "p",
