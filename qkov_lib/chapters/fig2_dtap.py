@@ -32,7 +32,8 @@ from ..metrics.verdicts import (
 )
 from ..models.attention import matrices
 from ..present.plots import dtap_grid
-from ..runs.synthetic_runs import Panel, PanelResult, SyntheticSetup, mean_pm_std, synthetic_data, train_runs
+from ..runs.synthetic_runs import Panel, PanelResult, SyntheticSetup, synthetic_data, train_runs
+from ..runs.synthetic_tables import mean_pm_std
 
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
 

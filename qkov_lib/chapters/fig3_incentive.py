@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -21,6 +22,7 @@ from ..metrics.verdicts import Claim, Interval, above, at_most, beside_official,
 from ..models import check_init
 from ..present.plots import band, clear_axis_titles, hex_to_rgb, legend_below, log_axes
 from ..runs.fixed_attention import OTHERS, Fresh, OVModel, bag_features, fade_epochs, run_models
+from ..runs.store import setup_values
 from ..runs.synthetic_runs import synthetic_data
 from ..train.optim import check_rate
 
@@ -51,6 +53,8 @@ class Setup(SyntheticConfig):
     delta: float = 0.005  # the increase of alpha in the incentive (Section 5)
     check_epoch: int = 100  # "positive for about 100 epochs": the epoch the claims read
     fade_fraction: float = 0.1  # an incentive below this share of its peak has faded
+
+    PAGE_FIELDS: ClassVar[tuple[str, ...]] = ("check_epoch", "fade_fraction")  # what the page reads, not the runs
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -130,6 +134,7 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
         setup.delta,
         progress,
         fresh,
+        values=setup_values(setup, drop=("seeds", "alphas")),
     )
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pandas as pd
 import torch
 
 from ..core.device import pick_device
+from ..present.tables import readable
+from ..runs import squad_runs
 from ..runs.real_data import RealRun
 from ..runs.real_setup import SMOKE
 from ..runs.squad_runs import PreparedQA, SquadSetup, prepare, run_conditions
@@ -96,3 +99,12 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
     """Both conditions on the chapter's data (``data``), side by side on the CPU's cores; the run carries the data.
     ``device`` None: ``pick_device()``."""
     return run_conditions(data(setup), setup, pick_device() if device is None else device, progress)
+
+
+def baseline_display(baseline: dict[str, float]) -> pd.DataFrame:
+    """``baseline_table`` for reading: the span's place in plain words (its first word counted from 1), its scores in
+    percent to 0.1."""
+    table = squad_runs.baseline_table(baseline)
+    table["start"] += 1
+    shown = readable(table, labels={"start": "first word of the span (window word)", "length": "span length (words)"})
+    return shown.rename_axis(index=None, columns=None)  # the row says what it is; nothing in the header's corner

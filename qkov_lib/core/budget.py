@@ -22,3 +22,8 @@ def deadline() -> float | None:
             f"sets it from --budget-minutes)"
         )
     return value
+
+
+class OutOfTime(RuntimeError):
+    """The runner's time budget ran out in the middle of a chapter's stored runs or sweep; what finished is kept, and
+    the next run continues from it."""

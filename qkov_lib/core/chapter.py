@@ -18,13 +18,14 @@ inside ``run``; one that runs a sweep names its folders with ``sweep_folders(set
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import json
 import os
 import time
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,10 +225,23 @@ class Chapter:
             "date": time.strftime("%Y-%m-%d"),
             "wall_time_s": round(time.perf_counter() - self.started, 3),
         }
+        if (scope := current_scope()) is not None and scope.chapter == self.name and scope.used:
+            meta["stored_runs"] = stored_runs(scope.used)
         paths = results.save(results.results_dir(self.profile), self.name, dict(tables), meta)
         folder = results.results_dir(self.profile)
         where = "" if os.environ.get(results.RESULTS_ENV) else f" into {shown_path(folder)}, apart from the runner's"
         print(f"saved {len(paths)} result files for {self.name} ({self.profile}){where}")
+
+
+def stored_runs(used: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a chapter's metadata records of the stored runs it used: how many, how many came from the store, the
+    commits they were computed at and their compute time in all."""
+    return {
+        "runs": len(used),
+        "from_store": sum(bool(u["from_store"]) for u in used),
+        "commits": sorted({str(u["commit"]) for u in used if u.get("commit")}),
+        "compute_s": round(sum(float(u.get("compute_s") or 0) for u in used), 1),
+    }
 
 
 def notebook_overrides(value: Any) -> Mapping[str, Any] | None:
@@ -254,6 +268,37 @@ def shown_path(path: Path) -> str:
         return str(path)
 
 
+@dataclass
+class Scope:
+    """The chapter whose stored runs are being read or computed (``runs.store``): its name, concrete profile, the
+    datasets it reads, whether its setup is the profile's own (no overrides), and the stored runs it used (each a
+    dict: name, commit, compute time, whether it came from the store), which its metadata records."""
+
+    chapter: str
+    profile: str
+    datasets: tuple[str, ...] = ()
+    as_profile: bool = True
+    used: list[dict[str, Any]] = field(default_factory=list)
+
+
+_SCOPE: list[Scope] = []  # the chapter this process runs (``start`` sets it), innermost last
+
+
+def current_scope() -> Scope | None:
+    """The chapter this process is running, None outside one (a library function called directly)."""
+    return _SCOPE[-1] if _SCOPE else None
+
+
+@contextlib.contextmanager
+def scoped(scope: Scope) -> Iterator[Scope]:
+    """``scope`` as the current chapter inside the block (``results status`` plans each chapter this way)."""
+    _SCOPE.append(scope)
+    try:
+        yield scope
+    finally:
+        _SCOPE.remove(scope)
+
+
 def start(module: types.ModuleType, profile: str = "default", overrides: Mapping[str, Any] | None = None) -> Chapter:
     """Resolve the chapter's setup for a profile plus overrides, and check the run's environment (the portable
     level, the time budget); a chapter page calls ``present.settings.begin``, which also shows how it runs."""
@@ -264,4 +309,5 @@ def start(module: types.ModuleType, profile: str = "default", overrides: Mapping
     except ValueError as err:
         raise ParameterError(str(err)) from None
     pd.set_option("display.max_colwidth", None)  # claim tables carry sentences; never cut them
+    _SCOPE[:] = [Scope(name_of(module), concrete, getattr(module, "DATASETS", ()), not overrides)]
     return Chapter(name_of(module), concrete, setup, describe(pick_device()))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -200,17 +200,18 @@ def _in_package(package: Package, imports: Imports) -> set[str]:
     return out
 
 
-def closure(modules: Iterable[str], package_dir: Path | None = None) -> list[str]:
+def closure(modules: Iterable[str], package_dir: Path | None = None, exclude: Collection[str] = ()) -> list[str]:
     """Every module of the package that importing ``modules`` can execute, sorted; DynamicImport when one of them
-    imports what the analysis cannot follow, or names a module the package lacks."""
+    imports what the analysis cannot follow, or names a module the package lacks. A module in ``exclude`` is left
+    out with what only it imports (a stored run's orchestration: where it runs changes no number)."""
     package = _package(package_dir)
-    todo = sorted(_in_package(package, tuple((m, ()) for m in modules)))
+    todo = sorted(_in_package(package, tuple((m, ()) for m in modules)) - set(exclude))
     seen: set[str] = set()
     while todo:
         module = todo.pop()
         if module not in seen:
             seen.add(module)
-            todo += sorted(_in_package(package, _parsed(package, module).imports) - seen)
+            todo += sorted(_in_package(package, _parsed(package, module).imports) - seen - set(exclude))
     return sorted(seen)
 
 
@@ -299,9 +300,9 @@ def module_digests(modules: Iterable[str], package_dir: Path | None = None) -> d
     return {m: _parsed(package, m).digest for m in modules}
 
 
-def code_state(modules: Iterable[str], package_dir: Path | None = None) -> CodeState:
-    """The state of the code that importing ``modules`` can execute."""
-    return CodeState(module_digests(closure(modules, package_dir), package_dir), library_versions())
+def code_state(modules: Iterable[str], package_dir: Path | None = None, exclude: Collection[str] = ()) -> CodeState:
+    """The state of the code that importing ``modules`` can execute (``closure``, less ``exclude``)."""
+    return CodeState(module_digests(closure(modules, package_dir, exclude), package_dir), library_versions())
 
 
 def code_fingerprint(modules: Iterable[str], package_dir: Path | None = None) -> str:

@@ -9,8 +9,10 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any
 
 import psutil
 import torch
@@ -104,6 +106,50 @@ def run_independent(fn: Callable, tasks: Sequence[tuple], workers: int) -> list:
     with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context, initializer=_worker_init) as pool:
         futures = [pool.submit(fn, *task) for task in tasks]
         return [f.result() for f in futures]
+
+
+def timed(fn: Callable, *args: Any) -> tuple[Any, float]:
+    """``fn(*args)`` and the seconds it took."""
+    start = time.perf_counter()
+    return fn(*args), time.perf_counter() - start
+
+
+def run_each(
+    fn: Callable,
+    tasks: Sequence[tuple],
+    workers: int,
+    done: Callable[[int, Any, float], None],
+    go_on: Callable[[], bool],
+) -> int:
+    """``done(i, fn(*tasks[i]), seconds it took)`` for each task as it finishes, in a pool of ``workers`` spawned
+    processes (here when one worker or one task), each on one torch thread as in ``run_independent``. A task is
+    started only while ``go_on()`` holds, so a time budget stops the run between tasks: the tasks running then
+    finish and are handed to ``done``. Returns how many tasks ran."""
+    if workers <= 1 or len(tasks) <= 1:
+        with one_thread():
+            for i, task in enumerate(tasks):
+                if not go_on():
+                    return i
+                done(i, *timed(fn, *task))
+        return len(tasks)
+    context = multiprocessing.get_context("spawn")
+    ran = 0
+    with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=context, initializer=_worker_init) as pool:
+        waiting = list(enumerate(tasks))
+        running: dict[Future, int] = {}
+        try:
+            while running or (waiting and go_on()):
+                while waiting and len(running) < workers and go_on():
+                    i, task = waiting.pop(0)
+                    running[pool.submit(timed, fn, *task)] = i
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    done(running.pop(future), *future.result())
+                    ran += 1
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    return ran
 
 
 def end_descendants() -> int:

@@ -1,8 +1,10 @@
-"""Means with 95% confidence intervals over seeds (Student t), and paired effects against a baseline."""
+"""Means with 95% confidence intervals over seeds (Student t), paired effects against a baseline, and a
+classifier's trivial baseline (always the majority class)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -46,3 +48,26 @@ def paired_effects(
                 }
             )
     return pd.DataFrame(rows)
+
+
+def majority_share(labels: np.ndarray) -> float:
+    """The accuracy, in percent, of always predicting the most frequent class."""
+    return 100 * np.bincount(labels).max() / len(labels)
+
+
+@dataclass(frozen=True)
+class Majority:
+    """The trivial baseline of a classifier: always predicting the test set's most frequent class gets ``count`` of
+    its ``examples`` right. Counts, so that a model's test predictions are compared with it exactly."""
+
+    count: int
+    examples: int
+
+    @classmethod
+    def of(cls, labels: np.ndarray) -> Majority:
+        return cls(int(np.bincount(labels).max()), len(labels))
+
+    @property
+    def share(self) -> float:
+        """The baseline's accuracy in percent, for reading."""
+        return 100 * self.count / self.examples

@@ -13,14 +13,14 @@ import papermill
 from papermill.exceptions import PapermillExecutionError
 
 from ..core import results
-from ..core.budget import DEADLINE_ENV
+from ..core.budget import DEADLINE_ENV, OutOfTime
 from ..core.paths import PACKAGE_DIR
 from ..core.progress import PROGRESS_ENV, TERMINAL
 from ..core.progress import kind as progress_kind
 from ..core.results import UNAVAILABLE
 from ..core.workers import RUN_ENV, run_marker
 from ..data.registry import DataUnavailable
-from ..runs.sweep import OutOfTime
+from ..runs import store
 from . import catalog
 
 
@@ -53,6 +53,8 @@ def run_notebook(
         results.ROOT_ENV: str(results_root),
         PROGRESS_ENV: "0",
         DEADLINE_ENV: "" if deadline is None else repr(deadline),
+        # the default and official runs of the book, no overrides, go to the committed store (``runs.store``)
+        store.WRITE_ENV: "1" if profile in store.STORED_PROFILES and not overrides else "",
         RUN_ENV: run_marker(),  # the kernel and its workers carry it: the next run finds them if this one is killed
         # the kernel imports this very qkov_lib, not whichever checkout an editable install points to
         "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), os.environ.get("PYTHONPATH")])),

@@ -8,21 +8,22 @@ fixed training set or, as the authors' notebooks do, on new sequences every step
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
 from ..core.device import cpu_workers
-from ..core.workers import run_independent
 from ..data.synthetic import FIELDS, SyntheticConfig, SyntheticSplit, sample_split
 from ..models import AttentionConfig, init_params
 from ..train.backends import train_stack
 from ..train.counts import CountSet, FixedBatches
 from ..train.optim import RateSchedule
 from ..train.stack import Member, RunSpec, StackConfig
+from .store import Batch, Piece, slug
 
 OTHERS = ("common", "all")
 
@@ -344,35 +345,33 @@ def run_models(
     delta: float,
     progress: bool = True,
     fresh: Fresh | None = None,
+    values: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """``run_fixed_attention`` for each model, its alphas split into ``STACKS_PER_MODEL`` stacks (a fixed split, so
-    the numbers do not depend on the core count), side by side on the CPU's cores; curves joined in the order of
+    the numbers do not depend on the core count), one stored run per stack (``store.Batch``; ``values``: the
+    chapter's setup values its data comes from), side by side on the CPU's cores; curves joined in the order of
     one stack per model (epoch, then alpha, then seed). ``fresh``: the authors' regime (``run_fixed_attention``)."""
     parts = max(1, min(STACKS_PER_MODEL, len(alphas)))
-    groups = [list(g) for g in np.array_split(np.asarray(alphas, dtype=float), parts)]
-    tasks = [
-        (
-            m,
-            [float(a) for a in g],
-            seeds,
-            train_feats,
-            train_labels,
-            test_feats,
-            test_labels,
-            lr,
-            batch_size,
-            epochs,
-            delta,
-            progress,
-            fresh,
-        )
-        for m in models
-        for g in groups
-    ]
+    groups = [[float(a) for a in g] for g in np.array_split(np.asarray(alphas, dtype=float), parts)]
     if fresh is None and train_feats is None:
         raise ValueError("a fixed-set run takes its training and held-out features and labels (or pass fresh)")
     device = torch.device(fresh.device) if fresh is not None else train_feats.device  # type: ignore[union-attr]
-    curves = run_independent(run_fixed_attention, tasks, cpu_workers(device))
+    shared = dict(values or {}, seeds=list(seeds), lr=lr, batch_size=batch_size, epochs=epochs, delta=delta)
+    shared["fresh"] = None if fresh is None else {**asdict(fresh), "device": None, "task": asdict(fresh.task)}
+    pieces = [
+        Piece(slug(f"{m.name}-{k}"), {**shared, "model": asdict(m), "alphas": g})
+        for m in models
+        for k, g in enumerate(groups)
+    ]
+    batch = Batch(pieces, [__name__], device)
+    todo = batch.missing
+    data = (train_feats, train_labels, test_feats, test_labels)
+    tasks = [
+        (models[i // parts], groups[i % parts], seeds, *data, lr, batch_size, epochs, delta, progress, fresh)
+        for i in todo
+    ]
+    batch.compute(run_fixed_attention, tasks, cpu_workers(device), lambda t, out: {todo[t]: {"main": out}})
+    curves = [t["main"] for t in batch.tables()]
     return pd.concat(
         [
             pd.concat(curves[i * parts : (i + 1) * parts]).sort_values("epoch", kind="stable")

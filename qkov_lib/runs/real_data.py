@@ -13,7 +13,6 @@ import pandas as pd
 import torch
 
 from ..core.device import cpu_workers
-from ..core.workers import run_independent
 from ..data.text import READOUT, Encoded, TextSplit, Vocab, encode, unknown_rate
 from ..metrics import dtap_histogram
 from ..metrics.rationale import (
@@ -24,10 +23,11 @@ from ..metrics.rationale import (
     readout_attention,
     relevant_mass,
 )
+from ..metrics.stats import majority_share
 from ..models.transformer import ClassifierConfig, classify, init_classifier, trim
 from ..train.training import FixedSetBatches, train
 from .real_setup import Prepared, RealSetup
-from .real_verdicts import majority_share
+from .store import Batch, Piece, interleave, setup_values
 
 
 def prepare(splits: Mapping[str, TextSplit], info: dict[str, Any], classes: tuple[str, ...], s: RealSetup) -> Prepared:
@@ -348,29 +348,51 @@ def _condition(
 def run_all(
     data: Any, variants: Sequence[RealSetup], device: torch.device, progress: bool, task: Task | None = None
 ) -> list[RealRun]:
-    """Both conditions of every parameter variant, as independent tasks over the CPU's worker processes (each on
-    one torch thread, so the numbers do not depend on the machine's core count): one RealRun per variant.
-    ``task``: what to train and measure (default: the classifiers of this module)."""
+    """Both conditions of every parameter variant, one stored run per variant, condition and seed
+    (``store.Batch``): those the store holds are read, the rest computed as independent tasks over the CPU's worker
+    processes (each on one torch thread, so the numbers do not depend on the machine's core count). One RealRun per
+    variant. ``task``: what to train and measure (default: the classifiers of this module)."""
     task = task or CLASSIFY
-    tasks = [
-        (task, data, s.for_condition(i > 0), name, mult, device, progress)
-        for s in variants
+    runs = [
+        (j, name, mult, replace(s.for_condition(i > 0), seeds=(seed,)))
+        for j, s in enumerate(variants)
         for i, (name, mult) in enumerate(s.conditions())
+        for seed in s.seeds
     ]
-    done = iter(run_independent(_condition, tasks, cpu_workers(device)))
-    runs = []
-    for s in variants:
-        pairs = [(name, next(done)) for name, _ in s.conditions()]
-        runs.append(
+    pieces = [
+        Piece(
+            f"{f'variant{j}-' if len(variants) > 1 else ''}{'faster' if mult != 1.0 else 'baseline'}-seed{s.seeds[0]}",
+            {**setup_values(s), "condition": name, "qk_mult": mult},
+        )
+        for j, name, mult, s in runs
+    ]
+    modules = sorted({__name__, *(f.__module__ for f in (task.train, task.evaluate, task.by_group) if f)})
+    batch = Batch(pieces, modules, device)
+    todo = batch.missing
+    tasks = [(task, data, runs[i][3], runs[i][1], runs[i][2], device, progress) for i in todo]
+    batch.compute(_condition, tasks, cpu_workers(device), lambda t, out: {todo[t]: _as_tables(out)})
+    stored = batch.tables()
+    out = []
+    for j, s in enumerate(variants):
+        mine = [(runs[i][1], stored[i]) for i in range(len(runs)) if runs[i][0] == j]
+        names = [name for name, _ in s.conditions()]
+        per = {name: [t for n, t in mine if n == name] for name in names}
+        out.append(
             RealRun(
-                per_seed=pd.concat([d[0] for _, d in pairs], ignore_index=True),
-                maps={name: d[1] for name, d in pairs},
-                curves=pd.concat([d[2] for _, d in pairs], ignore_index=True),
-                by_group=pd.concat([d[3] for _, d in pairs], ignore_index=True),
+                per_seed=pd.concat([interleave([t["main"] for t in per[n]]) for n in names], ignore_index=True),
+                maps={n: np.stack([t["map"].to_numpy() for t in per[n]]) for n in names},
+                curves=pd.concat([interleave([t["curve"] for t in per[n]]) for n in names], ignore_index=True),
+                by_group=pd.concat([interleave([t["by_group"] for t in per[n]]) for n in names], ignore_index=True),
                 data=data,
             )
         )
-    return runs
+    return out
+
+
+def _as_tables(out: tuple[pd.DataFrame, np.ndarray, pd.DataFrame, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """One condition and seed's results (``_condition``) as the stored run's tables."""
+    rows, maps, curve, by_group = out
+    return {"main": rows, "map": pd.DataFrame(maps[0]), "curve": curve, "by_group": by_group}
 
 
 CLASSIFY = Task(train_condition, evaluate_condition, accuracy_by_group)

@@ -4,16 +4,16 @@ measures (``RealSetup``), a dataset ready to train on (``Prepared``), and the sm
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from ..core.validation import require_seeds
 from ..data.text import Encoded, Vocab
 from ..metrics import check_bins
 from ..metrics.rationale import ERASE_MODES
+from ..metrics.stats import Majority
 from ..models.transformer import ClassifierConfig, check_shape
 from ..train.optim import RateSchedule, check_rate
 from ..train.training import FROZEN, TrainConfig, check_loop, check_optimiser_and_stop
-from .real_verdicts import Majority
 
 UNANNOTATED = ("skip", "zero")  # what the attention measures do with a test example without relevant tokens
 # where attention is read and how words are erased: at the read-out token, padding masked, k% of the words
@@ -49,6 +49,7 @@ class RealSetup:
 
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # "5 runs" (Figures 5-7): model initialisation and batch order
     download: bool = True  # fetch the canonical release when no offline copy is named
+    PAGE_FIELDS: ClassVar[tuple[str, ...]] = ("download",)  # where the data comes from, not what it is (its key)
     max_train: int | None = None  # a seeded subset of the training examples (None: all)
     max_test: int | None = None  # a seeded subset of the test examples (None: all)
     data_seed: int = 0  # the subsets, splits and read-out probe

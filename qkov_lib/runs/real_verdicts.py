@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
 from ..data import authors
 from ..metrics import mean_ci, paired_effects
 from ..metrics.official import Guard, OfficialUnit, departures, full_size_command, official_unit
+from ..metrics.stats import Majority
 from ..metrics.verdicts import (
     NOT_EVIDENCE,
     PERCENT,
@@ -31,30 +31,6 @@ from ..metrics.verdicts import (
     rule,
 )
 from ..present.table1 import DIGITS, TABLE_METRICS, interval_words
-
-
-def majority_share(labels: np.ndarray) -> float:
-    """The accuracy, in percent, of always predicting the most frequent class."""
-    return 100 * np.bincount(labels).max() / len(labels)
-
-
-@dataclass(frozen=True)
-class Majority:
-    """The trivial baseline of a classifier: always predicting the test set's most frequent class gets ``count`` of
-    its ``examples`` right. Counts, so that a model's test predictions are compared with it exactly."""
-
-    count: int
-    examples: int
-
-    @classmethod
-    def of(cls, labels: np.ndarray) -> Majority:
-        return cls(int(np.bincount(labels).max()), len(labels))
-
-    @property
-    def share(self) -> float:
-        """The baseline's accuracy in percent, for reading."""
-        return 100 * self.count / self.examples
-
 
 LEARNED_ALPHA = 0.05  # the level of the one-sided exact binomial test of each seed against the majority share
 

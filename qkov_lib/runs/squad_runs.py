@@ -18,7 +18,6 @@ from ..data.text import Vocab, seeded_rows
 from ..metrics.qa import exact_match, f1_score
 from ..metrics.rationale import faithfulness, mass_metrics, readout_attention
 from ..models.decoder import DecoderConfig, decode, greedy, init_decoder, next_token_logits
-from ..present.tables import readable
 from .real_data import RealRun, Task, fit, run_all
 from .real_setup import RealSetup
 
@@ -131,15 +130,6 @@ def baseline_table(baseline: dict[str, float]) -> pd.DataFrame:
             }
         ]
     ).set_index("predictor")
-
-
-def baseline_display(baseline: dict[str, float]) -> pd.DataFrame:
-    """``baseline_table`` for reading: the span's place in plain words (its first word counted from 1), its scores in
-    percent to 0.1."""
-    table = baseline_table(baseline)
-    table["start"] += 1
-    shown = readable(table, labels={"start": "first word of the span (window word)", "length": "span length (words)"})
-    return shown.rename_axis(index=None, columns=None)  # the row says what it is; nothing in the header's corner
 
 
 def model_config(data: PreparedQA, s: SquadSetup) -> DecoderConfig:

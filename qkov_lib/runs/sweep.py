@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from ..core import portable
-from ..core.budget import deadline
+from ..core.budget import OutOfTime, deadline
 from ..core.codehash import task_fingerprint
 from ..core.progress import bar
 from ..core.results import results_root, write_atomic
@@ -52,10 +52,6 @@ def cell_folder(name: str, common: Mapping[str, Any], fn: CellFn) -> Path:
     the same code with the same shared settings."""
     digest = hashlib.sha256((json.dumps(dict(common), sort_keys=True) + task_fingerprint(fn)).encode()).hexdigest()
     return results_root() / "sweeps" / name / digest[:16]
-
-
-class OutOfTime(RuntimeError):
-    """The runner's time budget ran out in the middle of a sweep; its finished cells are kept."""
 
 
 def _out_of_time(folder: Path, done: int, total: int) -> OutOfTime:

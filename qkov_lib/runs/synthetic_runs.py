@@ -4,9 +4,8 @@ chapters tabulate."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 import pandas as pd
@@ -14,7 +13,6 @@ import torch
 
 from ..core.device import cpu_workers
 from ..core.validation import require_positive_ints, require_seeds
-from ..core.workers import run_independent
 from ..data.synthetic import SyntheticConfig, SyntheticSplit, make_splits, stack_splits
 from ..metrics import attention_summary, check_bins, dtap_histogram
 from ..models import AttentionConfig, check_init, init_params
@@ -24,6 +22,7 @@ from ..train.optim import RateSchedule, check_rate, circuit_groups
 from ..train.stack import Member, RunSpec, StackConfig
 from ..train.stack_optim import UpdateRatios, flush_denormals
 from ..train.stacked import evaluate_counts
+from .store import Batch, Piece, setup_values, slug
 
 
 @dataclass(frozen=True)
@@ -234,12 +233,95 @@ def train_runs(
     recorder: UpdateRatios | None = None,
     workers: int | None = None,
 ) -> list[PanelResult]:
-    """Train every (run, seed) of the synthetic task with the engine, one stack per parameterisation and optimiser
-    (runs differ in rates, multipliers, ramps, OV decay, OV initial scale and step caps), then evaluate each on its
-    seed's held-out set. ``setup`` holds what all runs share; each ``Panel`` its rates, cap and the rest.
-    ``recorder`` sees every few updates (rows get ``panel`` and ``seed``). ``workers`` processes train the stacks
-    (default: ``cpu_workers``; 1 trains them here, as a sweep task does). Results keep the runs' order."""
-    data_cfg, seeds = setup.data, list(setup.seeds)
+    """Train every (run, seed) of the synthetic task with the engine, one stored run per (run, seed)
+    (``store.Batch``): those the store holds are read, the rest trained in stacks, one per parameterisation and
+    optimiser and set of seeds to compute (runs differ in rates, multipliers, ramps, OV decay, OV initial scale and
+    step caps), then evaluated on their seed's held-out set. ``setup`` holds what all runs share; each ``Panel`` its
+    rates, cap and the rest. ``recorder`` sees every few updates (rows get ``panel`` and ``seed``). ``workers``
+    processes train the stacks (default: ``cpu_workers``; 1 trains them here, as a sweep task does). Results keep
+    the runs' order."""
+    seeds = list(setup.seeds)
+    shared = setup_values(setup, drop=[f.name for f in fields(setup) if f.name not in SHARED or f.name == "seeds"])
+    pieces = [
+        Piece(slug(f"{panel.key}-seed{seed}"), {**shared, "seed": seed, "panel": asdict(panel)})
+        for panel in runs
+        for seed in seeds
+    ]
+    batch = Batch(pieces, [__name__], device)
+    missing = set(batch.missing)
+    by_seeds: dict[tuple[int, ...], list[int]] = {}  # the runs with the same seeds to compute train together
+    for i in range(len(runs)):
+        todo = tuple(j for j in range(len(seeds)) if i * len(seeds) + j in missing)
+        if todo:
+            by_seeds.setdefault(todo, []).append(i)
+    jobs: list[tuple[list[int], list[int]]] = []  # (runs, seed positions) of each stack
+    tasks: list[tuple] = []
+    workers = cpu_workers(device) if workers is None else workers
+    for rows, index in by_seeds.items():
+        part = (data[0].apply(lambda t, r=list(rows): t[r]), data[1].apply(lambda t, r=list(rows): t[r]))
+        for stack, task in _stack_jobs(
+            [runs[i] for i in index], setup, [seeds[j] for j in rows], part, device, progress, recorder, workers
+        ):
+            jobs.append(([index[k] for k in stack], list(rows)))
+            tasks.append(task)
+
+    def split(t: int, out: tuple[list[PanelResult], list[dict]]) -> dict[int, dict[str, pd.DataFrame]]:
+        index, rows = jobs[t]
+        return {
+            i * len(seeds) + j: _run_tables(result, k, out[1])
+            for i, result in zip(index, out[0])
+            for k, j in enumerate(rows)
+        }
+
+    batch.compute(_train_stack, tasks, workers, split)
+    stored = batch.tables()
+    results = []
+    for i, panel in enumerate(runs):
+        mine = stored[i * len(seeds) : (i + 1) * len(seeds)]
+        results.append(
+            PanelResult(
+                panel,
+                np.stack([t["heatmap"].to_numpy() for t in mine]),
+                pd.concat([t["main"] for t in mine], ignore_index=True),
+                pd.concat([t["curve"] for t in mine], ignore_index=True),
+            )
+        )
+        if recorder:
+            recorder.rows += [r for t in mine for r in t["ratios"].to_dict("records")]
+    return results
+
+
+SHARED = {f.name for f in fields(SyntheticSetup)}  # what every run shares; the rest reaches a run by its Panel
+
+
+def _run_tables(result: PanelResult, k: int, ratios: list[dict]) -> dict[str, pd.DataFrame]:
+    """The stored tables of seed ``k`` of one run's result: its DTAP map, summary row, curve and, where recorded,
+    its update ratios."""
+    seed = int(result.summary["seed"].iloc[k])
+    tables = {
+        "main": result.summary.iloc[[k]],
+        "heatmap": pd.DataFrame(result.heatmaps[k]),
+        "curve": result.curves[result.curves["seed"] == seed],
+    }
+    mine = [r for r in ratios if r["panel"] == result.panel.key and r["seed"] == seed]
+    if ratios:
+        tables["ratios"] = pd.DataFrame(mine, columns=list(ratios[0]))
+    return tables
+
+
+def _stack_jobs(
+    runs: Sequence[Panel],
+    setup: SyntheticSetup,
+    seeds: list[int],
+    data: tuple[SyntheticSplit, SyntheticSplit],
+    device: torch.device,
+    progress: bool,
+    recorder: UpdateRatios | None,
+    workers: int,
+) -> list[tuple[list[int], tuple]]:
+    """The stacks that train ``runs`` for ``seeds`` (whose data ``data`` holds, stacked), largest first: each the
+    indices of its runs and its ``_train_stack`` task."""
+    data_cfg = setup.data
     queries = torch.as_tensor(data_cfg.token_ids()["query"])  # one slot order for fixed sets and fresh batches
 
     def as_counts(
@@ -257,13 +339,11 @@ def train_runs(
         length = panel.seq_len or data_cfg.seq_len
         if length not in counted:  # a panel with its own sequence length: its own data, from the same seeds
             cfg = replace(data_cfg, seq_len=length)
-            splits = synthetic_data(cfg, seeds, setup.n_train, setup.n_test)
-            counted[length] = as_counts(cfg, splits)
+            counted[length] = as_counts(cfg, synthetic_data(cfg, seeds, setup.n_train, setup.n_test))
         groups.setdefault((panel.parameterisation, panel.optimizer, length), []).append(i)
-    workers = cpu_workers(device) if workers is None else workers
     cost = lambda index: _cost(runs, index, seeds)  # noqa: E731
     order = sorted(_balance(list(groups.values()), cost, workers), key=lambda index: -cost(index))  # largest first
-    tasks = []
+    out = []
     for index in order:
         cfg, train_set, test_set = counted[runs[index[0]].seq_len or data_cfg.seq_len]
         stacked_runs = [runs[i] for i in index]
@@ -272,20 +352,15 @@ def train_runs(
             [setup.model(panel) for panel in stacked_runs],
             _stack_config(stacked_runs[0], setup),
             cfg,
-            setup.seeds,
+            tuple(seeds),
             setup.fresh_batches,
             setup.attend_to_query,
             setup.bins,
             train_set,
             test_set,
         )
-        tasks.append((job, device, progress, UpdateRatios(recorder.every) if recorder else None))
-    results: dict[int, PanelResult] = {}
-    for index, (stacked, rows) in zip(order, run_independent(_train_stack, tasks, workers)):
-        results.update(zip(index, stacked))
-        if recorder:
-            recorder.rows += rows
-    return [results[i] for i in range(len(runs))]
+        out.append((index, (job, device, progress, UpdateRatios(recorder.every) if recorder else None)))
+    return out
 
 
 def _balance(stacks: list[list[int]], cost, workers: int) -> list[list[int]]:
@@ -372,38 +447,3 @@ def _train_stack(
         )
         results.append(PanelResult(panel, maps, summary, curves))
     return results, recorder.rows if recorder else []
-
-
-def mean_pm_std(summary: pd.DataFrame, columns: Sequence[str], by: str = "label") -> pd.DataFrame:
-    """'mean ± std' strings per group (std over seeds, ddof=1), for the chapter tables."""
-    agg = summary.groupby(by, sort=False)[list(columns)].agg(["mean", "std"])
-    return pd.DataFrame(
-        {c: [f"{m:.1f} ± {s:.1f}" for m, s in zip(agg[(c, "mean")], agg[(c, "std")].fillna(0))] for c in columns},
-        index=agg.index,
-    )
-
-
-def heatmap_cells(results: Sequence[PanelResult], seeds: Sequence[int], bins: Sequence[float]) -> pd.DataFrame:
-    """Every seed's heatmaps in long form: panel, seed, probability bin, attention bin, percent."""
-    names = [f"{lo:g}-{hi:g}" for lo, hi in itertools.pairwise(bins)]
-    return pd.DataFrame(
-        [
-            {
-                "panel": r.panel.key,
-                "label": r.panel.label,
-                "seed": seed,
-                "prob_bin": names[i],
-                "attention_bin": names[j],
-                "percent": float(r.heatmaps[s, i, j]),
-            }
-            for r in results
-            for s, seed in enumerate(seeds)
-            for i in range(len(names))
-            for j in range(len(names))
-        ]
-    )
-
-
-def curve_table(results: Sequence[PanelResult]) -> pd.DataFrame:
-    """Training NLL (mean mini-batch loss per ``eval_every`` steps) in long form: label, step, seed, train_nll."""
-    return pd.concat([r.curves for r in results], ignore_index=True)

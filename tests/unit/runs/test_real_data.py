@@ -308,7 +308,7 @@ def test_squad_runs_score_generated_answers_and_attention_on_the_answer_span(off
     assert table["id"].iloc[0] == "F1_comparable" and "leaves F1 unchanged" in table["claim"].iloc[0]
     shown = table1_display(table1(run.per_seed, metrics=squad_runs.QA_METRICS), metrics=squad_runs.QA_METRICS)
     assert list(shown.columns) == list(squad_runs.QA_METRICS)
-    trivial = squad_runs.baseline_display(data.baseline)  # plain words, the span's first word counted from 1
+    trivial = squad_chapter.baseline_display(data.baseline)  # plain words, the span's first word counted from 1
     assert list(trivial.columns) == [
         "first word of the span (window word)",
         "span length (words)",

@@ -1,0 +1,359 @@
+"""The results store: a chapter's expensive computation kept in small stored runs (one per seed and condition, per
+panel and seed), each keyed by exactly what it depends on, so that a page is re-made from them in seconds and a
+change recomputes only the runs it touches.
+
+A stored run's key has five parts: ``setup`` (the setup values that reach the computation: the page's own fields,
+``PAGE_FIELDS``, are left out), ``code`` (the library modules the computation can execute, docstrings aside, and
+the numerical libraries' versions; not the page's code, ``present/``, nor the verdict rules), ``data`` (the
+identity of the datasets it reads), ``arithmetic`` (the portable mode's settings) and ``engine`` (the device, and
+the synthetic engine where the code reaches it). Its tables are plain CSV beside a sealed JSON
+(``core.results.save``): the key, the values, the code's module digests, the commit it was computed at, its compute
+time.
+
+Where: the ``default`` and ``official`` runs of the book's runner (no overrides) go to the committed store,
+``data/store/<profile>/<chapter>/`` (one ``manifest.json`` per folder lists every file's sha256); every other run
+(``smoke``, overrides, JupyterLab, papermill) to ``<results>/store/`` beside the git-ignored results, one file set
+per key. Reading tries the committed store first. Computed runs are read back from their files, so a page made from
+the store and one made from a fresh computation see the same bytes."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from ..core import codehash, paths, portable, results
+from ..core.budget import OutOfTime, deadline
+from ..core.chapter import Scope, as_dict, current_scope, scoped
+from ..core.device import engine_backend
+from ..core.workers import run_each
+from ..data.registry import data_identity
+
+STORED_PROFILES = ("default", "official")  # the profiles whose runs are committed
+ROOT_ENV = "QKOV_STORE_ROOT"  # moves the committed store (tests)
+WRITE_ENV = "QKOV_STORE_WRITE"  # "1": the runner's run of a stored profile, whose runs go to the committed store
+MANIFEST = "manifest.json"
+KEY_PARTS = ("setup", "code", "data", "arithmetic", "engine")
+# where and how a run is computed changes none of its numbers: these modules are no part of its code's key
+ORCHESTRATION = ("qkov_lib.runs.store", "qkov_lib.core.workers", "qkov_lib.core.progress")
+Tables = dict[str, pd.DataFrame]
+
+
+def committed_root() -> Path:
+    """The committed store: data/store, or $QKOV_STORE_ROOT."""
+    return Path(os.environ.get(ROOT_ENV) or paths.STORE_ROOT)
+
+
+def scratch_root() -> Path:
+    """Where runs that are not committed are kept: beside the git-ignored results."""
+    return results.results_root() / "store"
+
+
+def sha(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def setup_values(setup: Any, drop: Sequence[str] = ()) -> dict[str, Any]:
+    """The setup values that reach a computation: every parameter but the page's own (the setup's ``PAGE_FIELDS``)
+    and ``drop`` (what a run's name carries instead, as its seed)."""
+    left_out = set(getattr(setup, "PAGE_FIELDS", ())) | set(drop)
+    return {k: v for k, v in as_dict(setup).items() if k not in left_out}
+
+
+def slug(text: str) -> str:
+    """``text`` as a stored run's name: letters, digits, ``-`` and ``_`` (``"collapsed + bias-0"`` ->
+    ``"collapsed-bias-0"``)."""
+    return re.sub(r"[^A-Za-z0-9_]+", "-", text).strip("-")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One stored run: its name within the chapter (letters, digits, ``-`` and ``_``: its files' stem) and the setup
+    values that reach it (JSON)."""
+
+    name: str
+    values: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        if not self.name or slug(self.name) != self.name:
+            raise ValueError(f"a stored run's name must be letters, digits, - and _ (got {self.name!r})")
+
+
+@dataclass(frozen=True)
+class Key:
+    """A stored run's key, part by part (``KEY_PARTS``), with the code's module digests and what the engine is."""
+
+    parts: dict[str, str]
+    code: codehash.CodeState
+    computed_by: dict[str, str]
+
+    @property
+    def digest(self) -> str:
+        return sha(self.parts)
+
+
+def computed_by(code: codehash.CodeState, device: torch.device) -> dict[str, str]:
+    """What computes a run's numbers beyond its code and the arithmetic mode: the device, and the engine that trains
+    synthetic stacks where the code reaches it (the engines agree closely, not to the bit)."""
+    out = {"device": device.type}
+    if "qkov_lib.train.backends" in code.modules:
+        out["synthetic_engine"] = engine_backend(device)
+    return out
+
+
+def make_key(piece: Piece, code: codehash.CodeState, datasets: Sequence[str], device: torch.device) -> Key:
+    by = computed_by(code, device)
+    parts = {
+        "setup": sha(piece.values),
+        "code": code.digest,
+        "data": sha({name: data_identity(name) for name in datasets}),
+        "arithmetic": sha(portable.settings()),
+        "engine": sha(by),
+    }
+    return Key(parts, code, by)
+
+
+def code_of(modules: Sequence[str]) -> codehash.CodeState:
+    """The code a run can execute: the closure of ``modules`` less the orchestration (``ORCHESTRATION``)."""
+    return codehash.code_state(modules, exclude=ORCHESTRATION)
+
+
+class Planned(Exception):
+    """Raised by a batch while planning (``plan``): the chapter's stored runs and their states, nothing computed."""
+
+    def __init__(self, states: list[RunState]):
+        super().__init__(f"{len(states)} stored runs planned")
+        self.states = states
+
+
+_PLANNING: list[bool] = []  # non-empty while ``plan`` runs a chapter
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What the store holds of one run: ``current``, ``stale`` (``why``: the parts of its key that changed) or
+    ``missing``; the commit it was computed at and its compute time, where stored."""
+
+    name: str
+    state: str
+    why: tuple[str, ...] = ()
+    commit: str | None = None
+    compute_s: float | None = None
+
+
+def _folder(root: Path, scope: Scope) -> Path:
+    return root / scope.profile / scope.chapter
+
+
+def _stem(piece: Piece, key: Key, committed: bool) -> str:
+    """A run's file stem: its name in the committed store (one run per name), its name and key elsewhere."""
+    return piece.name if committed else f"{piece.name}-{key.digest[:12]}"
+
+
+def _read(folder: Path, stem: str) -> tuple[Tables, dict[str, Any]] | None:
+    """A stored run's tables and metadata after checking its seal and files; None when absent or damaged."""
+    try:
+        meta = results.check(folder, stem)
+        return {t: read_csv(results.table_path(folder, stem, t)) for t in meta["tables"]}, meta
+    except (results.ResultsError, OSError, ValueError, KeyError):
+        return None
+
+
+def changed_parts(meta: Mapping[str, Any], key: Key) -> tuple[str, ...]:
+    """The parts of ``key`` a stored run's metadata differs in; the code's with the modules that changed."""
+    old: dict[str, Any] = meta["key"] if isinstance(meta.get("key"), dict) else {}
+    out = []
+    for part in KEY_PARTS:
+        if old.get(part) != key.parts[part]:
+            modules = codehash.what_changed(meta.get("code") or {}, key.code) if part == "code" else []
+            out.append(f"code ({', '.join(modules)})" if modules else part)
+    return tuple(out)
+
+
+def lookup(scope: Scope, piece: Piece, key: Key) -> tuple[Tables | None, RunState]:
+    """A run's tables where the store holds it under ``key`` (the committed store first), and its state."""
+    stale: RunState | None = None
+    for root, committed in ((committed_root(), True), (scratch_root(), False)):
+        found = _read(_folder(root, scope), _stem(piece, key, committed))
+        if found is None:
+            continue
+        tables, meta = found
+        state = RunState(piece.name, "current", (), meta.get("git_commit"), meta.get("compute_s"))
+        if meta.get("key") == key.parts:
+            return tables, state
+        if committed:
+            stale = RunState(piece.name, "stale", changed_parts(meta, key), state.commit, state.compute_s)
+    return None, stale or RunState(piece.name, "missing")
+
+
+def write(scope: Scope, piece: Piece, key: Key, tables: Tables, compute_s: float) -> Tables:
+    """Store a computed run (the committed store for the runner's run of a stored profile, else the scratch store)
+    and return its tables as read back from the files."""
+    committed = bool(os.environ.get(WRITE_ENV)) and scope.as_profile and scope.profile in STORED_PROFILES
+    folder = _folder(committed_root() if committed else scratch_root(), scope)
+    stem = _stem(piece, key, committed)
+    before = _read(folder, stem)
+    meta = {
+        "run": piece.name,
+        "chapter": scope.chapter,
+        "profile": scope.profile,
+        "key": key.parts,
+        "values": dict(piece.values),
+        "code": key.code.as_meta(),
+        "computed_by": key.computed_by,
+        "arithmetic": portable.effective(),
+        "git_commit": results.git_commit(),
+        "date": time.strftime("%Y-%m-%d"),
+        "compute_s": round(compute_s, 1),
+    }
+    results.save(folder, stem, tables, meta)
+    if before is not None:  # files of the run's last version that this one no longer has
+        for name in set(before[1].get("files", {})) - {results.table_path(folder, stem, t).name for t in tables}:
+            (folder / name).unlink(missing_ok=True)
+    if committed:
+        write_manifest(folder)
+    found = _read(folder, stem)
+    if found is None:
+        raise results.ResultsError(f"the stored run {folder / stem} did not read back whole; run it again")
+    return found[0]
+
+
+def write_manifest(folder: Path) -> None:
+    """The folder's manifest: every file each stored run lists, and the run's metadata, with their sha256."""
+    listed: dict[str, str] = {}
+    for meta_path in sorted(folder.glob("*.json")):
+        if meta_path.name == MANIFEST:
+            continue
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        listed |= dict(meta.get("files", {})) | {meta_path.name: results.sha256_file(meta_path)}
+    results.write_atomic(folder / MANIFEST, json.dumps(listed, indent=1, sort_keys=True) + "\n")
+
+
+def round_trip(tables: Tables) -> Tables:
+    """Tables as they read back from CSV: what a run outside any chapter returns, like one read from the store."""
+    return {name: read_csv(io.StringIO(frame.to_csv(index=False))) for name, frame in tables.items()}
+
+
+def read_csv(source: Any) -> pd.DataFrame:
+    """A stored table, every float read back to the bit (``float_precision="round_trip"``)."""
+    return pd.read_csv(source, float_precision="round_trip")
+
+
+Split = Callable[[int, Any], Mapping[int, Tables]]  # (task index, its result) -> {piece index: its tables}
+
+
+@dataclass
+class Batch:
+    """A chapter's stored runs for one computation: which the store holds, and the rest computed as tasks, each
+    stored as it finishes. Outside a chapter (a library function called directly) nothing is stored."""
+
+    pieces: Sequence[Piece]
+    modules: Sequence[str]  # the modules whose code the runs execute (their closure is the key's code)
+    device: torch.device
+    found: dict[int, Tables] = field(default_factory=dict)
+    keys: list[Key] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.scope = current_scope()
+        if len({p.name for p in self.pieces}) != len(self.pieces):
+            raise ValueError("two stored runs of one computation share a name")
+        if self.scope is None:
+            return
+        code = code_of(self.modules)
+        self.keys = [make_key(p, code, self.scope.datasets, self.device) for p in self.pieces]
+        states = []
+        for i, (piece, key) in enumerate(zip(self.pieces, self.keys)):
+            tables, state = lookup(self.scope, piece, key)
+            states.append(state)
+            if tables is not None:
+                self.found[i] = tables
+                self.scope.used.append({"name": piece.name, "from_store": True, **_used(state)})
+        if _PLANNING:
+            raise Planned(states)
+        n = len(self.pieces)
+        print(
+            f"{self.scope.chapter} ({self.scope.profile}): {len(self.found)} of {n} runs from the store, "
+            f"{n - len(self.found)} to compute",
+            flush=True,
+        )
+
+    @property
+    def missing(self) -> list[int]:
+        """The indices of the runs still to compute."""
+        return [i for i in range(len(self.pieces)) if i not in self.found]
+
+    def compute(self, fn: Callable, tasks: Sequence[tuple], workers: int, split: Split) -> None:
+        """Run ``fn(*task)`` for each task (``core.workers.run_each``) and store the runs each covers as it finishes
+        (``split``). Under the runner's time budget no task starts past the deadline: ``OutOfTime``, the finished
+        runs kept for the next run."""
+        end = deadline()
+
+        def done(t: int, result: Any, seconds: float) -> None:
+            runs = split(t, result)
+            for i, tables in runs.items():
+                self._keep(i, tables, seconds / max(len(runs), 1))
+
+        def go_on() -> bool:
+            return end is None or time.time() < end
+
+        ran = run_each(fn, tasks, workers, done, go_on)
+        if self.missing:
+            raise OutOfTime(
+                f"the time budget ran out with {len(self.missing)} of {len(self.pieces)} stored runs of "
+                f"{self.scope.chapter if self.scope else 'this chapter'} to compute ({ran} computed now, kept); "
+                f"the next run continues from them"
+            )
+
+    def _keep(self, i: int, tables: Tables, compute_s: float) -> None:
+        if self.scope is None:
+            self.found[i] = round_trip(tables)
+            return
+        self.found[i] = write(self.scope, self.pieces[i], self.keys[i], tables, compute_s)
+        commit = results.git_commit()
+        self.scope.used.append(
+            {"name": self.pieces[i].name, "from_store": False, "commit": commit, "compute_s": compute_s}
+        )
+
+    def tables(self) -> list[Tables]:
+        """Every run's tables, in the pieces' order."""
+        if self.missing:
+            raise RuntimeError(f"{len(self.missing)} stored runs were not computed")
+        return [self.found[i] for i in range(len(self.pieces))]
+
+
+def _used(state: RunState) -> dict[str, Any]:
+    return {"commit": state.commit, "compute_s": state.compute_s}
+
+
+def plan(run: Callable[[], Any], scope: Scope) -> list[RunState] | None:
+    """The stored runs of the chapter whose ``run`` is given, and what the store holds of each, computing nothing;
+    None when it computes without stored runs."""
+    _PLANNING.append(True)
+    try:
+        with scoped(scope):
+            run()
+    except Planned as planned:
+        return planned.states
+    finally:
+        _PLANNING.pop()
+    return None
+
+
+def interleave(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Per-seed tables of the same shape joined as one run of all seeds writes them: row by row, the seeds in
+    turn (row 0 of every seed, then row 1, ...)."""
+    if not frames:
+        return pd.DataFrame()
+    marked = [f.assign(_row=range(len(f)), _seed=k) for k, f in enumerate(frames)]
+    joined = pd.concat(marked, ignore_index=True).sort_values(["_row", "_seed"], kind="stable")
+    return joined.drop(columns=["_row", "_seed"]).reset_index(drop=True)
