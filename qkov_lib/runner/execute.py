@@ -120,7 +120,20 @@ def banner(meta: dict[str, Any]) -> str:
         parts.append(
             f"{meta['wall_time_s'] / 60:.1f} min" if meta["wall_time_s"] >= 60 else f"{meta['wall_time_s']:.0f} s"
         )
+    if isinstance(runs := meta.get("stored_runs"), dict) and runs.get("runs"):
+        parts.append(_stored_words(runs))
     return "*This page was run with " + " · ".join(parts) + ".*"
+
+
+def _stored_words(runs: dict[str, Any]) -> str:
+    """The banner's words on a page's stored runs (``core.chapter.stored_runs``): the commits they were computed
+    at, their compute time, how many came from the store."""
+    commits = ", ".join(f"`{c[:12]}{'+dirty' if c.endswith('+dirty') else ''}`" for c in runs.get("commits", []))
+    minutes = float(runs.get("compute_s", 0)) / 60
+    return (
+        f"its {runs['runs']} training runs computed at {commits or 'an unknown commit'} ({minutes:.1f} min of "
+        f"compute; {runs.get('from_store', 0)} of them read from the store)"
+    )
 
 
 def under_title(nb: nbformat.NotebookNode, text: str) -> None:

@@ -26,7 +26,7 @@ from ..core.results import UNAVAILABLE
 from ..core.workers import end_leftovers
 from ..data import DATA_ENV, data_dir
 from ..data.registry import not_found
-from . import execute, published, units
+from . import execute, published, stored, units
 from .bundle import BundleError
 from .catalog import resolve
 from .checks import folder_path, prepare, results_folders, writable_folder
@@ -80,6 +80,8 @@ def run_chapter(
         if good and (absent := _absent_here(chapter, setup)):
             return _keep(chapter, good, absent, final, out_dir)
         tqdm.write(f"running {chapter} ({profile}): {reason}")
+        if stored.has_stored_runs(chapter):
+            tqdm.write(f"  {stored.chapter_runs(chapter, profile, overrides).line}")
         staging = results_root / f"{units.STAGING}{chapter}"
         units.make_staging(staging)
         try:

@@ -23,7 +23,7 @@ from typing import Any
 from ..core import results
 from ..core.chapter import PROFILES, ParameterError
 from ..core.paths import RESULTS_ROOT
-from . import units
+from . import stored, units
 from .bundle import SWEEPS, BundleError, pack
 from .bundle_check import check_into
 from .checks import folder_path
@@ -189,10 +189,14 @@ def add_commands(sub: Any) -> None:
     up.add_argument("--profile", choices=PROFILES, help="refuse a bundle of another profile")
     for p in (pk, up):
         p.add_argument("--results", default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
+    stored.add_command(actions)
 
 
 def command(args: Any) -> int:
-    """Run ``results pack`` or ``results unpack``; 1 with one message when the bundle is refused."""
+    """Run ``results pack``, ``results unpack`` (1 with one message when the bundle is refused) or ``results
+    status`` (``stored.command``)."""
+    if args.action == "status":
+        return stored.command(args)
     try:
         if args.action == "pack":
             packed = pack(args.profile, args.file, folder_path(args.results, "--results"))

@@ -45,7 +45,11 @@ WRITE_ENV = "QKOV_STORE_WRITE"  # "1": the runner's run of a stored profile, who
 MANIFEST = "manifest.json"
 KEY_PARTS = ("setup", "code", "data", "arithmetic", "engine")
 # where and how a run is computed changes none of its numbers: these modules are no part of its code's key
-ORCHESTRATION = ("qkov_lib.runs.store", "qkov_lib.core.workers", "qkov_lib.core.progress")
+ORCHESTRATION = ("qkov_lib.runs.store", "qkov_lib.runs.sweep", "qkov_lib.core.workers", "qkov_lib.core.progress")
+# what the page shows and decides: a computation may sit in a module that imports them (a chapter's), but never
+# calls them, so they are no part of its key either (tests/unit/runs/test_store.py keeps the runs' own modules free
+# of them)
+PAGE = ("qkov_lib.present", "qkov_lib.metrics.verdicts", "qkov_lib.metrics.official", "qkov_lib.chapters.atlas.pages")
 Tables = dict[str, pd.DataFrame]
 
 
@@ -124,8 +128,19 @@ def make_key(piece: Piece, code: codehash.CodeState, datasets: Sequence[str], de
 
 
 def code_of(modules: Sequence[str]) -> codehash.CodeState:
-    """The code a run can execute: the closure of ``modules`` less the orchestration (``ORCHESTRATION``)."""
-    return codehash.code_state(modules, exclude=ORCHESTRATION)
+    """The code a run can execute: the closure of ``modules`` less the orchestration (``ORCHESTRATION``) and the
+    page's modules (``PAGE``)."""
+    return codehash.code_state(modules, exclude=excluded())
+
+
+def excluded() -> set[str]:
+    """The package's modules that are no part of a stored run's key: ``ORCHESTRATION``, and ``PAGE`` with what lies
+    inside them."""
+    names = {
+        ".".join(("qkov_lib", *p.relative_to(paths.PACKAGE_DIR).with_suffix("").parts)).removesuffix(".__init__")
+        for p in paths.PACKAGE_DIR.rglob("*.py")
+    }
+    return set(ORCHESTRATION) | {n for n in names if any(n == p or n.startswith(p + ".") for p in PAGE)}
 
 
 class Planned(Exception):
@@ -137,6 +152,7 @@ class Planned(Exception):
 
 
 _PLANNING: list[bool] = []  # non-empty while ``plan`` runs a chapter
+_COMPUTING: list[bool] = []  # non-empty while a batch computes its runs here (a sweep's cell, serially)
 
 
 @dataclass(frozen=True)
@@ -180,8 +196,17 @@ def changed_parts(meta: Mapping[str, Any], key: Key) -> tuple[str, ...]:
     return tuple(out)
 
 
-def lookup(scope: Scope, piece: Piece, key: Key) -> tuple[Tables | None, RunState]:
-    """A run's tables where the store holds it under ``key`` (the committed store first), and its state."""
+@dataclass(frozen=True)
+class Found:
+    """A stored run found under its key: its tables, its metadata, and whether it lies in the committed store."""
+
+    tables: Tables
+    meta: dict[str, Any]
+    committed: bool
+
+
+def lookup(scope: Scope, piece: Piece, key: Key) -> tuple[Found | None, RunState]:
+    """A run where the store holds it under ``key`` (the committed store first), and its state."""
     stale: RunState | None = None
     for root, committed in ((committed_root(), True), (scratch_root(), False)):
         found = _read(_folder(root, scope), _stem(piece, key, committed))
@@ -190,16 +215,25 @@ def lookup(scope: Scope, piece: Piece, key: Key) -> tuple[Tables | None, RunStat
         tables, meta = found
         state = RunState(piece.name, "current", (), meta.get("git_commit"), meta.get("compute_s"))
         if meta.get("key") == key.parts:
-            return tables, state
+            return Found(tables, meta, committed), state
         if committed:
             stale = RunState(piece.name, "stale", changed_parts(meta, key), state.commit, state.compute_s)
     return None, stale or RunState(piece.name, "missing")
 
 
-def write(scope: Scope, piece: Piece, key: Key, tables: Tables, compute_s: float) -> Tables:
+def commits(scope: Scope) -> bool:
+    """Whether this process's runs of ``scope`` go to the committed store: the runner's run of a stored profile,
+    no overrides."""
+    return bool(os.environ.get(WRITE_ENV)) and scope.as_profile and scope.profile in STORED_PROFILES
+
+
+def write(
+    scope: Scope, piece: Piece, key: Key, tables: Tables, compute_s: float, made: Mapping[str, Any] | None = None
+) -> Tables:
     """Store a computed run (the committed store for the runner's run of a stored profile, else the scratch store)
-    and return its tables as read back from the files."""
-    committed = bool(os.environ.get(WRITE_ENV)) and scope.as_profile and scope.profile in STORED_PROFILES
+    and return its tables as read back from the files. ``made``: where and when a run found in the scratch store was
+    computed (its commit, date and compute time), kept as it is committed."""
+    committed = commits(scope)
     folder = _folder(committed_root() if committed else scratch_root(), scope)
     stem = _stem(piece, key, committed)
     before = _read(folder, stem)
@@ -215,6 +249,7 @@ def write(scope: Scope, piece: Piece, key: Key, tables: Tables, compute_s: float
         "git_commit": results.git_commit(),
         "date": time.strftime("%Y-%m-%d"),
         "compute_s": round(compute_s, 1),
+        **{k: v for k, v in (made or {}).items() if k in ("git_commit", "date", "compute_s")},
     }
     results.save(folder, stem, tables, meta)
     if before is not None:  # files of the run's last version that this one no longer has
@@ -245,11 +280,14 @@ def round_trip(tables: Tables) -> Tables:
 
 
 def read_csv(source: Any) -> pd.DataFrame:
-    """A stored table, every float read back to the bit (``float_precision="round_trip"``)."""
-    return pd.read_csv(source, float_precision="round_trip")
+    """A stored table; pandas reads every float back to the bit (tests/unit/runs/test_store.py checks it)."""
+    return pd.read_csv(source)
 
 
 Split = Callable[[int, Any], Mapping[int, Tables]]  # (task index, its result) -> {piece index: its tables}
+Done = Callable[[int, Any, float], None]  # (task index, its result, its seconds)
+Executor = Callable[[Callable, Sequence[tuple], int, Done, Callable[[], bool]], int]  # ``core.workers.run_each``
+CPU = torch.device("cpu")
 
 
 @dataclass
@@ -259,12 +297,12 @@ class Batch:
 
     pieces: Sequence[Piece]
     modules: Sequence[str]  # the modules whose code the runs execute (their closure is the key's code)
-    device: torch.device
+    device: torch.device = CPU
     found: dict[int, Tables] = field(default_factory=dict)
     keys: list[Key] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.scope = current_scope()
+        self.scope = None if _COMPUTING else current_scope()  # a run inside a stored run is part of it
         if len({p.name for p in self.pieces}) != len(self.pieces):
             raise ValueError("two stored runs of one computation share a name")
         if self.scope is None:
@@ -273,11 +311,14 @@ class Batch:
         self.keys = [make_key(p, code, self.scope.datasets, self.device) for p in self.pieces]
         states = []
         for i, (piece, key) in enumerate(zip(self.pieces, self.keys)):
-            tables, state = lookup(self.scope, piece, key)
+            found, state = lookup(self.scope, piece, key)
             states.append(state)
-            if tables is not None:
-                self.found[i] = tables
-                self.scope.used.append({"name": piece.name, "from_store": True, **_used(state)})
+            if found is None:
+                continue
+            self.found[i] = found.tables
+            if not found.committed and commits(self.scope) and not _PLANNING:  # computed elsewhere: committed now
+                self.found[i] = write(self.scope, piece, key, found.tables, 0.0, found.meta)
+            self.scope.used.append({"name": piece.name, "from_store": True, **_used(state)})
         if _PLANNING:
             raise Planned(states)
         n = len(self.pieces)
@@ -292,10 +333,12 @@ class Batch:
         """The indices of the runs still to compute."""
         return [i for i in range(len(self.pieces)) if i not in self.found]
 
-    def compute(self, fn: Callable, tasks: Sequence[tuple], workers: int, split: Split) -> None:
-        """Run ``fn(*task)`` for each task (``core.workers.run_each``) and store the runs each covers as it finishes
-        (``split``). Under the runner's time budget no task starts past the deadline: ``OutOfTime``, the finished
-        runs kept for the next run."""
+    def compute(
+        self, fn: Callable, tasks: Sequence[tuple], workers: int, split: Split, execute: Executor = run_each
+    ) -> None:
+        """Run ``fn(*task)`` for each task (``execute``: ``core.workers.run_each``, or a sweep's Dask executor) and
+        store the runs each covers as it finishes (``split``). Under the runner's time budget no task starts past the
+        deadline: ``OutOfTime``, the finished runs kept for the next run."""
         end = deadline()
 
         def done(t: int, result: Any, seconds: float) -> None:
@@ -306,7 +349,11 @@ class Batch:
         def go_on() -> bool:
             return end is None or time.time() < end
 
-        ran = run_each(fn, tasks, workers, done, go_on)
+        _COMPUTING.append(True)
+        try:
+            ran = execute(fn, tasks, workers, done, go_on) if tasks else 0
+        finally:
+            _COMPUTING.pop()
         if self.missing:
             raise OutOfTime(
                 f"the time budget ran out with {len(self.missing)} of {len(self.pieces)} stored runs of "
@@ -357,3 +404,38 @@ def interleave(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
     marked = [f.assign(_row=range(len(f)), _seed=k) for k, f in enumerate(frames)]
     joined = pd.concat(marked, ignore_index=True).sort_values(["_row", "_seed"], kind="stable")
     return joined.drop(columns=["_row", "_seed"]).reset_index(drop=True)
+
+
+BUDGET_MB = 30  # the committed store's size for both profiles (tests/project/test_committed_store.py)
+
+
+def verify(root: Path) -> list[str]:
+    """What is wrong with a committed store: a folder without its manifest, a file the manifest does not name (a
+    stray), a file it names that is missing or whose sha256 differs (edited), a stored run whose seal or files do
+    not check. Empty when every file is accounted for."""
+    problems = [
+        f"{p}: outside the store's layout (<profile>/<chapter>/<file>)"
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and len(p.relative_to(root).parts) != 3
+    ]
+    for folder in sorted(f for f in root.glob("*/*") if f.is_dir()):
+        try:
+            listed = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            problems.append(f"{folder}: no readable {MANIFEST}; rerun the runs it holds")
+            continue
+        present = {p.name for p in folder.iterdir() if p.name != MANIFEST}
+        problems += [
+            f"{folder}: {name} is named by no manifest (a stray file)" for name in sorted(present - listed.keys())
+        ]
+        for name, digest in sorted(listed.items()):
+            if name not in present:
+                problems.append(f"{folder}: {name} is missing")
+            elif results.sha256_file(folder / name) != digest:
+                problems.append(f"{folder}: {name} differs from its manifest (edited?)")
+        for meta in sorted(n for n in present & listed.keys() if n.endswith(".json")):
+            try:
+                results.check(folder, meta.removesuffix(".json"))
+            except results.ResultsError as err:
+                problems.append(f"{folder}: {err}")
+    return problems

@@ -28,9 +28,12 @@ import pandas as pd
 
 from ..core import portable
 from ..core.budget import OutOfTime, deadline
+from ..core.chapter import current_scope
 from ..core.codehash import task_fingerprint
 from ..core.progress import bar
 from ..core.results import results_root, write_atomic
+from ..core.workers import run_each, timed
+from .store import Batch, Done, Executor, Piece
 
 SCHEDULER_ENV = "QKOV_DASK_SCHEDULER"  # address of a running Dask scheduler, e.g. tcp://10.0.0.5:8786
 SERIAL = "serial"
@@ -88,6 +91,8 @@ def run_sweep(
     ids = [cell_id(c) for c in cells]
     if len(set(ids)) != len(ids):
         raise ValueError("the sweep's grid names a cell twice")
+    if current_scope() is not None:  # in a chapter: every cell a stored run
+        return _stored(fn, cells, common, scheduler or os.environ.get(SCHEDULER_ENV) or None, workers, progress, desc)
     folder.mkdir(parents=True, exist_ok=True)
     todo = [(i, c) for i, c in zip(ids, cells) if not (folder / f"{i}.csv").exists()]
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
@@ -101,6 +106,60 @@ def run_sweep(
         _on_dask(fn, todo, common, folder, address, workers, progress, desc, end)
     rows = pd.concat([_read(folder, i) for i in ids], ignore_index=True)
     return SweepRun(rows, ran=len(todo), reused=len(cells) - len(todo))
+
+
+def _stored(
+    fn: CellFn,
+    cells: Sequence[Cell],
+    common: Mapping[str, Any],
+    address: str | None,
+    workers: int | None,
+    progress: bool,
+    desc: str,
+) -> SweepRun:
+    """``run_sweep`` inside a chapter: one stored run per cell (``store.Batch``, keyed by the cell, the settings
+    every cell shares and the code ``fn`` can execute), the rest computed here one after another (``"serial"``) or
+    on Dask, each stored as it finishes."""
+    ids = [cell_id(c) for c in cells]
+    batch = Batch([Piece(i, {"cell": dict(c), "common": dict(common)}) for i, c in zip(ids, cells)], [fn.__module__])
+    todo = batch.missing
+    execute = run_each if address == SERIAL else on_dask(address, progress, desc)
+    tasks = [(cells[i], common) for i in todo]
+    batch.compute(
+        fn, tasks, 1 if address == SERIAL else workers or 0, lambda t, rows: {todo[t]: {"main": rows}}, execute
+    )
+    rows = [t["main"].assign(**{CELL: i}) for t, i in zip(batch.tables(), ids)]
+    return SweepRun(pd.concat(rows, ignore_index=True), ran=len(todo), reused=len(cells) - len(todo))
+
+
+def on_dask(address: str | None, progress: bool, desc: str) -> Executor:
+    """An executor (``core.workers.run_each``'s signature) on Dask: every task submitted at once to the scheduler at
+    ``address`` (None: a LocalCluster of ``workers`` processes, 0 meaning one per core), each handed to ``done`` as it
+    finishes; once ``go_on()`` fails (the time budget), the rest are cancelled."""
+
+    def execute(fn: Callable, tasks: Sequence[tuple], workers: int, done: Done, go_on: Callable[[], bool]) -> int:
+        from dask.distributed import as_completed  # lazy: Dask takes a second to import; only sweeps on it need it
+
+        end = deadline()
+        with dask_client(address, workers or None) as client:
+            futures = {
+                client.submit(timed, fn, *task, key=f"{desc}-{k}", pure=False): k for k, task in enumerate(tasks)
+            }
+            ran = 0
+            try:
+                waiting = as_completed(futures, timeout=None if end is None else max(end - time.time(), 0.0))
+                for future in bar(waiting, desc, enabled=progress, total=len(futures)):
+                    done(futures[future], *future.result())
+                    ran += 1
+                    if not go_on():
+                        break
+            except TimeoutError:  # as_completed's, when the deadline passes before every cell is finished
+                pass
+            finally:
+                client.cancel(list(futures))
+            return ran
+
+    return execute
 
 
 def _write(folder: Path, name: str, rows: pd.DataFrame) -> None:

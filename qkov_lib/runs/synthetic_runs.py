@@ -291,6 +291,7 @@ def train_runs(
     return results
 
 
+CURVE = pd.DataFrame(columns=["label", "step", "seed", "train_nll"])  # a run that never read its loss out
 SHARED = {f.name for f in fields(SyntheticSetup)}  # what every run shares; the rest reaches a run by its Panel
 
 
@@ -301,7 +302,7 @@ def _run_tables(result: PanelResult, k: int, ratios: list[dict]) -> dict[str, pd
     tables = {
         "main": result.summary.iloc[[k]],
         "heatmap": pd.DataFrame(result.heatmaps[k]),
-        "curve": result.curves[result.curves["seed"] == seed],
+        "curve": result.curves[result.curves["seed"] == seed] if len(result.curves) else CURVE,
     }
     mine = [r for r in ratios if r["panel"] == result.panel.key and r["seed"] == seed]
     if ratios:

@@ -1,0 +1,99 @@
+"""What the results store holds of each chapter (``runs.store``): ``results status`` and the runner's line before a
+chapter runs. A chapter's stored runs are found by running it in planning mode (``store.plan``): its ``run`` goes as
+far as its first stored computation, which names its runs and stops, computing nothing."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import codehash
+from ..core.chapter import PROFILES, Scope
+from ..core.contents import GATHERERS
+from ..core.device import pick_device
+from ..data.registry import DataUnavailable
+from ..runs import store
+from . import catalog
+
+
+def has_stored_runs(chapter: str) -> bool:
+    """Whether the chapter's code can reach a stored computation (a gathering page reads the others' results)."""
+    module = catalog.chapter_module(chapter)
+    return chapter not in GATHERERS and "qkov_lib.runs.store" in codehash.closure([module.__name__])
+
+
+@dataclass(frozen=True)
+class ChapterRuns:
+    """A chapter's stored runs under one profile, or why they could not be listed (``error``)."""
+
+    chapter: str
+    profile: str
+    runs: Sequence[store.RunState] = ()
+    error: str | None = None
+
+    def count(self, state: str) -> int:
+        return sum(r.state == state for r in self.runs)
+
+    @property
+    def line(self) -> str:
+        """The one line the runner says before a chapter runs."""
+        if self.error:
+            return f"{self.chapter} ({self.profile}): its stored runs cannot be listed ({self.error})"
+        current, n = self.count("current"), len(self.runs)
+        return f"{self.chapter} ({self.profile}): {current} of {n} runs from the store, {n - current} to compute"
+
+
+def chapter_runs(chapter: str, profile: str, overrides: dict[str, Any] | None = None) -> ChapterRuns:
+    """The chapter's stored runs and what the store holds of each, computing nothing."""
+    concrete, setup = catalog.resolve(chapter, profile, overrides)
+    module = catalog.chapter_module(chapter)
+    scope = Scope(chapter, concrete, getattr(module, "DATASETS", ()), not overrides)
+    try:
+        states = store.plan(lambda: module.run(setup, device=pick_device(), progress=False), scope)
+    except DataUnavailable as err:
+        return ChapterRuns(chapter, concrete, error=f"data unavailable: {str(err).splitlines()[0]}")
+    except Exception as err:  # the chapter's own run says what failed; here one line names it
+        return ChapterRuns(chapter, concrete, error=f"{type(err).__name__}: {err}")
+    return ChapterRuns(chapter, concrete, states or ())
+
+
+def _run_line(run: store.RunState) -> str:
+    where = f"computed at {run.commit[:12]}" if run.commit else "never computed"
+    took = f" in {run.compute_s:.0f} s" if run.compute_s is not None else ""
+    why = f": {', '.join(run.why)} changed" if run.why else ""
+    return f"  {run.state:8} {run.name}{why} ({where}{took})"
+
+
+def status(profile: str, chapters: Sequence[str] | None = None, verbose: bool = True) -> list[ChapterRuns]:
+    """Every chapter's stored runs under ``profile``, printed: a line per chapter and, with ``verbose``, one per run."""
+    out = []
+    for chapter in chapters or [c for c in catalog.CHAPTERS if has_stored_runs(c)]:
+        found = chapter_runs(chapter, profile)
+        out.append(found)
+        counts = ", ".join(f"{found.count(s)} {s}" for s in ("current", "stale", "missing"))
+        print(found.line if found.error else f"{chapter} ({found.profile}): {len(found.runs)} runs, {counts}")
+        for run in found.runs if verbose else ():
+            print(_run_line(run))
+    return out
+
+
+def command(args: Any) -> int:
+    """``results status [--profile P] [--only C,..] [--check] [--brief]``: 1 with ``--check`` when a run is stale or
+    missing, or a chapter's runs cannot be listed."""
+    found = status(args.profile, args.only.split(",") if args.only else None, not args.brief)
+    bad = [f for f in found if f.error or f.count("current") < len(f.runs)]
+    if args.check and bad:
+        print(f"not current: {', '.join(f.chapter for f in bad)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_command(actions: Any) -> None:
+    """``results status`` on the ``results`` command's subparsers."""
+    st = actions.add_parser("status", help="list each chapter's stored runs: current, stale (why) or missing")
+    st.add_argument("--profile", default="default", choices=PROFILES)
+    st.add_argument("--only", help="comma-separated chapter names (default: every chapter with stored runs)")
+    st.add_argument("--check", action="store_true", help="exit 1 when a stored run is stale or missing")
+    st.add_argument("--brief", action="store_true", help="one line per chapter")
