@@ -3,7 +3,7 @@ falsifier (attention at matched losses, and after the loss is flat) on the popul
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, NamedTuple
 
 import pandas as pd
@@ -11,14 +11,16 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from ..core.device import cpu_workers
 from ..core.validation import require_positive_numbers
 from ..metrics.verdicts import ODE_MATCH, REVIEW, Claim, check, claim_table
 from ..present.plots import PALETTE, clear_axis_titles, log_axes, style_legend
 from ..present.tables import readable
 from ..present.text import scientific
+from ..runs.store import Batch, Piece, slug
 from ..theory import OrthogonalSetting, check_loss_threshold
 from ..theory.instance import InstanceConfig, OrthogonalInstance
-from ..theory.trajectories import STARTS, compare_models, falsifier, ode_errors
+from ..theory.trajectories import STARTS, flow_or_falsifier, ode_errors
 from .fig4_mu_trajectories import NEAR_ONE, NEAR_UNIFORM
 
 ALPHA_MATCH = 0.05  # "follows the ODE" for attention: |alpha - alpha_ODE| at most this along the run
@@ -87,16 +89,25 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
     """The skeptic's test (both models from every start at every ratio, against both ODEs) and the falsifier on
     Theorem 1's ODE setting. Solved to tolerance on the CPU: ``device`` and ``progress`` are unused here."""
     inst = OrthogonalInstance(setup.instance)
-    curves = pd.concat(
+    flows = [(start, r) for start in setup.starts for r in setup.ratios]
+    shared = {"instance": asdict(setup.instance), "t_end": setup.t_end, "start_scale": setup.start_scale}
+    tests = [list(setup.falsifier_ratios), list(setup.losses), list(setup.horizon)]
+    batch = Batch(
         [
-            compare_models(inst, r, setup.t_end, start, setup.start_scale, setup.instance.seed)
-            for start in setup.starts
-            for r in setup.ratios
+            *(Piece(slug(f"flow-{start}-{r:g}"), {**shared, "start": start, "ratio": r}) for start, r in flows),
+            Piece("falsifier", {"ode": asdict(setup.ode), "tests": tests}),
         ],
-        ignore_index=True,
+        [flow_or_falsifier.__module__],
     )
-    matched, after = falsifier(setup.ode, list(setup.falsifier_ratios), list(setup.losses), list(setup.horizon))
-    return Dynamics(curves, ode_errors(curves), matched, after)
+    tasks = [("flow", (inst, r, setup.t_end, start, setup.start_scale, setup.instance.seed)) for start, r in flows] + [
+        ("falsifier", (setup.ode, *tests))
+    ]
+    todo = batch.missing
+    cpu = torch.device("cpu")
+    batch.compute(flow_or_falsifier, [tasks[i] for i in todo], cpu_workers(cpu), lambda t, out: {todo[t]: out})
+    stored = batch.tables()
+    curves = pd.concat([t["main"] for t in stored[:-1]], ignore_index=True)
+    return Dynamics(curves, ode_errors(curves), stored[-1]["matched"], stored[-1]["after"])
 
 
 CLAIM_COLUMNS = (

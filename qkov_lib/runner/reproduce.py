@@ -81,7 +81,7 @@ def run_chapter(
             return _keep(chapter, good, absent, final, out_dir)
         tqdm.write(f"running {chapter} ({profile}): {reason}")
         if stored.has_stored_runs(chapter):
-            tqdm.write(f"  {stored.chapter_runs(chapter, profile, overrides).line}")
+            tqdm.write(f"  {stored.chapter_runs(chapter, profile, overrides, results_root).line}")
         staging = results_root / f"{units.STAGING}{chapter}"
         units.make_staging(staging)
         try:

@@ -4,12 +4,15 @@ far as its first stored computation, which names its runs and stops, computing n
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from ..core import codehash
+from ..core import codehash, results
 from ..core.chapter import PROFILES, Scope
 from ..core.contents import GATHERERS
 from ..core.device import pick_device
@@ -45,18 +48,37 @@ class ChapterRuns:
         return f"{self.chapter} ({self.profile}): {current} of {n} runs from the store, {n - current} to compute"
 
 
-def chapter_runs(chapter: str, profile: str, overrides: dict[str, Any] | None = None) -> ChapterRuns:
-    """The chapter's stored runs and what the store holds of each, computing nothing."""
+def chapter_runs(
+    chapter: str, profile: str, overrides: dict[str, Any] | None = None, results_root: Path | None = None
+) -> ChapterRuns:
+    """The chapter's stored runs and what the store holds of each, computing nothing; ``results_root``: the results
+    folder whose scratch store a run would read (default: $QKOV_RESULTS_ROOT, else data/results)."""
     concrete, setup = catalog.resolve(chapter, profile, overrides)
     module = catalog.chapter_module(chapter)
     scope = Scope(chapter, concrete, getattr(module, "DATASETS", ()), not overrides)
     try:
-        states = store.plan(lambda: module.run(setup, device=pick_device(), progress=False), scope)
+        with _results_in(results_root):
+            states = store.plan(lambda: module.run(setup, device=pick_device(), progress=False), scope)
     except DataUnavailable as err:
         return ChapterRuns(chapter, concrete, error=f"data unavailable: {str(err).splitlines()[0]}")
     except Exception as err:  # the chapter's own run says what failed; here one line names it
         return ChapterRuns(chapter, concrete, error=f"{type(err).__name__}: {err}")
     return ChapterRuns(chapter, concrete, states or ())
+
+
+@contextlib.contextmanager
+def _results_in(root: Path | None) -> Iterator[None]:
+    """$QKOV_RESULTS_ROOT at ``root`` inside the block (as a chapter's kernel sees it), where one is given."""
+    before = os.environ.get(results.ROOT_ENV)
+    if root is not None:
+        os.environ[results.ROOT_ENV] = str(root)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(results.ROOT_ENV, None)
+        else:
+            os.environ[results.ROOT_ENV] = before
 
 
 def _run_line(run: store.RunState) -> str:

@@ -42,6 +42,7 @@ from ..data.registry import data_identity
 STORED_PROFILES = ("default", "official")  # the profiles whose runs are committed
 ROOT_ENV = "QKOV_STORE_ROOT"  # moves the committed store (tests)
 WRITE_ENV = "QKOV_STORE_WRITE"  # "1": the runner's run of a stored profile, whose runs go to the committed store
+OFF_ENV = "QKOV_STORE"  # "off": compute every run afresh, reading and writing no stored run (a check of the store)
 MANIFEST = "manifest.json"
 KEY_PARTS = ("setup", "code", "data", "arithmetic", "engine")
 # where and how a run is computed changes none of its numbers: these modules are no part of its code's key
@@ -302,7 +303,8 @@ class Batch:
     keys: list[Key] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.scope = None if _COMPUTING else current_scope()  # a run inside a stored run is part of it
+        off = _COMPUTING or os.environ.get(OFF_ENV, "").lower() == "off"  # a run inside a stored run is part of it
+        self.scope = None if off else current_scope()
         if len({p.name for p in self.pieces}) != len(self.pieces):
             raise ValueError("two stored runs of one computation share a name")
         if self.scope is None:

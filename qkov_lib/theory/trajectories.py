@@ -150,3 +150,12 @@ def falsifier(
                     }
                 )
     return pd.concat(matched, ignore_index=True), pd.DataFrame(after)
+
+
+def flow_or_falsifier(kind: str, args: tuple) -> dict[str, pd.DataFrame]:
+    """One stored run of the reviewers' tests: a pair of gradient flows (``"flow"``: ``compare_models(*args)``) or
+    the falsifier (``"falsifier"``: ``falsifier(*args)``), as tables."""
+    if kind == "flow":
+        return {"main": compare_models(*args)}
+    matched, after = falsifier(*args)
+    return {"matched": matched, "after": after}

@@ -43,6 +43,7 @@ def test_nbval_second_run_gives_same_outputs(smoke_book, chapter, tmp_path):
         **os.environ,
         "QKOV_RESULTS_DIR": str(tmp_path / "results"),
         "QKOV_RESULTS_ROOT": str(smoke_book / "data" / "results"),
+        "QKOV_STORE": "off",  # every run trained again, none read from the store
     }  # where the scorecard reads the others
     proc = subprocess.run(
         [

@@ -216,3 +216,17 @@ def test_the_computations_import_no_page_code(module):
 def test_page_fields_are_no_part_of_a_runs_values():
     assert "check_epoch" not in store.setup_values(fig3_incentive.Setup())
     assert "download" not in store.setup_values(hatexplain.Setup()) and "lr" in store.setup_values(hatexplain.Setup())
+
+
+def test_the_store_turned_off_computes_everything_and_keeps_nothing(roots, monkeypatch):
+    with scoped(Scope("tiny", "default")):
+        compute([0])
+    monkeypatch.setenv(store.OFF_ENV, "off")
+    with scoped(Scope("tiny", "default")) as scope:
+        compute([0, 1])
+        assert scope.used == []
+    assert CALLS == [0, 0, 1]
+    assert sorted(p.name for p in (roots / "store" / "default" / "tiny").glob("*.json")) == [
+        "manifest.json",
+        "run-seed0.json",
+    ]

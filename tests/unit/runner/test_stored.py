@@ -1,0 +1,46 @@
+"""``results status`` (``qkov_lib.runner.stored``): which chapters have stored runs, and what the store holds of
+each, found by planning the chapter (its run stops at its first stored computation: nothing trains)."""
+
+from argparse import Namespace
+
+import pytest
+
+from qkov_lib.core.results import ROOT_ENV
+from qkov_lib.runner import stored
+from qkov_lib.runs import store
+
+
+@pytest.fixture
+def empty_store(tmp_path, monkeypatch):
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "results"))
+    monkeypatch.setenv(store.ROOT_ENV, str(tmp_path / "store"))
+    return tmp_path
+
+
+def test_the_chapters_with_stored_runs_are_those_that_train():
+    assert stored.has_stored_runs("fig3_incentive") and stored.has_stored_runs("atlas")
+    assert stored.has_stored_runs("hatexplain") and stored.has_stored_runs("squad")
+    assert not stored.has_stored_runs("theorem1") and not stored.has_stored_runs("summary")
+
+
+def test_a_chapter_is_planned_without_computing(empty_store, capsys):
+    found = stored.chapter_runs("fig3_incentive", "smoke")
+    assert found.error is None and [r.state for r in found.runs] == ["missing"] * 6
+    assert [r.name for r in found.runs][:2] == ["factorised-0", "factorised-1"]
+    assert found.line == "fig3_incentive (smoke): 0 of 6 runs from the store, 6 to compute"
+    assert not (empty_store / "results").exists()  # nothing computed, nothing written
+    args = Namespace(profile="smoke", only="fig3_incentive", check=True, brief=False)
+    assert stored.command(args) == 1
+    out = capsys.readouterr()
+    assert "fig3_incentive (smoke): 6 runs, 0 current, 0 stale, 6 missing" in out.out
+    assert "  missing  factorised-0 (never computed)" in out.out
+    assert "not current: fig3_incentive" in out.err
+    assert stored.command(Namespace(profile="smoke", only="fig3_incentive", check=False, brief=True)) == 0
+
+
+def test_a_real_data_chapter_without_its_data_says_so_in_one_line(empty_store, monkeypatch, tmp_path):
+    monkeypatch.setenv("QKOV_DATA_DIR", str(tmp_path / "none"))
+    (tmp_path / "none").mkdir()
+    found = stored.chapter_runs("sva", "smoke")
+    assert found.runs == () and found.error is not None and found.error.startswith("data unavailable: ")
+    assert found.line.startswith("sva (smoke): its stored runs cannot be listed (data unavailable: ")
