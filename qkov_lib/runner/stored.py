@@ -23,8 +23,9 @@ from . import catalog
 
 def has_stored_runs(chapter: str) -> bool:
     """Whether the chapter's code can reach a stored computation (a gathering page reads the others' results)."""
-    module = catalog.chapter_module(chapter)
-    return chapter not in GATHERERS and "qkov_lib.runs.store" in codehash.closure([module.__name__])
+    if chapter in GATHERERS:
+        return False
+    return "qkov_lib.runs.store" in codehash.closure(codehash.notebook_modules(catalog.source(chapter)))
 
 
 @dataclass(frozen=True)
