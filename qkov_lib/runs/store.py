@@ -340,8 +340,9 @@ class Batch:
     ) -> None:
         """Run ``fn(*task)`` for each task (``execute``: ``core.workers.run_each``, or a sweep's Dask executor) and
         store the runs each covers as it finishes (``split``). Under the runner's time budget no task starts past the
-        deadline: ``OutOfTime``, the finished runs kept for the next run."""
-        end = deadline()
+        deadline: ``OutOfTime``, the finished runs kept for the next run (outside a chapter, where nothing is kept,
+        and inside a stored run, the budget is its caller's to keep)."""
+        end = deadline() if self.scope is not None else None
 
         def done(t: int, result: Any, seconds: float) -> None:
             runs = split(t, result)
