@@ -387,7 +387,9 @@ def _used(state: RunState) -> dict[str, Any]:
 
 def plan(run: Callable[[], Any], scope: Scope) -> list[RunState] | None:
     """The stored runs of the chapter whose ``run`` is given, and what the store holds of each, computing nothing;
-    None when it computes without stored runs."""
+    None when it computes without stored runs, or the store is off (``OFF_ENV``: nothing would stop the run)."""
+    if os.environ.get(OFF_ENV, "").lower() == "off":
+        return None
     _PLANNING.append(True)
     try:
         with scoped(scope):

@@ -459,7 +459,7 @@ def test_a_signal_stops_a_running_chapter_at_once(tmp_path, how):
     beside.mkdir()
     (beside / "fig2_dtap.json").write_text("{}\n")
     before = sha_tree(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "QKOV_STORE": "off"}  # it trains, whatever the store holds
     proc = subprocess.Popen(
         [
             sys.executable,
