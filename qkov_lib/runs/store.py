@@ -180,8 +180,7 @@ def _stem(piece: Piece, key: Key, committed: bool) -> str:
 def _read(folder: Path, stem: str) -> tuple[Tables, dict[str, Any]] | None:
     """A stored run's tables and metadata after checking its seal and files; None when absent or damaged."""
     try:
-        meta = results.check(folder, stem)
-        return {t: read_csv(results.table_path(folder, stem, t)) for t in meta["tables"]}, meta
+        return results.load(folder, stem)
     except (results.ResultsError, OSError, ValueError, KeyError):
         return None
 
@@ -276,13 +275,9 @@ def write_manifest(folder: Path) -> None:
 
 
 def round_trip(tables: Tables) -> Tables:
-    """Tables as they read back from CSV: what a run outside any chapter returns, like one read from the store."""
-    return {name: read_csv(io.StringIO(frame.to_csv(index=False))) for name, frame in tables.items()}
-
-
-def read_csv(source: Any) -> pd.DataFrame:
-    """A stored table; pandas reads every float back to the bit (tests/unit/runs/test_store.py checks it)."""
-    return pd.read_csv(source)
+    """Tables as they read back from CSV (pandas reads every float back to the bit: tests/unit/runs/test_store.py):
+    what a run outside any chapter returns, like one read from the store."""
+    return {name: pd.read_csv(io.StringIO(frame.to_csv(index=False))) for name, frame in tables.items()}
 
 
 Split = Callable[[int, Any], Mapping[int, Tables]]  # (task index, its result) -> {piece index: its tables}
