@@ -235,12 +235,14 @@ class Chapter:
 
 def stored_runs(used: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """What a chapter's metadata records of the stored runs it used: how many, how many came from the store, the
-    commits they were computed at and their compute time in all."""
+    commits they were computed at, their compute time in all, and each run's key (its name -> the key's digest: what
+    a results bundle carries of the page, ``runner.bundle_store``)."""
     return {
         "runs": len(used),
         "from_store": sum(bool(u["from_store"]) for u in used),
         "commits": sorted({str(u["commit"]) for u in used if u.get("commit")}),
         "compute_s": round(sum(float(u.get("compute_s") or 0) for u in used), 1),
+        "keys": {str(u["name"]): str(u["key"]) for u in used if u.get("key")},
     }
 
 

@@ -1,7 +1,7 @@
-"""Results bundles: one tar.gz of a profile's units (every chapter's tables, executed notebook and metadata) and of
-the sweep cells its atlas uses, with a manifest (format version, profile, commit, each file's path, sha256 and
-size). ``python -m qkov_lib results pack PROFILE FILE`` writes one (``pack``, here); ``results unpack FILE``
-restores it, after ``bundle_check`` has checked the whole of it.
+"""Results bundles: one tar.gz of a profile's units (every chapter's tables, executed notebook and metadata), of the
+stored runs they were made from (``bundle_store``) and of the sweep cells its atlas uses, with a manifest (format
+version, profile, commit, each file's path, sha256 and size). ``python -m qkov_lib results pack PROFILE FILE`` writes
+one (``pack``, here); ``results unpack FILE`` restores it, after ``bundle_check`` has checked the whole of it.
 
 The manifest is this project's own rather than BagIt's: BagIt's checksums and validator would replace ~20 lines of
 hashing, but not the checks that matter here (the layout, the profile, unit membership, size caps)."""
@@ -23,7 +23,7 @@ from typing import Any
 
 from ..core import results
 from ..core.paths import RESULTS_ROOT
-from . import catalog
+from . import bundle_store, catalog
 from .catalog import resolve
 
 FORMAT = "qkov-results-bundle"
@@ -62,6 +62,7 @@ class Packed:
     units: list[str] = field(default_factory=list)
     left_out: dict[str, str] = field(default_factory=dict)
     sweep_cells: int = 0
+    stored_runs: int = 0
 
 
 def unit_files(folder: Path) -> tuple[dict[str, list[Path]], dict[str, str]]:
@@ -122,8 +123,9 @@ def _write_bundle(tmp: str, manifest: dict[str, Any], paths: dict[str, Path]) ->
 def pack(
     profile: str, target: Path, results_root: Path = RESULTS_ROOT, chapters: Sequence[str] | None = None
 ) -> Packed:
-    """Write the profile's intact units and its sweeps' cells to ``target`` (tar.gz, streamed through a temporary
-    file beside it: the target is whole or as it was); ``chapters`` packs those chapters' alone."""
+    """Write the profile's intact units, the stored runs they were made from and its sweeps' cells to ``target``
+    (tar.gz, streamed through a temporary file beside it: the target is whole or as it was); ``chapters`` packs
+    those chapters' alone."""
     folder = results_root / profile
     if not folder.is_dir():
         raise BundleError(
@@ -141,10 +143,23 @@ def pack(
             f"{folder} holds no intact unit to pack ({len(left_out)} left out: "
             f"{'; '.join(left_out.values()) or 'none found'}); rerun the chapters first"
         )
-    paths = {
-        p.relative_to(results_root).as_posix(): p
-        for p in [p for files in units.values() for p in files] + sweep_files(profile, results_root, chapters)
-    }
+    with tempfile.TemporaryDirectory(prefix="qkov-pack-") as runs:
+        metas = {c: results.read_meta(folder, c) for c in units}
+        exported = {
+            p.relative_to(runs).as_posix(): p for p in bundle_store.export(profile, metas, results_root, Path(runs))
+        }
+        paths = {
+            p.relative_to(results_root).as_posix(): p
+            for p in [p for files in units.values() for p in files] + sweep_files(profile, results_root, chapters)
+        } | exported
+        manifest = _write(target, profile, paths)
+    cells = sum(1 for name in paths if name.startswith(f"{SWEEPS}/"))
+    return Packed(manifest, sorted(units), left_out, cells, bundle_store.count(manifest))
+
+
+def _write(target: Path, profile: str, paths: dict[str, Path]) -> dict[str, Any]:
+    """Write the bundle of ``paths`` (its member names -> the files) to ``target`` through a temporary file beside
+    it; the manifest."""
     manifest = {
         "format": FORMAT,
         "version": VERSION,
@@ -171,5 +186,4 @@ def pack(
         ) from None
     finally:
         Path(tmp).unlink(missing_ok=True)
-    cells = sum(1 for name in paths if name.startswith(f"{SWEEPS}/"))
-    return Packed(manifest, sorted(units), left_out, cells)
+    return manifest

@@ -1,14 +1,14 @@
-"""The checks of a results bundle (``bundle``) before anything in a results folder changes: ``read`` (its
-manifest) and ``check_into`` (every member staged beside the target and checked), which ``unpack`` runs.
+"""The checks of a results bundle (``bundle``) before anything in a results folder changes: ``read`` (its manifest) and
+``check_into`` (every member staged beside the target and checked), which ``unpack`` runs.
 
 A file that is damaged, truncated or foreign is refused with one message naming the problem and the fix: not ours,
 another format version, a profile that is not one of this book's, a member outside the layout a bundle may hold
-(``<profile>/<chapter>.json``, ``.ipynb``, ``.csv`` or ``.<table>.csv`` of a chapter of this book, or
-``sweeps/<sweep>/<digest>/<cell>.csv``), a link, a member the manifest does not list or lists with another size, a
-unit file its unit does not list, a unit that fails its own check, or sizes past the caps (``MAX_*``).
-Members are streamed to a staging folder beside the target (never whole in memory), each checked against its size
-and sha256 as it is written; then the units move in one at a time, metadata last, under the chapter's lock, and the
-sweep cells after them."""
+(``<profile>/<chapter>.json``, ``.ipynb``, ``.csv`` or ``.<table>.csv`` of a chapter of this book,
+``sweeps/<sweep>/<digest>/<cell>.csv``, or a stored run's ``store/<profile>/<chapter>/<run>-<key12>.*``), a link, a
+member the manifest does not list or lists with another size, a unit file its unit does not list, a unit or run that
+fails its own check, or sizes past the caps (``MAX_*``). Members are streamed to a staging folder beside the target
+(never whole in memory), each checked against its size and sha256 as it is written; then the units move in one at a
+time, metadata last, under the chapter's lock, and the sweep cells after them."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typing import IO, Any
 
 from ..core import results
 from ..core.chapter import PROFILES
-from . import catalog
+from . import bundle_store, catalog
 from .bundle import (
     FORMAT,
     MANIFEST,
@@ -50,7 +50,7 @@ MAX_TOTAL = 16 << 30
 def _place(name: str, profile: str, sweeps: set[str]) -> str | None:
     """Where a member belongs: its chapter for a unit file (<profile>/<chapter>.json, .ipynb, .csv or
     .<table>.csv, of a chapter of this book), ``SWEEPS`` for a sweep cell (sweeps/<sweep>/<digest>/<cell>.csv, of a
-    sweep this book runs); None for anything else."""
+    sweep this book runs), ``bundle_store.STORE`` for a stored run's file; None for anything else."""
     parts = PurePosixPath(name).parts
     if name != PurePosixPath(name).as_posix() or "\\" in name:
         return None
@@ -66,7 +66,7 @@ def _place(name: str, profile: str, sweeps: set[str]) -> str | None:
         and SWEEP_PART.fullmatch(parts[3].removesuffix(".csv"))
     ):
         return SWEEPS
-    return None
+    return bundle_store.STORE if bundle_store.place(name, profile) else None
 
 
 def _manifest(tar: tarfile.TarFile, where: Path) -> dict[str, Any]:
@@ -147,7 +147,8 @@ def _members(tar: tarfile.TarFile, manifest: dict[str, Any], where: Path) -> dic
             raise BundleError(
                 f"{where}'s manifest names a path outside the results layout ({name!r}: not "
                 f"{profile}/<chapter>.<json|ipynb|csv> of a chapter of this book, nor "
-                f"{SWEEPS}/<sweep>/<digest>/<cell>.csv); refusing it: {PACK_HINT}"
+                f"{SWEEPS}/<sweep>/<digest>/<cell>.csv, nor a stored run's {bundle_store.STORE}/{profile}/<chapter>/"
+                f"<run>-<key>.<json|csv>); refusing it: {PACK_HINT}"
             )
     members: dict[str, tarfile.TarInfo] = {}
     for member in tar.getmembers():
@@ -156,8 +157,8 @@ def _members(tar: tarfile.TarFile, manifest: dict[str, Any], where: Path) -> dic
         if _place(member.name, profile, sweeps) is None:
             raise BundleError(
                 f"{where} holds a path outside the results layout ({member.name!r}: it escapes the "
-                f"folder or is not {profile}/<chapter>.<json|ipynb|csv> or {SWEEPS}/...); refusing "
-                f"it: {PACK_HINT}"
+                f"folder or is not {profile}/<chapter>.<json|ipynb|csv>, {SWEEPS}/... or {bundle_store.STORE}/...); "
+                f"refusing it: {PACK_HINT}"
             )
         if not member.isfile():
             raise BundleError(
@@ -209,7 +210,7 @@ def _unit_members(manifest: dict[str, Any], staged: Path, where: Path) -> dict[s
     profile, digests = manifest["profile"], {f["path"]: f["sha256"] for f in manifest["files"]}
     units: dict[str, list[str]] = {}
     for name in digests:
-        if not name.startswith(f"{SWEEPS}/"):
+        if not name.startswith((f"{SWEEPS}/", f"{bundle_store.STORE}/")):
             unit = UNIT_FILE.fullmatch(PurePosixPath(name).name)
             if unit is None:  # ``_members`` refused every name outside the layout
                 raise BundleError(f"{where}'s manifest names {name!r}, outside the results layout; {PACK_HINT}")
@@ -241,13 +242,16 @@ def _extract(
     the rest; each checked against its size and sha256 as it is written."""
     profile = manifest["profile"]
     entries = sorted(manifest["files"], key=lambda f: not f["path"].endswith(".json"))
-    metas = [f for f in entries if f["path"].endswith(".json")]
+    metas = [f for f in entries if f["path"].endswith(".json")]  # the units' and the stored runs'
+    units = [f for f in metas if not f["path"].startswith(f"{bundle_store.STORE}/")]
     for entry in metas:
         _stream(tar.extractfile(members[entry["path"]]), into / entry["path"], entry, where)
     _unit_members(manifest, into, where)
     for entry in entries[len(metas) :]:
         _stream(tar.extractfile(members[entry["path"]]), into / entry["path"], entry, where)
-    for meta in metas:
+    if why := bundle_store.check(into, profile):
+        raise BundleError(f"{where} is refused: {why}; nothing was restored: {PACK_HINT}")
+    for meta in units:
         chapter = PurePosixPath(meta["path"]).stem
         try:
             results.check(into / profile, chapter)

@@ -85,6 +85,7 @@ def write(folder: Path, profile: str, results_root: Path) -> dict[str, Any]:
             "files": sorted(meta.get("files", {})),
             "commit": meta.get("git_commit"),
             "wall_time_s": meta.get("runner_wall_time_s"),
+            "stored_runs": len((meta.get("stored_runs") or {}).get("keys") or {}),
         }
     index = {
         "format": FORMAT,
@@ -255,12 +256,14 @@ def download(url: str, target: Path, entry: dict[str, Any], timeout: float = TIM
 class Fetched:
     """What ``fetch`` did: the chapters taken from the published results, those current here already, those whose
     published unit matched but was refused (damaged, or not what its index said), the lines it printed, and the
-    published wall time of each chapter still to run (seconds; None: unknown)."""
+    published wall time of each chapter still to run (seconds; None: unknown), and the stored runs taken for
+    chapters whose published page is stale here (their runs' keys may still match: the page is re-made from them)."""
 
     taken: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     current: list[str] = field(default_factory=list)
     to_run: dict[str, float | None] = field(default_factory=dict)
+    runs: dict[str, int] = field(default_factory=dict)  # stored runs taken for a chapter still to run (stale page)
     lines: list[str] = field(default_factory=list)
     commit: str | None = None
 
@@ -325,11 +328,13 @@ def _take(
                 done.current.append(chapter)
                 continue
             entry = index["chapters"].get(chapter)
-            if entry is None or unit_reason(entry, chapter, fp) is not None:
+            stale = entry is None or unit_reason(entry, chapter, fp) is not None
+            if stale:
                 done.to_run[chapter] = (entry or {}).get("wall_time_s")
-                continue
+                if not _has_runs(entry):
+                    continue
             try:
-                _take_one(
+                runs = _take_one(
                     f"{url}/{profile}/{FOLDER}/{entry['file']}",
                     Path(tmp),
                     chapter,
@@ -343,10 +348,14 @@ def _take(
                 raise
             except (FetchError, bundle.BundleError) as err:
                 say(f"published {chapter} not used: {err}")
-                done.refused.append(chapter)
-                done.to_run[chapter] = entry.get("wall_time_s")
+                if not stale:
+                    done.refused.append(chapter)
+                    done.to_run[chapter] = entry.get("wall_time_s")
                 continue
-            done.taken.append(chapter)
+            if stale:
+                done.runs[chapter] = runs
+            else:
+                done.taken.append(chapter)
 
 
 def _take_one(
@@ -358,17 +367,25 @@ def _take_one(
     fp: dict[str, str],
     results_root: Path,
     timeout: float,
-) -> None:
+) -> int:
     """Download one chapter's archive and move its unit in through the bundle's checks, refusing it unless its
-    own metadata carries this checkout's fingerprint."""
+    own metadata carries this checkout's fingerprint; the stored runs it carries go to the scratch store even then
+    (each is taken where its key matches). The number of stored runs moved in."""
     archive = tmp / entry["file"]
     download(url, archive, entry, timeout)
-    unpack(
-        archive,
-        results_root,
-        profile,
-        accept=lambda name, meta: f"it holds {name}, not {chapter}" if name != chapter else unit_reason(meta, name, fp),
-    )
+
+    def accept(name: str, meta: dict[str, Any]) -> str | None:
+        if name != chapter:  # refuses the whole archive, its stored runs too
+            raise bundle.BundleError(f"{archive.name}'s unit {name} is refused (it holds {name}, not {chapter})")
+        return unit_reason(meta, name, fp)
+
+    return unpack(archive, results_root, profile, accept=accept, runs_of_refused=True).stored_runs
+
+
+def _has_runs(entry: dict[str, Any] | None) -> bool:
+    """Whether a published chapter whose page is stale here carries stored runs worth taking."""
+    runs = (entry or {}).get("stored_runs")
+    return isinstance(runs, int) and not isinstance(runs, bool) and runs > 0
 
 
 def _outcome(done: Fetched, total: int, url: str) -> str:
@@ -386,6 +403,11 @@ def _outcome(done: Fetched, total: int, url: str) -> str:
         else ""
     )
     here = f"; {len(done.current)} current here already" if done.current else ""
+    if done.runs:
+        here += (
+            f"; {sum(done.runs.values())} stored runs taken for {len(done.runs)} of the chapters to run (their "
+            f"pages are re-made here, computing only the runs whose keys differ)"
+        )
     refused = f"; {len(done.refused)} refused (said above)" if done.refused else ""
     if not done.taken and done.refused:
         return (

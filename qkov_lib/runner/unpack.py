@@ -2,9 +2,9 @@
 
 An unpack streams the bundle into a staging folder beside the target (``.unpack-<random>/``, locked by the unpacking
 process for as long as it lives) and checks every file and unit there; only then, holding the lock of every chapter
-the bundle holds, it marks the staging folder ready and moves the units in, metadata last, and the sweep cells after
-them. A kill before the mark leaves nothing changed; one after it is finished by the next unpack or ``reproduce``
-(``recover``)."""
+the bundle holds, it marks the staging folder ready and moves the units in, metadata last, then the sweep cells and
+the stored runs (into the scratch store, ``bundle_store``). A kill before the mark leaves nothing changed; one after
+it is finished by the next unpack or ``reproduce`` (``recover``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import Any
 from ..core import results
 from ..core.chapter import PROFILES, ParameterError
 from ..core.paths import RESULTS_ROOT
-from . import stored, units
+from . import bundle_store, stored, units
 from .bundle import SWEEPS, BundleError, pack
 from .bundle_check import check_into
 from .checks import folder_path
@@ -37,11 +37,14 @@ READY = ".ready.json"  # <staging>/.ready.json: every check passed; from here on
 
 @dataclass
 class Unpacked:
-    """What ``unpack`` restored: the manifest, the units moved in, and the sweep cells."""
+    """What ``unpack`` restored: the manifest, the units moved in, the sweep cells and the stored runs, and the units
+    ``accept`` refused (chapter -> why) where their stored runs alone were taken."""
 
     manifest: dict[str, Any]
     units: list[str]
     sweep_cells: int
+    stored_runs: int = 0
+    refused: dict[str, str] = field(default_factory=dict)
     recovered: list[str] = field(default_factory=list)  # what became of unpacks a kill interrupted (``recover``)
 
 
@@ -84,11 +87,12 @@ def recover(results_root: Path) -> list[str]:
         try:
             if (staging / READY).is_file():
                 done = json.loads((staging / READY).read_text())
-                moved, cells = _move_all(staging, done["profile"], results_root)
+                moved, cells, runs = _move_all(staging, done["profile"], results_root)
                 lines.append(
                     f"finished an unpack of {done['source']} that was interrupted (packed at "
                     f"{str(done.get('commit') or 'an unknown commit')[:12]}): moved in the {len(moved)} "
-                    f"unit(s) and {cells} sweep cell(s) it had left ({', '.join(moved) or 'none'})"
+                    f"unit(s), {cells} sweep cell(s) and {runs} stored run(s) it had left "
+                    f"({', '.join(moved) or 'none'})"
                 )
             else:
                 lines.append(
@@ -101,9 +105,10 @@ def recover(results_root: Path) -> list[str]:
     return lines
 
 
-def _move_all(staging: Path, profile: str, results_root: Path) -> tuple[list[str], int]:
+def _move_all(staging: Path, profile: str, results_root: Path) -> tuple[list[str], int, int]:
     """Move every unit still staged (each under its chapter's lock, all taken before anything moves: a chapter
-    running now is one BundleError and nothing moves), then the sweep cells; the units moved and the cells."""
+    running now is one BundleError and nothing moves), then the sweep cells and the stored runs; the units moved,
+    the cells and the runs."""
     staged, final = staging / profile, results_root / profile
     chapters = sorted(p.stem for p in staged.glob("*.json")) if staged.is_dir() else []
     with ExitStack() as locks:
@@ -121,21 +126,26 @@ def _move_all(staging: Path, profile: str, results_root: Path) -> tuple[list[str
         target = results_root / cell.relative_to(staging)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(cell, target)
-    return chapters, len(cells)
+    return chapters, len(cells), bundle_store.move_in(staging, profile, results_root)
 
 
 Accept = Callable[[str, dict[str, Any]], "str | None"]  # (chapter, its staged metadata) -> why it is refused, or None
 
 
 def unpack(
-    source: Path, results_root: Path = RESULTS_ROOT, profile: str | None = None, accept: Accept | None = None
+    source: Path,
+    results_root: Path = RESULTS_ROOT,
+    profile: str | None = None,
+    accept: Accept | None = None,
+    runs_of_refused: bool = False,
 ) -> Unpacked:
     """Restore a bundle into ``results_root``: stream it into a staging folder beside the target and check every
     file and unit there; only then, holding the lock of every chapter it holds, move the units in (each replacing
     the unit of the same chapter) and the sweep cells. ``profile``, when given, must be the bundle's. On any error
     in the checks nothing in ``results_root`` has changed; a kill after them is finished by the next unpack or
     reproduce (``recover``). ``accept``, when given, is asked of every staged unit before anything moves: a reason
-    from it refuses the bundle."""
+    from it refuses the bundle, or with ``runs_of_refused`` (and stored runs in the bundle) only that unit: its
+    stored runs are still taken."""
     if results_root.exists() and not results_root.is_dir():
         raise BundleError(f"--results {results_root} is a file; name a folder (it is created when missing)")
     try:
@@ -162,19 +172,32 @@ def unpack(
             raise BundleError(
                 f"{final} is a file, not the folder of profile {name}'s results; move it away, then unpack again"
             )
-        if accept is not None:
-            for chapter in sorted(p.stem for p in (tmp / name).glob("*.json")):
-                if why := accept(chapter, results.read_meta(tmp / name, chapter)):
-                    raise BundleError(f"{source}'s unit {chapter} is refused ({why}); nothing was restored")
+        refused = _refused(tmp / name, accept, source, runs_of_refused and bundle_store.count(manifest) > 0)
         results.write_atomic(
             tmp / READY, json.dumps({"source": str(source), "profile": name, "commit": manifest.get("commit")})
         )
-        moved, cells = _move_all(tmp, name, results_root)
+        moved, cells, runs = _move_all(tmp, name, results_root)
     finally:
         if held is not None:
             os.close(held)
         shutil.rmtree(tmp, ignore_errors=True)
-    return Unpacked(manifest, moved, cells, recovered)
+    return Unpacked(manifest, moved, cells, runs, refused, recovered)
+
+
+def _refused(staged: Path, accept: Accept | None, source: Path, keep_runs: bool) -> dict[str, str]:
+    """The staged units ``accept`` refuses (chapter -> why), removed from the staging folder when their stored runs
+    are kept (``keep_runs``); else the first refusal is a BundleError."""
+    refused: dict[str, str] = {}
+    if accept is None:
+        return refused
+    for chapter in sorted(p.stem for p in staged.glob("*.json")):
+        if why := accept(chapter, results.read_meta(staged, chapter)):
+            if not keep_runs:
+                raise BundleError(f"{source}'s unit {chapter} is refused ({why}); nothing was restored")
+            refused[chapter] = why
+            for name in [*results.read_meta(staged, chapter).get("files", {}), f"{chapter}.json"]:
+                (staged / name).unlink(missing_ok=True)
+    return refused
 
 
 def add_commands(sub: Any) -> None:
@@ -203,8 +226,8 @@ def command(args: Any) -> int:
             for chapter, why in packed.left_out.items():
                 print(f"left out {chapter}: {why}", file=sys.stderr)
             print(
-                f"packed {len(packed.units)} units of profile {args.profile} and {packed.sweep_cells} sweep cells "
-                f"into {args.file} ({args.file.stat().st_size / 1e6:.1f} MB)"
+                f"packed {len(packed.units)} units of profile {args.profile}, {packed.stored_runs} stored runs and "
+                f"{packed.sweep_cells} sweep cells into {args.file} ({args.file.stat().st_size / 1e6:.1f} MB)"
             )
         else:
             done = unpack(args.file, folder_path(args.results, "--results"), args.profile)
@@ -212,8 +235,8 @@ def command(args: Any) -> int:
                 print(line)
             commit = (done.manifest.get("commit") or "an unknown commit")[:12]
             print(
-                f"restored {len(done.units)} units of profile {done.manifest['profile']} (packed at {commit}) and "
-                f"{done.sweep_cells} sweep cells into {args.results}"
+                f"restored {len(done.units)} units of profile {done.manifest['profile']} (packed at {commit}), "
+                f"{done.stored_runs} stored runs and {done.sweep_cells} sweep cells into {args.results}"
             )
     except (BundleError, ParameterError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -315,7 +315,7 @@ class Batch:
             self.found[i] = found.tables
             if not found.committed and commits(self.scope) and not _PLANNING:  # computed elsewhere: committed now
                 self.found[i] = write(self.scope, piece, key, found.tables, 0.0, found.meta)
-            self.scope.used.append({"name": piece.name, "from_store": True, **_used(state)})
+            self.scope.used.append({"name": piece.name, "key": key.digest, "from_store": True, **_used(state)})
         if _PLANNING:
             raise Planned(states)
         n = len(self.pieces)
@@ -366,7 +366,13 @@ class Batch:
         self.found[i] = write(self.scope, self.pieces[i], self.keys[i], tables, compute_s)
         commit = results.git_commit()
         self.scope.used.append(
-            {"name": self.pieces[i].name, "from_store": False, "commit": commit, "compute_s": compute_s}
+            {
+                "name": self.pieces[i].name,
+                "key": self.keys[i].digest,
+                "from_store": False,
+                "commit": commit,
+                "compute_s": compute_s,
+            }
         )
 
     def tables(self) -> list[Tables]:

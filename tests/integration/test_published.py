@@ -16,12 +16,15 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from fake_chapters import tiny_book
 
 from qkov_lib.__main__ import main
 from qkov_lib.core import results
+from qkov_lib.core.chapter import Scope, scoped, stored_runs
 from qkov_lib.runner import bundle, catalog, published, units
+from qkov_lib.runs.store import Batch, Piece
 
 PROFILE = "smoke"
 
@@ -351,3 +354,30 @@ def test_the_outcome_of_refused_units_names_them_not_a_mismatch():
         "1 to run, about 1 min (from their published wall times)"
     )
     assert "match none" not in line
+
+
+def test_a_stale_page_still_hands_over_its_stored_runs(book, monkeypatch, capsys):
+    """The published tiny unit carries a stored run; once tiny's page is edited here, the unit is stale, yet its run
+    is taken into the scratch store (where the chapter's batch finds it under the same key) and the line says so."""
+    root, site = book
+    monkeypatch.setenv(results.ROOT_ENV, str(root / "published"))
+    monkeypatch.setenv("QKOV_STORE_ROOT", str(root / "committed"))
+    with scoped(Scope("tiny", PROFILE)) as scope:
+        batch = Batch([Piece("run-seed0", {"seed": 0})], ["qkov_lib.metrics.stats"])
+        batch.compute(lambda: {"main": None}, [()], 1, lambda t, out: {0: {"main": pd.DataFrame({"v": [1 / 3]})}})
+    folder = root / "published" / PROFILE
+    meta = results.read_meta(folder, "tiny")
+    results.write_meta(folder, "tiny", {**meta, "stored_runs": stored_runs(scope.used)})
+    published.write(site.results, PROFILE, root / "published")
+    assert site.index()["chapters"]["tiny"]["stored_runs"] == 1
+    source = catalog.NOTEBOOKS_DIR / "tiny.md"
+    source.write_text(source.read_text().replace('x = overrides.get("x", 1)', 'x = overrides.get("x", 1)  # edited'))
+    monkeypatch.setenv(results.ROOT_ENV, str(root / "res"))
+    capsys.readouterr()
+    assert cli(root, root / "res") == 0
+    out = capsys.readouterr().out
+    assert "1 of 2 chapters from the published results" in out and "1 stored runs taken for 1 of the chapters" in out
+    assert "running tiny (smoke)" in out, out
+    assert len(list((root / "res" / "store" / PROFILE / "tiny").glob("run-seed0-*.json"))) == 1
+    with scoped(Scope("tiny", PROFILE)):  # the batch here finds it: nothing to compute
+        assert Batch([Piece("run-seed0", {"seed": 0})], ["qkov_lib.metrics.stats"]).missing == []

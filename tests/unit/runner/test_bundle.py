@@ -68,7 +68,7 @@ def test_round_trip_restores_every_file_bit_for_bit(res, tmp_path, capsys):
     target = tmp_path / "smoke.tar.gz"
     assert main(["results", "pack", "smoke", str(target), "--results", str(res)]) == 0
     out, err = capsys.readouterr()
-    assert "packed 2 units of profile smoke and 2 sweep cells" in out and "left out gamma" in err
+    assert "packed 2 units of profile smoke, 0 stored runs and 2 sweep cells" in out and "left out gamma" in err
     fresh = tmp_path / "fresh"
     assert main(["results", "unpack", str(target), "--results", str(fresh)]) == 0
     assert "restored 2 units of profile smoke" in capsys.readouterr().out
