@@ -5,6 +5,7 @@ far as its first stored computation, which names its runs and stops, computing n
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -52,9 +53,12 @@ class ChapterRuns:
 def chapter_runs(
     chapter: str, profile: str, overrides: dict[str, Any] | None = None, results_root: Path | None = None
 ) -> ChapterRuns:
-    """The chapter's stored runs and what the store holds of each, computing nothing; ``results_root``: the results
-    folder whose scratch store a run would read (default: $QKOV_RESULTS_ROOT, else data/results)."""
+    """The chapter's stored runs and what the store holds of each, computing and downloading nothing;
+    ``results_root``: the results folder whose scratch store a run would read (default: $QKOV_RESULTS_ROOT, else
+    data/results)."""
     concrete, setup = catalog.resolve(chapter, profile, overrides)
+    if hasattr(setup, "download"):  # listing runs downloads nothing (where data comes from is no part of a key)
+        setup = dataclasses.replace(setup, download=False)
     module = catalog.chapter_module(chapter)
     scope = Scope(chapter, concrete, getattr(module, "DATASETS", ()), not overrides)
     try:

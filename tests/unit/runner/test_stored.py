@@ -44,3 +44,16 @@ def test_a_real_data_chapter_without_its_data_says_so_in_one_line(empty_store, m
     found = stored.chapter_runs("sva", "smoke")
     assert found.runs == () and found.error is not None and found.error.startswith("data unavailable: ")
     assert found.line.startswith("sva (smoke): its stored runs cannot be listed (data unavailable: ")
+
+
+def test_listing_a_real_data_chapter_without_its_data_downloads_nothing(empty_store, monkeypatch):
+    """No data here: the chapter's line says so, and no download is tried (listing runs is no reason to fetch GBs)."""
+    import pooch
+
+    from qkov_lib.data import registry
+
+    monkeypatch.delenv(registry.DATA_ENV, raising=False)
+    monkeypatch.setattr(registry, "cache_dir", lambda: empty_store / "cache")
+    monkeypatch.setattr(pooch, "retrieve", lambda *a, **k: pytest.fail("a download was tried"))
+    found = stored.chapter_runs("hatexplain", "smoke")
+    assert found.runs == () and found.error.startswith("data unavailable: hatexplain data not available")
