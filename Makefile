@@ -47,8 +47,9 @@ $(VENV)/.lab: requirements-lab.txt
 	touch $@
 
 # The gate on style and types (pyproject.toml configures both): ruff's lint rules over the library, its formatter over
-# the library, the tests and the benchmarks, then mypy over the library's type hints.
-lint: venv $(VENV)/.lint
+# the library, the tests and the benchmarks, then mypy over the library's type hints (the Jupyter server's among them:
+# runner/lab.py is typed against it, so the lab requirements come first).
+lint: venv $(VENV)/.lab $(VENV)/.lint
 	$(VENV)/bin/ruff check qkov_lib
 	$(VENV)/bin/ruff format --check qkov_lib tests benchmarks
 	$(VENV)/bin/mypy
