@@ -45,14 +45,17 @@ def _value(value: Any) -> str:
 def departures(module: types.ModuleType, parameters: Mapping[str, Any] | None) -> tuple[str, ...]:
     """How a run of ``module`` with ``parameters`` (``Chapter.params``, or a unit's metadata) departs from the
     authors' experiment (``authors_parameters``), one phrase per parameter ('epochs 1 (theirs: 30)'): any override
-    of the official profile, and every size it scales down; one phrase saying so when the parameters are unknown."""
+    of the official profile, every size it scales down, and every parameter the run did not record (a unit written
+    before that parameter existed ran without it: 'init not recorded (theirs: 'xavier')'); one phrase saying so when
+    the parameters are unknown."""
     if parameters is None:
         return (NOT_CHECKED,)
-    theirs = authors_parameters(module)
     return tuple(
-        f"{name} {_value(parameters.get(name))} (theirs: {_value(full)})"
-        for name, full in theirs.items()
-        if name in parameters and _plain(parameters[name]) != _plain(full)
+        f"{name} {_value(parameters[name])} (theirs: {_value(full)})"
+        if name in parameters
+        else f"{name} not recorded (theirs: {_value(full)})"
+        for name, full in authors_parameters(module).items()
+        if name not in parameters or _plain(parameters[name]) != _plain(full)
     )
 
 

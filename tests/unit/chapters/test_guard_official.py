@@ -40,6 +40,8 @@ def test_any_override_of_the_official_profile_is_named_and_an_unrecorded_setup_i
     assert departures(hatexplain, dict(theirs, epochs=1)) == (f"epochs 1 (theirs: {theirs['epochs']})",)
     assert departures(hatexplain, dict(theirs, seeds=[1, 2])) != ()  # seeds are a setting too
     assert departures(hatexplain, None) == (NOT_CHECKED,)  # unknown parameters never pass as theirs
+    older = {k: v for k, v in theirs.items() if k != "measure"}  # a unit recorded before `measure` existed
+    assert departures(hatexplain, older) == (f"measure not recorded (theirs: {theirs['measure']!r})",)
     assert departures(squad, authors_parameters(squad)) == ()  # SQuAD at the authors' sizes
     assert "epochs" in reduction(squad, dict(authors_parameters(squad), epochs=4))
 
