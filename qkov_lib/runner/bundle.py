@@ -1,7 +1,8 @@
-"""Results bundles: one tar.gz of a profile's units (every chapter's tables, executed notebook and metadata), of the
-stored runs they were made from (``bundle_store``) and of the sweep cells its atlas uses, with a manifest (format
-version, profile, commit, each file's path, sha256 and size). ``python -m qkov_lib results pack PROFILE FILE`` writes
-one (``pack``, here); ``results unpack FILE`` restores it, after ``bundle_check`` has checked the whole of it.
+"""Results bundles: one tar.gz of a profile's units (every chapter's tables, executed notebook and metadata) and of the
+stored runs they were made from (``bundle_store``: the atlas's settings among them, each with its key and seal), with
+a manifest (format version, profile, commit, each file's path, sha256 and size). ``python -m qkov_lib results pack
+PROFILE FILE`` writes one (``pack``, here); ``results unpack FILE`` restores it, after ``bundle_check`` has checked
+the whole of it.
 
 The manifest is this project's own rather than BagIt's: BagIt's checksums and validator would replace ~20 lines of
 hashing, but not the checks that matter here (the layout, the profile, unit membership, size caps)."""
@@ -15,43 +16,23 @@ import os
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from ..core import results
 from ..core.paths import RESULTS_ROOT
-from . import bundle_store, catalog
-from .catalog import resolve
+from . import bundle_store
 
 FORMAT = "qkov-results-bundle"
-VERSION = 1
+VERSION = 2  # 2: stored runs (store/...) in place of loose sweep cells (sweeps/...), which carried no key or seal
 MANIFEST = "manifest.json"
-SWEEPS = "sweeps"  # <results root>/sweeps/<name>/<digest>/<cell>.csv
 PACK_HINT = "pack the results again with `python -m qkov_lib results pack`"
 
 
 class BundleError(RuntimeError):
     """A bundle that cannot be written or restored; the message names the file, the problem and the fix."""
-
-
-def _sweep_hook(name: str, module: ModuleType) -> Callable[[str], list[Path]]:
-    """A chapter's folders of sweep cells under a profile, relative to the results root (its current code)."""
-
-    def folders(profile: str) -> list[Path]:
-        return [
-            folder.relative_to(results.results_root()) for folder in module.sweep_folders(resolve(name, profile)[1])
-        ]
-
-    return folders
-
-
-# the chapters that run a sweep: each declares ``sweep_folders(setup)`` in its module, as it declares ``DATASETS``
-SWEEP_FOLDERS: dict[str, Callable[[str], list[Path]]] = {
-    name: _sweep_hook(name, module) for name, module in catalog.CHAPTERS.items() if hasattr(module, "sweep_folders")
-}
 
 
 @dataclass
@@ -61,7 +42,6 @@ class Packed:
     manifest: dict[str, Any]
     units: list[str] = field(default_factory=list)
     left_out: dict[str, str] = field(default_factory=dict)
-    sweep_cells: int = 0
     stored_runs: int = 0
 
 
@@ -82,28 +62,10 @@ def unit_files(folder: Path) -> tuple[dict[str, list[Path]], dict[str, str]]:
     return units, left_out
 
 
-def sweep_files(profile: str, results_root: Path, chapters: Sequence[str] | None = None) -> list[Path]:
-    """The finished cells of every sweep the profile's chapters (``chapters``, default all) use under this code,
-    also of a chapter without an intact unit (a sweep the time budget stopped: the next build continues from its
-    cells)."""
-    return [
-        cell
-        for chapter, folders in SWEEP_FOLDERS.items()
-        if chapters is None or chapter in chapters
-        for rel in folders(profile)
-        for cell in sorted((results_root / rel).glob("*.csv"))
-    ]
-
-
 def _tarinfo(name: str, size: int) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = size, 0o644, 0
     return info
-
-
-def sweep_names(profile: str) -> set[str]:
-    """The sweeps a bundle of ``profile`` may hold cells of: the folders' names of every sweep hook."""
-    return {Path(rel).parts[1] for folders in SWEEP_FOLDERS.values() for rel in folders(profile)}
 
 
 def _write_bundle(tmp: str, manifest: dict[str, Any], paths: dict[str, Path]) -> None:
@@ -123,7 +85,7 @@ def _write_bundle(tmp: str, manifest: dict[str, Any], paths: dict[str, Path]) ->
 def pack(
     profile: str, target: Path, results_root: Path = RESULTS_ROOT, chapters: Sequence[str] | None = None
 ) -> Packed:
-    """Write the profile's intact units, the stored runs they were made from and its sweeps' cells to ``target``
+    """Write the profile's intact units and the stored runs they were made from to ``target``
     (tar.gz, streamed through a temporary file beside it: the target is whole or as it was); ``chapters`` packs
     those chapters' alone."""
     folder = results_root / profile
@@ -148,13 +110,9 @@ def pack(
         exported = {
             p.relative_to(runs).as_posix(): p for p in bundle_store.export(profile, metas, results_root, Path(runs))
         }
-        paths = {
-            p.relative_to(results_root).as_posix(): p
-            for p in [p for files in units.values() for p in files] + sweep_files(profile, results_root, chapters)
-        } | exported
+        paths = {p.relative_to(results_root).as_posix(): p for files in units.values() for p in files} | exported
         manifest = _write(target, profile, paths)
-    cells = sum(1 for name in paths if name.startswith(f"{SWEEPS}/"))
-    return Packed(manifest, sorted(units), left_out, cells, bundle_store.count(manifest))
+    return Packed(manifest, sorted(units), left_out, bundle_store.count(manifest))
 
 
 def _write(target: Path, profile: str, paths: dict[str, Path]) -> dict[str, Any]:

@@ -3,12 +3,12 @@
 
 A file that is damaged, truncated or foreign is refused with one message naming the problem and the fix: not ours,
 another format version, a profile that is not one of this book's, a member outside the layout a bundle may hold
-(``<profile>/<chapter>.json``, ``.ipynb``, ``.csv`` or ``.<table>.csv`` of a chapter of this book,
-``sweeps/<sweep>/<digest>/<cell>.csv``, or a stored run's ``store/<profile>/<chapter>/<run>-<key12>.*``), a link, a
+(``<profile>/<chapter>.json``, ``.ipynb``, ``.csv`` or ``.<table>.csv`` of a chapter of this book, or a stored
+run's ``store/<profile>/<chapter>/<run>-<key12>.*``, which carries its own key and seal), a link, a
 member the manifest does not list or lists with another size, a unit file its unit does not list, a unit or run that
 fails its own check, or sizes past the caps (``MAX_*``). Members are streamed to a staging folder beside the target
 (never whole in memory), each checked against its size and sha256 as it is written; then the units move in one at a
-time, metadata last, under the chapter's lock, and the sweep cells after them."""
+time, metadata last, under the chapter's lock, and the stored runs after them."""
 
 from __future__ import annotations
 
@@ -32,40 +32,27 @@ from .bundle import (
     FORMAT,
     MANIFEST,
     PACK_HINT,
-    SWEEPS,
     VERSION,
     BundleError,
-    sweep_names,
 )
 
 GZIP_MAGIC = b"\x1f\x8b"
-SWEEP_DEPTH = 4  # sweeps / name / digest / cell.csv
 UNIT_FILE = re.compile(r"(?P<chapter>[a-z0-9_]+)(?:\.(?:json|ipynb)|(?:\.[A-Za-z0-9_]+)?\.csv)")
-SWEEP_PART = re.compile(r"[0-9a-f]{16}")  # a sweep's digest folder, and a cell's name (sweep.cell_id)
-MAX_MEMBER = 1 << 30  # 1 GiB: no file of a unit or a sweep comes near it
+MAX_MEMBER = 1 << 30  # 1 GiB: no file of a unit or a stored run comes near it
 MAX_METADATA = 16 << 20  # a unit's metadata is kilobytes
 MAX_TOTAL = 16 << 30
 
 
-def _place(name: str, profile: str, sweeps: set[str]) -> str | None:
+def _place(name: str, profile: str) -> str | None:
     """Where a member belongs: its chapter for a unit file (<profile>/<chapter>.json, .ipynb, .csv or
-    .<table>.csv, of a chapter of this book), ``SWEEPS`` for a sweep cell (sweeps/<sweep>/<digest>/<cell>.csv, of a
-    sweep this book runs), ``bundle_store.STORE`` for a stored run's file; None for anything else."""
+    .<table>.csv, of a chapter of this book), ``bundle_store.STORE`` for a stored run's file; None for anything
+    else (loose sweep cells among them: they carry no key or seal)."""
     parts = PurePosixPath(name).parts
     if name != PurePosixPath(name).as_posix() or "\\" in name:
         return None
     unit = UNIT_FILE.fullmatch(parts[-1]) if parts else None
     if len(parts) == 2 and parts[0] == profile and unit and unit["chapter"] in catalog.CHAPTERS:
         return unit["chapter"]
-    if (
-        len(parts) == SWEEP_DEPTH
-        and parts[0] == SWEEPS
-        and parts[1] in sweeps
-        and SWEEP_PART.fullmatch(parts[2])
-        and parts[3].endswith(".csv")
-        and SWEEP_PART.fullmatch(parts[3].removesuffix(".csv"))
-    ):
-        return SWEEPS
     return bundle_store.STORE if bundle_store.place(name, profile) else None
 
 
@@ -138,26 +125,25 @@ def _manifest(tar: tarfile.TarFile, where: Path) -> dict[str, Any]:
 def _members(tar: tarfile.TarFile, manifest: dict[str, Any], where: Path) -> dict[str, tarfile.TarInfo]:
     """The archive's files, after checking that each is a plain file in the bundle layout, listed once in the
     manifest with its size, and that every manifest entry is in the archive."""
-    profile, sweeps = manifest["profile"], sweep_names(manifest["profile"])
+    profile = manifest["profile"]
     listed = {f["path"]: f["size"] for f in manifest["files"]}
     if len(listed) != len(manifest["files"]):
         raise BundleError(f"{where}'s manifest lists a file twice; {PACK_HINT}")
     for name in listed:
-        if _place(name, profile, sweeps) is None:
+        if _place(name, profile) is None:
             raise BundleError(
                 f"{where}'s manifest names a path outside the results layout ({name!r}: not "
-                f"{profile}/<chapter>.<json|ipynb|csv> of a chapter of this book, nor "
-                f"{SWEEPS}/<sweep>/<digest>/<cell>.csv, nor a stored run's {bundle_store.STORE}/{profile}/<chapter>/"
-                f"<run>-<key>.<json|csv>); refusing it: {PACK_HINT}"
+                f"{profile}/<chapter>.<json|ipynb|csv> of a chapter of this book, nor a stored run's "
+                f"{bundle_store.STORE}/{profile}/<chapter>/<run>-<key>.<json|csv>); refusing it: {PACK_HINT}"
             )
     members: dict[str, tarfile.TarInfo] = {}
     for member in tar.getmembers():
         if member.name == MANIFEST:
             continue
-        if _place(member.name, profile, sweeps) is None:
+        if _place(member.name, profile) is None:
             raise BundleError(
                 f"{where} holds a path outside the results layout ({member.name!r}: it escapes the "
-                f"folder or is not {profile}/<chapter>.<json|ipynb|csv>, {SWEEPS}/... or {bundle_store.STORE}/...); "
+                f"folder or is not {profile}/<chapter>.<json|ipynb|csv> or {bundle_store.STORE}/...); "
                 f"refusing it: {PACK_HINT}"
             )
         if not member.isfile():
@@ -210,7 +196,7 @@ def _unit_members(manifest: dict[str, Any], staged: Path, where: Path) -> dict[s
     profile, digests = manifest["profile"], {f["path"]: f["sha256"] for f in manifest["files"]}
     units: dict[str, list[str]] = {}
     for name in digests:
-        if not name.startswith((f"{SWEEPS}/", f"{bundle_store.STORE}/")):
+        if not name.startswith(f"{bundle_store.STORE}/"):
             unit = UNIT_FILE.fullmatch(PurePosixPath(name).name)
             if unit is None:  # ``_members`` refused every name outside the layout
                 raise BundleError(f"{where}'s manifest names {name!r}, outside the results layout; {PACK_HINT}")

@@ -80,8 +80,8 @@ def restore(path: Path, profile: str, results_root: Path, log: Callable[[str], N
         return False
     commit = (done.manifest.get("commit") or "an unknown commit")[:12]
     log(
-        f"restored {len(done.units)} units of {profile}, {done.stored_runs} stored runs and {done.sweep_cells} sweep "
-        f"cells from {path} (packed at {commit}); the book reruns only the stale chapters, from their stored runs "
+        f"restored {len(done.units)} units of {profile} and {done.stored_runs} stored runs from {path} (packed at "
+        f"{commit}); the book reruns only the stale chapters, from their stored runs "
         f"where their keys match"
     )
     return True
@@ -205,10 +205,7 @@ def publish(
     status = build(args)
     try:
         packed = bundle.pack(profile, bundle_path, results_root)
-        say(
-            f"packed {len(packed.units)} units, {packed.stored_runs} stored runs and {packed.sweep_cells} sweep cells "
-            f"into {bundle_path}"
-        )
+        say(f"packed {len(packed.units)} units and {packed.stored_runs} stored runs into {bundle_path}")
     except bundle.BundleError as err:
         say(f"nothing to pack ({err})")
     if status not in (0, 1):

@@ -35,7 +35,7 @@ from ..core.paths import REPO_ROOT
 from . import bundle, bundle_check, catalog
 from .catalog import resolve
 from .fingerprint import fingerprint, stale_reason, unit_reason
-from .unpack import unpack
+from .unpack import Unpacked, unpack
 
 RESULTS_URL_ENV = "QKOV_RESULTS_URL"
 FOLDER = "results"  # <site>/<profile>/results/
@@ -334,7 +334,7 @@ def _take(
                 if not _has_runs(entry):
                     continue
             try:
-                runs = _take_one(
+                got = _take_one(
                     f"{url}/{profile}/{FOLDER}/{entry['file']}",
                     Path(tmp),
                     chapter,
@@ -352,10 +352,21 @@ def _take(
                     done.refused.append(chapter)
                     done.to_run[chapter] = entry.get("wall_time_s")
                 continue
-            if stale:
-                done.runs[chapter] = runs
-            else:
-                done.taken.append(chapter)
+            _count(done, chapter, entry, got, stale, say)
+
+
+def _count(done: Fetched, chapter: str, entry: dict[str, Any], got: Unpacked, stale: bool, say: Callable) -> None:
+    """What a chapter's archive really brought: its unit (taken), or its stored runs alone (the chapter runs, from
+    them), or nothing usable (said, and the chapter runs)."""
+    if chapter in got.units:
+        done.taken.append(chapter)
+        return
+    done.to_run[chapter] = entry.get("wall_time_s")
+    if got.stored_runs:
+        done.runs[chapter] = got.stored_runs
+    elif not stale:
+        say(f"published {chapter} not used: its archive holds no unit of {chapter}")
+        done.refused.append(chapter)
 
 
 def _take_one(
@@ -367,10 +378,10 @@ def _take_one(
     fp: dict[str, str],
     results_root: Path,
     timeout: float,
-) -> int:
+) -> Unpacked:
     """Download one chapter's archive and move its unit in through the bundle's checks, refusing it unless its
     own metadata carries this checkout's fingerprint; the stored runs it carries go to the scratch store even then
-    (each is taken where its key matches). The number of stored runs moved in."""
+    (each is taken where its key matches). What was moved in."""
     archive = tmp / entry["file"]
     download(url, archive, entry, timeout)
 
@@ -379,7 +390,7 @@ def _take_one(
             raise bundle.BundleError(f"{archive.name}'s unit {name} is refused (it holds {name}, not {chapter})")
         return unit_reason(meta, name, fp)
 
-    return unpack(archive, results_root, profile, accept=accept, runs_of_refused=True).stored_runs
+    return unpack(archive, results_root, profile, accept=accept, runs_of_refused=True)
 
 
 def _has_runs(entry: dict[str, Any] | None) -> bool:

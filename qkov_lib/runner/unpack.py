@@ -2,9 +2,9 @@
 
 An unpack streams the bundle into a staging folder beside the target (``.unpack-<random>/``, locked by the unpacking
 process for as long as it lives) and checks every file and unit there; only then, holding the lock of every chapter
-the bundle holds, it marks the staging folder ready and moves the units in, metadata last, then the sweep cells and
-the stored runs (into the scratch store, ``bundle_store``). A kill before the mark leaves nothing changed; one after
-it is finished by the next unpack or ``reproduce`` (``recover``)."""
+the bundle holds, it marks the staging folder ready and moves the units in, metadata last, then the stored runs (into
+the scratch store, ``bundle_store``). A kill before the mark leaves nothing changed; one after it is finished by the
+next unpack or ``reproduce`` (``recover``)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ..core import results
 from ..core.chapter import PROFILES, ParameterError
 from ..core.paths import RESULTS_ROOT
 from . import bundle_store, stored, units
-from .bundle import SWEEPS, BundleError, pack
+from .bundle import BundleError, pack
 from .bundle_check import check_into
 from .checks import folder_path
 from .units import chapter_lock
@@ -37,12 +37,11 @@ READY = ".ready.json"  # <staging>/.ready.json: every check passed; from here on
 
 @dataclass
 class Unpacked:
-    """What ``unpack`` restored: the manifest, the units moved in, the sweep cells and the stored runs, and the units
-    ``accept`` refused (chapter -> why) where their stored runs alone were taken."""
+    """What ``unpack`` restored: the manifest, the units moved in and the stored runs, and the units ``accept``
+    refused (chapter -> why) where their stored runs alone were taken."""
 
     manifest: dict[str, Any]
     units: list[str]
-    sweep_cells: int
     stored_runs: int = 0
     refused: dict[str, str] = field(default_factory=dict)
     recovered: list[str] = field(default_factory=list)  # what became of unpacks a kill interrupted (``recover``)
@@ -87,11 +86,11 @@ def recover(results_root: Path) -> list[str]:
         try:
             if (staging / READY).is_file():
                 done = json.loads((staging / READY).read_text())
-                moved, cells, runs = _move_all(staging, done["profile"], results_root)
+                moved, runs = _move_all(staging, done["profile"], results_root)
                 lines.append(
                     f"finished an unpack of {done['source']} that was interrupted (packed at "
                     f"{str(done.get('commit') or 'an unknown commit')[:12]}): moved in the {len(moved)} "
-                    f"unit(s), {cells} sweep cell(s) and {runs} stored run(s) it had left "
+                    f"unit(s) and {runs} stored run(s) it had left "
                     f"({', '.join(moved) or 'none'})"
                 )
             else:
@@ -105,10 +104,9 @@ def recover(results_root: Path) -> list[str]:
     return lines
 
 
-def _move_all(staging: Path, profile: str, results_root: Path) -> tuple[list[str], int, int]:
+def _move_all(staging: Path, profile: str, results_root: Path) -> tuple[list[str], int]:
     """Move every unit still staged (each under its chapter's lock, all taken before anything moves: a chapter
-    running now is one BundleError and nothing moves), then the sweep cells and the stored runs; the units moved,
-    the cells and the runs."""
+    running now is one BundleError and nothing moves), then the stored runs; the units moved and the runs."""
     staged, final = staging / profile, results_root / profile
     chapters = sorted(p.stem for p in staged.glob("*.json")) if staged.is_dir() else []
     with ExitStack() as locks:
@@ -121,12 +119,7 @@ def _move_all(staging: Path, profile: str, results_root: Path) -> tuple[list[str
                 raise BundleError(f"{err}; nothing was restored") from None
         for chapter in chapters:
             units.move_unit(staged, final, chapter)
-    cells = sorted((staging / SWEEPS).rglob("*.csv")) if (staging / SWEEPS).is_dir() else []
-    for cell in cells:
-        target = results_root / cell.relative_to(staging)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(cell, target)
-    return chapters, len(cells), bundle_store.move_in(staging, profile, results_root)
+    return chapters, bundle_store.move_in(staging, profile, results_root)
 
 
 Accept = Callable[[str, dict[str, Any]], "str | None"]  # (chapter, its staged metadata) -> why it is refused, or None
@@ -141,7 +134,7 @@ def unpack(
 ) -> Unpacked:
     """Restore a bundle into ``results_root``: stream it into a staging folder beside the target and check every
     file and unit there; only then, holding the lock of every chapter it holds, move the units in (each replacing
-    the unit of the same chapter) and the sweep cells. ``profile``, when given, must be the bundle's. On any error
+    the unit of the same chapter) and the stored runs. ``profile``, when given, must be the bundle's. On any error
     in the checks nothing in ``results_root`` has changed; a kill after them is finished by the next unpack or
     reproduce (``recover``). ``accept``, when given, is asked of every staged unit before anything moves: a reason
     from it refuses the bundle, or with ``runs_of_refused`` (and stored runs in the bundle) only that unit: its
@@ -176,12 +169,12 @@ def unpack(
         results.write_atomic(
             tmp / READY, json.dumps({"source": str(source), "profile": name, "commit": manifest.get("commit")})
         )
-        moved, cells, runs = _move_all(tmp, name, results_root)
+        moved, runs = _move_all(tmp, name, results_root)
     finally:
         if held is not None:
             os.close(held)
         shutil.rmtree(tmp, ignore_errors=True)
-    return Unpacked(manifest, moved, cells, runs, refused, recovered)
+    return Unpacked(manifest, moved, runs, refused, recovered)
 
 
 def _refused(staged: Path, accept: Accept | None, source: Path, keep_runs: bool) -> dict[str, str]:
@@ -204,7 +197,7 @@ def add_commands(sub: Any) -> None:
     """``results pack PROFILE FILE`` and ``results unpack FILE`` on the command line's subparsers."""
     cmd = sub.add_parser("results", help="pack a profile's results into one file (tar.gz), or restore one")
     actions = cmd.add_subparsers(dest="action", required=True)
-    pk = actions.add_parser("pack", help="write a profile's units and sweep cells to FILE")
+    pk = actions.add_parser("pack", help="write a profile's units and their stored runs to FILE")
     pk.add_argument("profile", choices=PROFILES)
     pk.add_argument("file", type=Path)
     up = actions.add_parser("unpack", help="restore a bundle written by `results pack`")
@@ -226,8 +219,8 @@ def command(args: Any) -> int:
             for chapter, why in packed.left_out.items():
                 print(f"left out {chapter}: {why}", file=sys.stderr)
             print(
-                f"packed {len(packed.units)} units of profile {args.profile}, {packed.stored_runs} stored runs and "
-                f"{packed.sweep_cells} sweep cells into {args.file} ({args.file.stat().st_size / 1e6:.1f} MB)"
+                f"packed {len(packed.units)} units of profile {args.profile} and {packed.stored_runs} stored runs "
+                f"into {args.file} ({args.file.stat().st_size / 1e6:.1f} MB)"
             )
         else:
             done = unpack(args.file, folder_path(args.results, "--results"), args.profile)
@@ -235,8 +228,8 @@ def command(args: Any) -> int:
                 print(line)
             commit = (done.manifest.get("commit") or "an unknown commit")[:12]
             print(
-                f"restored {len(done.units)} units of profile {done.manifest['profile']} (packed at {commit}), "
-                f"{done.stored_runs} stored runs and {done.sweep_cells} sweep cells into {args.results}"
+                f"restored {len(done.units)} units of profile {done.manifest['profile']} (packed at {commit}) and "
+                f"{done.stored_runs} stored runs into {args.results}"
             )
     except (BundleError, ParameterError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -76,7 +76,6 @@ def book(tmp_path, monkeypatch) -> Iterator[tuple[Path, Site]]:
     folder beside it to take them into."""
     tiny_book(tmp_path, monkeypatch, ("tiny", "other"))
     monkeypatch.setattr(catalog, "CHAPTERS", {n: catalog.CHAPTERS[n] for n in ("tiny", "other")})
-    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     assert cli(tmp_path, tmp_path / "published", "--no-fetch") == 0
     site = Site(tmp_path / "site")
     published.write(site.results, PROFILE, tmp_path / "published")
@@ -162,6 +161,25 @@ def _tamper(site: Site) -> None:
     )
 
 
+def _no_unit(site: Site) -> None:
+    """tiny's archive rewritten as a well-formed bundle that holds no unit at all (nothing to accept), the index
+    matching it: nothing is taken, and the count does not say otherwise."""
+    import io
+    import tarfile
+
+    archive = site.results / "tiny.tar.gz"
+    with tarfile.open(archive) as tar:
+        manifest = json.loads(tar.extractfile(bundle.MANIFEST).read())
+    text = json.dumps({**manifest, "files": []}).encode()
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo(bundle.MANIFEST)
+        info.size = len(text)
+        tar.addfile(info, io.BytesIO(text))
+    site.rewrite_index(
+        lambda ix: ix["chapters"]["tiny"].update(size=archive.stat().st_size, sha256=results.sha256_file(archive))
+    )
+
+
 def _truncate(site: Site) -> None:
     archive = site.results / "tiny.tar.gz"
     archive.write_bytes(archive.read_bytes()[:-40])
@@ -188,6 +206,7 @@ SITE_FAULTS = [
         r"published tiny not used: .*tiny\.tar\.gz holds smoke/tiny\.csv, which its unit's "
         r"metadata does not list \(or lists with another sha256\).*",
     ),
+    ("an archive without its unit", _no_unit, r"published tiny not used: its archive holds no unit of tiny"),
     (
         "a truncated download",
         _truncate,
@@ -327,7 +346,6 @@ def test_a_profile_set_beside_that_is_not_published_leaves_the_rest_taken(tmp_pa
     tiny_book(tmp_path, monkeypatch, ("tiny",))
     monkeypatch.setattr(catalog, "CHAPTERS", {"tiny": catalog.CHAPTERS["tiny"]})
     monkeypatch.setattr(catalog.CHAPTERS["tiny"], "BESIDE", ("official",), raising=False)
-    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     assert cli(tmp_path, tmp_path / "published", "--no-fetch") == 0
     site = Site(tmp_path / "site")
     published.write(site.results, PROFILE, tmp_path / "published")

@@ -229,7 +229,6 @@ from qkov_lib.runner import bundle, bundle_check, catalog, units
 from fake_chapters import fake_module
 for name in ("tiny", "other"):
     catalog.CHAPTERS[name] = fake_module(name, x=1)
-bundle.SWEEP_FOLDERS = {{}}
 moved = []
 if {when!r} == "after the first unit":
     move = units.move_unit
@@ -251,7 +250,6 @@ unpack.unpack(bundle.Path(sys.argv[1]), bundle.Path(sys.argv[2]))
 def _two_units(book: Path, monkeypatch) -> Path:
     """A bundle of two units, tiny and other; the results folder holds older units of both."""
     monkeypatch.setitem(catalog.CHAPTERS, "other", fake_module("other", x=1))
-    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     for chapter in ("tiny", "other"):
         seal_unit(book / "new" / "smoke", chapter, 5)
         seal_unit(book / "res" / "smoke", chapter, 1)
@@ -277,7 +275,7 @@ def test_an_unpack_killed_midway_is_finished_or_undone_by_the_next(book, monkeyp
     if when == "after the first unit":
         assert re.fullmatch(
             r"finished an unpack of .*b\.tar\.gz that was interrupted \(packed at \S+\): moved in "
-            r"the 1 unit\(s\) and 0 sweep cell\(s\) it had left \(tiny\)",
+            r"the 1 unit\(s\) and 0 stored run\(s\) it had left \(tiny\)",
             lines[0],
         ), lines
         assert shas(book / "res") == {

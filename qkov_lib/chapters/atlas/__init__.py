@@ -36,7 +36,8 @@ VERDICTS = "verdicts"  # the table of verdicts per setting, which the scorecard 
 
 
 def sweep_folders(setup: Setup) -> list[Path]:
-    """Where the atlas keeps its finished sweep cells (the runner packs them with the chapter's results)."""
+    """Where the atlas's sweep keeps its finished cells when it runs outside a chapter (inside one, each setting is a
+    stored run of the results store, which bundles carry)."""
     return [cell_folder("atlas", shared(setup), run_setting)]
 
 

@@ -30,7 +30,8 @@ CELLS = Path("sweeps") / "tiny" / "0123456789abcdef"
 
 @pytest.fixture
 def res(tmp_path, monkeypatch) -> Path:
-    """A results root with two smoke units, a damaged third, another profile's unit, and a sweep's cells."""
+    """A results root with two smoke units, a damaged third, another profile's unit, and a sweep's loose cells
+    (written by a sweep run outside any chapter: no bundle carries them)."""
     root = tmp_path / "res"
     for i, chapter in enumerate(["alpha", "beta", "gamma"]):
         monkeypatch.setitem(catalog.CHAPTERS, chapter, fake_module(chapter, x=1))
@@ -42,7 +43,6 @@ def res(tmp_path, monkeypatch) -> Path:
     (root / CELLS).mkdir(parents=True)
     for cell in ("aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"):
         (root / CELLS / f"{cell}.csv").write_text(f"cell\n{cell}\n")
-    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {"alpha": lambda profile: [CELLS]})
     monkeypatch.setattr(results, "git_commit", lambda: "c0ffee" * 6 + "c0ff")  # the same bytes every run, so a
     monkeypatch.setattr(bundle.time, "strftime", lambda fmt: "2026-01-01T00:00:00+0000")  # changed byte is the same
     return root
@@ -68,12 +68,12 @@ def test_round_trip_restores_every_file_bit_for_bit(res, tmp_path, capsys):
     target = tmp_path / "smoke.tar.gz"
     assert main(["results", "pack", "smoke", str(target), "--results", str(res)]) == 0
     out, err = capsys.readouterr()
-    assert "packed 2 units of profile smoke, 0 stored runs and 2 sweep cells" in out and "left out gamma" in err
+    assert "packed 2 units of profile smoke and 0 stored runs" in out and "left out gamma" in err
     fresh = tmp_path / "fresh"
     assert main(["results", "unpack", str(target), "--results", str(fresh)]) == 0
     assert "restored 2 units of profile smoke" in capsys.readouterr().out
-    packed = {k: v for k, v in hashes(res).items() if k.startswith(("smoke/alpha.", "smoke/beta.", "sweeps/"))}
-    assert hashes(fresh) == packed and len(packed) == 2 * 4 + 2
+    packed = {k: v for k, v in hashes(res).items() if k.startswith(("smoke/alpha.", "smoke/beta."))}
+    assert hashes(fresh) == packed and len(packed) == 2 * 4
     manifest = bundle_check.read(target)
     assert manifest["format"] == bundle.FORMAT and manifest["version"] == bundle.VERSION
     assert manifest["profile"] == "smoke" and {f["path"]: f["sha256"] for f in manifest["files"]} == packed
@@ -95,20 +95,26 @@ def test_unpack_replaces_a_unit_whole_and_leaves_the_others(res, tmp_path):
     assert not list(other.glob(".unpack-*"))
 
 
-def test_the_cells_of_a_sweep_whose_chapter_has_no_unit_yet_are_packed(res, tmp_path, monkeypatch):
-    """A sweep the time budget stopped has cells but no unit yet: they travel, so the next build continues."""
-    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {"unfinished": lambda profile: [CELLS]})
+def test_loose_sweep_cells_neither_travel_nor_get_in(res, tmp_path):
+    """Cells carry no key or seal: a bundle leaves them out, and one that holds them (say, only them, with numbers
+    altered by hand) is refused whole, the results folder unchanged (a chapter's settings travel as stored runs)."""
     target = tmp_path / "smoke.tar.gz"
-    assert bundle.pack("smoke", target, res).sweep_cells == 2
-    fresh = tmp_path / "fresh"
-    unpack.unpack(target, fresh, profile="smoke")
-    assert sorted(p.name for p in (fresh / CELLS).glob("*.csv")) == ["aaaaaaaaaaaaaaaa.csv", "bbbbbbbbbbbbbbbb.csv"]
-
-
-def test_a_chapter_declares_its_sweep_and_the_bundle_finds_its_cell_folder():
-    assert list(bundle.SWEEP_FOLDERS) == ["atlas"]  # the one chapter whose module declares sweep_folders(setup)
-    (folder,) = bundle.SWEEP_FOLDERS["atlas"]("smoke")
-    assert folder.parts[:2] == ("sweeps", "atlas") and len(folder.parts[2]) == 16
+    bundle.pack("smoke", target, res)
+    assert not any(f["path"].startswith("sweeps/") for f in bundle_check.read(target)["files"])
+    cell = f"{CELLS.as_posix()}/aaaaaaaaaaaaaaaa.csv"
+    data = b"cell\nforged\n"
+    write(
+        target,
+        {
+            **members(target)[0],
+            "files": [{"path": cell, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}],
+        },
+        {cell: data},
+    )
+    before = hashes(res)
+    with pytest.raises(bundle.BundleError, match=r"names a path outside the results layout \('sweeps/tiny/"):
+        unpack.unpack(target, res)
+    assert hashes(res) == before
 
 
 def members(path: Path) -> tuple[dict, dict[str, bytes]]:
@@ -175,8 +181,8 @@ DAMAGE = [
     ("a foreign manifest", edited(lambda m, f: m.update(format="something-else")), r"not of format 'qkov-results"),
     (
         "a wrong format version",
-        edited(lambda m, f: m.update(version=2)),
-        r"format version 2; this library reads version 1: pack the results again",
+        edited(lambda m, f: m.update(version=1)),  # a bundle of loose sweep cells, from before the store
+        r"format version 1; this library reads version 2: pack the results again",
     ),
     ("a path escaping the folder", edited(escaping), r"names a path outside the results layout \('\.\./evil\.csv'"),
     ("an absolute path", edited(absolute), r"names a path outside the results layout \('/outside/evil\.csv'"),
@@ -233,7 +239,6 @@ def test_pack_of_no_results_is_one_error_and_writes_nothing(tmp_path):
 def test_restored_units_are_reused_by_the_runner(tmp_path, monkeypatch):
     """A unit sealed by the runner's own fingerprint survives pack and unpack as current."""
     tiny_book(tmp_path, monkeypatch)
-    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     folder = tmp_path / "res" / "smoke"
     seal_unit(folder, "tiny", 1)
     fp = fingerprints.fingerprint("tiny", "smoke", {"x": 1}, folder.parent)
@@ -329,9 +334,9 @@ HOSTILE = [
         r"names a path outside the results layout \('smoke/omega\.csv'",
     ),
     (
-        "a stray sweep file",
-        lambda root: _renamed(f"{CELLS.as_posix()}/aaaaaaaaaaaaaaaa.csv", "sweeps/tiny/x.csv"),
-        r"names a path outside the results layout \('sweeps/tiny/x\.csv'",
+        "an archive of sweep cells only",
+        lambda root: _only(f"{CELLS.as_posix()}/aaaaaaaaaaaaaaaa.csv", b"cell\nforged\n"),
+        r"names a path outside the results layout \('sweeps/tiny/0123456789abcdef/aaaaaaaaaaaaaaaa\.csv'",
     ),
     (
         "a big member of no unit",
@@ -391,7 +396,6 @@ def test_sizes_are_checked_before_a_member_is_inflated(res, tmp_path, capsys, mo
 def test_members_are_streamed_not_held_in_memory(tmp_path, monkeypatch):
     """A unit with a 24 MB table unpacks with well under 24 MB of Python memory at its peak."""
     monkeypatch.setitem(catalog.CHAPTERS, "alpha", fake_module("alpha", x=1))
-    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     folder = tmp_path / "res" / "smoke"
     seal_unit(folder, "alpha", 1)
     big = pd.DataFrame({"x": range(3_000_000)})  # about 24 MB of CSV

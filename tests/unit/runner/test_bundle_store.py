@@ -32,7 +32,6 @@ def book(tmp_path, monkeypatch) -> Path:
     with an override, say) in the scratch store; one more scratch run it did not use."""
     monkeypatch.setitem(catalog.CHAPTERS, "alpha", fake_module("alpha", x=1))
     monkeypatch.setitem(catalog.CHAPTERS, "beta", fake_module("beta", x=1))
-    monkeypatch.setattr(bundle, "SWEEP_FOLDERS", {})
     monkeypatch.setenv(ROOT_ENV, str(tmp_path / "res"))
     monkeypatch.setenv(store.ROOT_ENV, str(tmp_path / "committed"))
     monkeypatch.delenv(RESULTS_ENV, raising=False)
