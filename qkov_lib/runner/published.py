@@ -44,6 +44,13 @@ FORMAT = "qkov-results-index"
 VERSION = 1
 MAX_INDEX = 4 << 20  # an index is kilobytes
 TIMEOUT_S = 20.0  # per network operation
+OPTIONAL: dict[str, type | tuple[type, ...]] = {  # an index entry's other fields, None or of these types
+    "wall_time_s": (int, float),
+    "stored_runs": int,
+    "commit": str,
+    "data_identity": dict,
+    "files": list,
+}
 MIN_RATE = 20_000  # bytes/s: a download slower than this over its whole length is given up
 ARCHIVE = "{chapter}.tar.gz"
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -174,19 +181,24 @@ def _open(url: str, timeout: float):
 
 
 def _stream(url: str, out: Callable[[bytes], None], limit: int, timeout: float) -> int:
-    """Read ``url`` into ``out`` in blocks, at most ``limit`` bytes, giving up when a read waits past ``timeout`` or
-    the whole takes longer than ``limit`` bytes at ``MIN_RATE``; the number of bytes read."""
-    end, size = time.monotonic() + timeout + limit / MIN_RATE, 0
+    """Read ``url`` into ``out`` as its bytes arrive, at most ``limit`` bytes (a larger announced length is refused
+    before any is read), giving up when a read waits past ``timeout`` or the whole takes longer than ``limit`` bytes
+    at ``MIN_RATE``, however slowly they trickle in (each read returns what has arrived, so the deadline is checked
+    at least every ``timeout``); the number of bytes read."""
+    allowed = timeout + limit / MIN_RATE
+    end, size = time.monotonic() + allowed, 0
     with _open(url, timeout) as response:
+        announced = (response.headers.get("Content-Length") or "").strip()
+        if announced.isdigit() and int(announced) > limit:
+            raise FetchError(f"{url} is larger than the {limit} bytes it should be ({announced}); refusing it")
+        read = getattr(response, "read1", response.read)
         try:
-            while block := response.read(1 << 16):
+            while block := read(1 << 16):
                 size += len(block)
                 if size > limit:
                     raise FetchError(f"{url} is larger than the {limit} bytes it should be; refusing it")
                 if time.monotonic() > end:
-                    raise FetchError(
-                        f"{url} came too slowly (over {end - time.monotonic() + timeout:.0f} s); giving up"
-                    )
+                    raise FetchError(f"{url} came too slowly (not whole within {allowed:.0f} s); giving up")
                 out(block)
         except (TimeoutError, OSError) as err:
             raise Unreachable(f"{url} stopped answering ({type(err).__name__}: {err})") from None
@@ -201,8 +213,8 @@ def read_index(url: str, profile: str, timeout: float = TIMEOUT_S) -> dict[str, 
     _stream(where, chunks.append, MAX_INDEX, timeout)
     try:
         index = json.loads(b"".join(chunks))
-    except ValueError:
-        raise FetchError(f"{where} is not JSON; not a published index") from None
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+        raise FetchError(f"{where} is not JSON this library can read; not a published index") from None
     if not isinstance(index, dict) or index.get("format") != FORMAT or index.get("version") != VERSION:
         raise FetchError(f"{where} is not a published index of format {FORMAT!r} version {VERSION}")
     if index.get("profile") != profile or not isinstance(index.get("chapters"), dict):
@@ -231,6 +243,12 @@ def _check_entry(where: str, chapter: str, entry: Any) -> None:
         and isinstance(entry.get("fingerprint"), dict)
     ):
         raise FetchError(f"{where} gives {chapter} no sha256 or fingerprint; refusing the index")
+    for name, kinds in OPTIONAL.items():
+        value = entry.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+            raise FetchError(f"{where} gives {chapter} a malformed {name} ({str(value)[:40]!r}); refusing the index")
+    if not all(isinstance(v, str) for v in entry["fingerprint"].values()):
+        raise FetchError(f"{where} gives {chapter} a malformed fingerprint; refusing the index")
 
 
 def download(url: str, target: Path, entry: dict[str, Any], timeout: float = TIMEOUT_S) -> None:

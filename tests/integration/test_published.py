@@ -13,6 +13,7 @@ import re
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -234,6 +235,22 @@ SITE_FAULTS = [
         r"layout for tiny \('\.\./\.\./escape\.tar\.gz'\); refusing the index" + EVERY,
     ),
     (
+        "a deeply nested index",
+        lambda s: (s.results / published.INDEX).write_text("[" * 200_000 + "]" * 200_000),
+        r"published results not used: .*index\.json is not JSON this library can read; not a published index" + EVERY,
+    ),
+    (
+        "an index with a malformed field",
+        lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"].update(wall_time_s="soon")),
+        r"published results not used: .*index\.json gives tiny a malformed wall_time_s \('soon'\); refusing the index"
+        + EVERY,
+    ),
+    (
+        "an index with a malformed fingerprint",
+        lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"]["fingerprint"].update(code=[1, 2])),
+        r"published results not used: .*index\.json gives tiny a malformed fingerprint; refusing the index" + EVERY,
+    ),
+    (
         "a lying index",
         lambda s: s.rewrite_index(lambda ix: ix["chapters"]["tiny"]["fingerprint"].update(parameters="0" * 64)),
         None,
@@ -399,3 +416,43 @@ def test_a_stale_page_still_hands_over_its_stored_runs(book, monkeypatch, capsys
     assert len(list((root / "res" / "store" / PROFILE / "tiny").glob("run-seed0-*.json"))) == 1
     with scoped(Scope("tiny", PROFILE)):  # the batch here finds it: nothing to compute
         assert Batch([Piece("run-seed0", {"seed": 0})], ["qkov_lib.metrics.stats"]).missing == []
+
+
+class _Trickle:
+    """A server that announces ``length`` bytes and sends one every 0.2 s (for 20 s at most), like a site that
+    slows to a crawl."""
+
+    def __init__(self, length: int) -> None:
+        self.length, self.sock = length, socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        threading.Thread(target=self._serve, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/smoke/results/tiny.tar.gz"
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {self.length}\r\n\r\n".encode())
+            try:
+                for _ in range(min(self.length, 100)):
+                    conn.sendall(b"x")
+                    time.sleep(0.2)
+            except OSError:  # the client gave up
+                pass
+
+
+def test_a_site_that_trickles_bytes_meets_the_whole_downloads_deadline(tmp_path):
+    """2,000 bytes are allowed 1 s plus 2,000 bytes at the slowest rate (0.1 s): the download gives up then, not
+    when 64 KiB have trickled in (never, at this rate). A length announced past the index's is refused at once."""
+    entry = {"size": 2000, "sha256": "0" * 64}
+    trickle = _Trickle(2000)
+    started = time.monotonic()
+    with pytest.raises(published.FetchError, match=r"tiny\.tar\.gz came too slowly \(not whole within 1 s\)"):
+        published.download(trickle.url, tmp_path / "tiny.tar.gz", entry, timeout=1)
+    assert time.monotonic() - started < 15  # the server would go on for 20 s
+    trickle.sock.close()
+    big = _Trickle(10**9)
+    with pytest.raises(published.FetchError, match=r"larger than the 2000 bytes it should be \(1000000000\)"):
+        published.download(big.url, tmp_path / "tiny.tar.gz", entry, timeout=1)
+    big.sock.close()
