@@ -11,12 +11,15 @@ in its ``pdftotext`` page, and the report printed again with them."""
 
 from __future__ import annotations
 
+import errno
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -295,6 +298,22 @@ def which_profile(asked: str | None, chapters_dir: Path = BOOK_CHAPTERS) -> str:
     return profile
 
 
+def writable(pdf: Path) -> None:
+    """ReportError unless a PDF can be written at ``pdf``: checked before anything is assembled or printed."""
+    if pdf.is_dir():
+        raise ReportError(f"{pdf} is a folder; name the PDF file with -o, like {pdf / PDF_NAME}")
+    try:
+        pdf.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=pdf.parent, prefix=f".{pdf.name}.", suffix=".tmp"):
+            pass
+        if pdf.exists() and not os.access(pdf, os.W_OK):
+            raise PermissionError(errno.EACCES, "the file is read-only")
+    except OSError as err:
+        raise ReportError(
+            f"cannot write the report to {pdf} ({err.strerror or err}); name a file in a writable folder with -o"
+        ) from None
+
+
 def write_report(profile: str, pdf: Path, html_dir: Path = HTML, root: Path | None = None) -> dict:
     """Build ``pdf`` from the built book of ``profile``: assemble, print, number the contents from that print and
     print again. Returns what the printer reported, with the contents' pages, the figures and the seconds it
@@ -322,6 +341,7 @@ def command(profile: str | None, output: Path | None) -> int:
     try:
         chosen = which_profile(profile)
         pdf = output or HTML / PDF_NAME
+        writable(pdf)
         done = write_report(chosen, pdf)
     except (ReportError, report_print.PrintError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -1,9 +1,12 @@
 """The report's parts from small pages and tables (``runner.report``): the screen's chrome left out, each chapter's
 figures kept apart, both verdicts of a claim, a contents list that keeps its shape when numbered."""
 
+import os
+import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from bs4 import BeautifulSoup
 
 from qkov_lib.metrics.verdicts import FAILS, HOLDS
@@ -79,3 +82,29 @@ def test_the_contents_keep_their_shape_when_numbered():
 
     assert shape(blank) == shape(numbered) == [2] * len(report.SECTIONS)
     assert ">3</span>" in numbered and ">3</span>" not in blank
+
+
+def test_report_o_where_nothing_can_be_written_is_one_error_before_any_printing(tmp_path, monkeypatch, capsys):
+    """A folder, a path under a file, a read-only file: one line naming the place and the fix, and the book is never
+    assembled (nothing printed first, nothing left behind)."""
+    monkeypatch.setattr(report, "which_profile", lambda profile: "smoke")
+    monkeypatch.setattr(
+        report, "write_report", lambda *a: pytest.fail("the report was made before its target was checked")
+    )
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "read-only.pdf").write_text("old")
+    (tmp_path / "read-only.pdf").chmod(0o444)
+    cases = {
+        tmp_path: r".* is a folder; name the PDF file with -o, like .*report\.pdf",
+        tmp_path
+        / "a-file"
+        / "r.pdf": r"cannot write the report to .*a-file/r\.pdf \(.*\); name a file in a writable folder with -o",
+    }
+    if os.geteuid() != 0:  # root writes a read-only file anyway
+        cases[tmp_path / "read-only.pdf"] = r"cannot write the report to .*read-only\.pdf \(.*read-only"
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for target, message in cases.items():
+        assert report.command(None, target) == 1
+        out = capsys.readouterr()
+        assert out.out == "" and re.fullmatch(f"error: {message}\n", out.err), out.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
