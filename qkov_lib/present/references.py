@@ -12,6 +12,7 @@ The book renders the same sources with every reference resolved; nothing here is
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Collection
 from functools import cache
@@ -93,29 +94,61 @@ def document_link(target: str, shown: str | None = None) -> str:
     return f"[{shown or _heading(source)}]({link})"
 
 
+Segment = tuple[str, str]  # (the words a reader sees, the MyST they stand for): the same outside references
+
+
+def segments(text: str, figures_above: Collection[str] = ()) -> list[Segment]:
+    """``text`` (MyST) cut into what a reader sees outside the book and what each piece stands for: the text
+    between references as it is, each reference as plain words (``plain``); a run of references to figures on the
+    same side merged into one piece ("the figures above"). ``figures_above``: the names (``fig-...``) of the
+    figures shown before it on the page."""
+    found: list[Segment] = []
+    at = 0
+    for match in ROLE.finditer(text):
+        if match.start() > at:
+            found.append((text[at : match.start()],) * 2)
+        found.append((_words(match, text, figures_above), match.group(0)))
+        at = match.end()
+    if at < len(text):
+        found.append((text[at:],) * 2)
+    return _merged_figures(found)
+
+
+def _words(match: re.Match, text: str, figures_above: Collection[str]) -> str:
+    """One reference's plain words."""
+    role, content = match.groups()
+    shown, target = _titled(content)
+    if role == "term":
+        return shown or target
+    if role == "doc":
+        return document_link(target, shown)
+    if role == "numref":
+        where = "the figure above" if target in figures_above else "the figure below"
+        words = shown.replace("%s", "").strip() if shown else where
+        return words[:1].upper() + words[1:] if _SENTENCE_START.search(text[: match.start()]) else words
+    return citation(target, textual=role == "cite:t")
+
+
+def _merged_figures(found: list[Segment]) -> list[Segment]:
+    """``found`` with each run "the figure above, the figure above and the figure above" as one piece."""
+    shown = "".join(s for s, _ in found)
+    starts = [0]
+    for piece, _ in found:
+        starts.append(starts[-1] + len(piece))
+    for match in reversed(list(_SAME_FIGURES.finditer(shown))):  # from the end: earlier pieces keep their places
+        first = max(k for k in range(len(found)) if starts[k] <= match.start())
+        last = max(k for k in range(len(found)) if starts[k] < match.end())
+        words = shown[starts[first] : match.start()] + f"{match[1]}he figures {match[2]}"
+        words += shown[match.end() : starts[last + 1]]
+        found[first : last + 1] = [(words, "".join(source for _, source in found[first : last + 1]))]
+    return found
+
+
 def plain_parts(text: str, figures_above: Collection[str] = ()) -> tuple[str, list[tuple[str, str]]]:
-    """``text`` (MyST) with every book reference as plain Markdown, and each (plain words, the role they replace)
-    in order; ``figures_above``: the names (``fig-...``) of the figures shown before it on the page."""
-    parts: list[tuple[str, str]] = []
-
-    def one(match: re.Match) -> str:
-        role, content = match.groups()
-        shown, target = _titled(content)
-        if role == "term":
-            words = shown or target
-        elif role == "doc":
-            words = document_link(target, shown)
-        elif role == "numref":
-            where = "the figure above" if target in figures_above else "the figure below"
-            words = shown.replace("%s", "").strip() if shown else where
-            if _SENTENCE_START.search(text[: match.start()]):
-                words = words[:1].upper() + words[1:]
-        else:
-            words = citation(target, textual=role == "cite:t")
-        parts.append((words, match.group(0)))
-        return words
-
-    return _SAME_FIGURES.sub(lambda m: f"{m[1]}he figures {m[2]}", ROLE.sub(one, text)), parts
+    """``text`` (MyST) with every book reference as plain Markdown, and each (plain words, the MyST they replace)
+    in order (``segments``)."""
+    found = segments(text, figures_above)
+    return "".join(s for s, _ in found), [(s, source) for s, source in found if s != source]
 
 
 def plain(text: str, figures_above: Collection[str] = ()) -> str:
@@ -123,18 +156,32 @@ def plain(text: str, figures_above: Collection[str] = ()) -> str:
     return plain_parts(text, figures_above)[0]
 
 
-def restore(text: str, parts: list[tuple[str, str]]) -> str:
-    """The MyST of ``text``, a reader's edit of ``plain_parts``' words: each of ``parts``' plain words still there
-    (searched in order, each after the last found) becomes its role again; words the reader changed stay as
-    written."""
-    out, at = [], 0
-    for words, role in parts:
-        found = text.find(words, at)
-        if found < 0:
-            continue
-        out += [text[at:found], role]
-        at = found + len(words)
-    return "".join(out) + text[at:]
+def merge_edit(source: str, figures_above: Collection[str], edited: str) -> tuple[str, list[str]]:
+    """The MyST of a reader's edit of ``source``'s plain view (``segments``), and the references it lost: a
+    three-way merge of the source, the view as it was shown and the view as edited. The reader's text is kept as
+    written; each reference whose words the edit left untouched, where they stand in the view, is its MyST again;
+    one whose words the edit changed stays as the reader's words (returned, so that the loss is said; one deleted
+    whole is gone, as the reader wished). Words the reader typed that read like a reference stay words."""
+    found = segments(source, figures_above)
+    shown = "".join(s for s, _ in found)
+    if edited == shown:
+        return source, []
+    opcodes = difflib.SequenceMatcher(None, shown, edited, autojunk=False).get_opcodes()
+    same = [(i1, i2, j1) for tag, i1, i2, j1, _ in opcodes if tag == "equal"]
+    gone = [(i1, i2) for tag, i1, i2, _, _ in opcodes if tag == "delete"]
+    out, at, start, lost = [], 0, 0, []
+    for words, myst in found:
+        end = start + len(words)
+        if words != myst:
+            block = next((b for b in same if b[0] <= start and end <= b[1]), None)
+            if block is not None:
+                where = block[2] + start - block[0]
+                out += [edited[at:where], myst]
+                at = where + len(words)
+            elif not any(i1 <= start and end <= i2 for i1, i2 in gone):  # one deleted whole is no loss
+                lost.append(myst)
+        start = end
+    return "".join(out) + edited[at:], lost
 
 
 def page_href(page: str, anchor: str = "") -> str:

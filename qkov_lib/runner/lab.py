@@ -30,8 +30,9 @@ from typing import Any
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 from jupytext.async_contentsmanager import build_async_jupytext_contents_manager_class
+from tornado import web
 
-from .lab_cells import from_lab, to_lab
+from .lab_cells import LOST, ViewError, from_lab, to_lab
 
 # what an ipykernel kernel answers in its kernel_info_reply, printed by the kernel's interpreter
 ASK_IPYKERNEL = "import json, ipykernel.ipkernel as k; print(json.dumps(k.IPythonKernel.language_info))"
@@ -97,7 +98,19 @@ class ChapterContentsManager(_JupytextManager):
         """jupytext's save, of the chapter as it was before ``to_lab`` (with the reader's edits)."""
         if model.get("type") == "notebook" and model.get("content") and not path.endswith(".ipynb"):
             model = {**model, "content": copy.deepcopy(model["content"])}
-            from_lab(model["content"])
+            try:
+                lost = from_lab(model["content"])
+            except ViewError as err:
+                raise web.HTTPError(400, f"{path}: {err}", reason=f"{path}: {err}") from None
+            for i, roles in lost.items():
+                self.log.warning(
+                    "%s: the edit of cell %d changed the words of %s, which stay as written (plain words, listed "
+                    "in the cell's %s metadata)",
+                    path,
+                    i + 1,
+                    ", ".join(roles),
+                    LOST,
+                )
         return await super().save(model, path)
 
     async def language_info(self, kernel: str) -> dict[str, Any] | None:

@@ -8,16 +8,23 @@ both; the book and papermill never do):
   (``present.references``), which jupyterlab-myst shows without warning markers or dead links.
 
 What a cell had before is kept in its metadata under ``qkov_lab``, and saving puts it back: an unedited chapter is
-written back byte for byte, and an edited Markdown cell gets its references back where their words are left."""
+written back byte for byte, and an edited Markdown cell is a three-way merge (``present.references.merge_edit``):
+the reader's words as written, each reference whose words the edit left alone back in place, and the references an
+edit changed named in the cell's metadata (``LOST``) and in JupyterLab's log. The metadata comes back from the
+browser, so it is trusted only as far as it can be checked: a Markdown cell's recorded source must give exactly the
+view it records (so it can differ from what the reader saw by references alone), a code cell's may only name the
+flags the view set; anything else is a ``ViewError`` and nothing is saved."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from ..present.references import plain_parts, restore
+from ..present.references import merge_edit, plain_parts
 
 KEY = "qkov_lab"  # cell metadata: what this view changed, removed again on saving
+LOST = "qkov_lab_plain"  # cell metadata: the references a reader's edit turned into plain words (kept in the source)
+FLAGS = ("source_hidden", "outputs_hidden")
 HIDDEN = {  # a tag the book reads -> the JupyterLab cell metadata (under "jupyter") that collapses the same part
     "remove-input": ("source_hidden",),
     "hide-input": ("source_hidden",),
@@ -52,22 +59,57 @@ def to_lab(nb: dict[str, Any]) -> None:
             shown, parts = plain_parts(source, figures)
             if parts:
                 cell["source"] = shown
-                cell["metadata"][KEY] = {"source": source, "shown": shown, "parts": parts}
+                cell["metadata"][KEY] = {"source": source, "shown": shown, "figures": list(figures)}
 
 
-def from_lab(nb: dict[str, Any]) -> None:
-    """Undo ``to_lab`` in place on a notebook JupyterLab saves, keeping the reader's edits."""
-    for cell in nb["cells"]:
-        was = cell["metadata"].pop(KEY, None)
-        if not was:
-            continue
-        if "hidden" in was:
-            jupyter = cell["metadata"].get("jupyter", {})
-            for flag in was["hidden"]:
-                jupyter.pop(flag, None)
-            if not jupyter:
-                cell["metadata"].pop("jupyter", None)
+class ViewError(ValueError):
+    """A cell's view metadata that this view did not write (garbled, forged, or pasted onto another kind of cell)."""
+
+
+def from_lab(nb: dict[str, Any]) -> dict[int, list[str]]:
+    """Undo ``to_lab`` in place on a notebook JupyterLab saves, keeping the reader's edits; the references each
+    edited cell lost (cell index -> their MyST). ViewError, with the notebook untouched, when a cell's view
+    metadata does not check."""
+    views = {i: _checked(i, cell) for i, cell in enumerate(nb["cells"]) if KEY in cell["metadata"]}
+    lost: dict[int, list[str]] = {}
+    for i, was in views.items():
+        cell = nb["cells"][i]
+        del cell["metadata"][KEY]
+        jupyter = cell["metadata"].get("jupyter", {})
+        for flag in was.get("hidden", []):
+            jupyter.pop(flag, None)
+        if not jupyter:
+            cell["metadata"].pop("jupyter", None)
         if "source" in was:
-            shown = _text(cell["source"])
-            unedited = shown == was["shown"]
-            cell["source"] = was["source"] if unedited else restore(shown, [tuple(p) for p in was["parts"]])
+            cell["source"], gone = merge_edit(was["source"], was["figures"], _text(cell["source"]))
+            if gone:
+                lost[i] = gone
+                cell["metadata"][LOST] = gone
+    return lost
+
+
+def _checked(i: int, cell: dict[str, Any]) -> dict[str, Any]:
+    """A cell's view metadata after checking that this view could have written it for this cell."""
+    was = cell["metadata"][KEY]
+    where = f"cell {i + 1}'s {KEY} metadata"
+    fix = "delete it (the cell's metadata, in the property inspector) and save again; nothing was saved"
+    if cell["cell_type"] == "code":
+        if not (isinstance(was, dict) and set(was) == {"hidden"} and _strings(was["hidden"], FLAGS)):
+            raise ViewError(f"{where} is not what this view writes on a code cell (the cells it collapsed); {fix}")
+        return was
+    if not (
+        cell["cell_type"] == "markdown"
+        and isinstance(was, dict)
+        and set(was) == {"source", "shown", "figures"}
+        and isinstance(was["source"], str)
+        and isinstance(was["shown"], str)
+        and _strings(was["figures"])
+    ):
+        raise ViewError(f"{where} is garbled or on a cell this view did not change; {fix}")
+    if plain_parts(was["source"], was["figures"])[0] != was["shown"]:
+        raise ViewError(f"{where} records a source that does not give the view it records (altered?); {fix}")
+    return was
+
+
+def _strings(value: Any, allowed: tuple[str, ...] | None = None) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) and (allowed is None or v in allowed) for v in value)

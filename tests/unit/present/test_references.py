@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from qkov_lib.present import prose
-from qkov_lib.present.references import citation, document_link, plain, plain_parts, restore
+from qkov_lib.present.references import citation, document_link, merge_edit, plain, plain_parts
 
 
 def test_each_role_reads_as_words_a_reader_can_use():
@@ -34,10 +34,60 @@ def test_a_citation_of_several_works_names_each():
 def test_restoring_an_edit_gives_the_roles_back_where_their_words_remain():
     text = "See {term}`DTAP` and {doc}`lemma3`."
     shown, parts = plain_parts(text)
-    assert restore(shown, parts) == text
-    edited = shown.replace("See", "Compare")
-    assert restore(edited, parts) == "Compare {term}`DTAP` and {doc}`lemma3`."
-    assert restore(shown.replace("DTAP", "the map"), parts) == "See the map and {doc}`lemma3`."
+    assert merge_edit(text, (), shown) == (text, [])
+    assert merge_edit(text, (), shown.replace("See", "Compare")) == ("Compare {term}`DTAP` and {doc}`lemma3`.", [])
+    assert merge_edit(text, (), shown.replace("DTAP", "the map")) == (
+        "See the map and {doc}`lemma3`.",
+        ["{term}`DTAP`"],
+    )
+
+
+FIGS = "A {numref}`fig-a`, B {numref}`fig-b` and C {numref}`fig-c`."  # a above; b and c below
+
+
+@pytest.mark.parametrize(
+    "edit,merged,lost",
+    [
+        # the first of three references deleted: the others keep their own roles, not their neighbours'
+        (lambda t: t.replace("A the figure above, ", ""), "B {numref}`fig-b` and C {numref}`fig-c`.", []),
+        # its mirror: the last deleted
+        (lambda t: t.replace(" and C the figure below", ""), "A {numref}`fig-a`, B {numref}`fig-b`.", []),
+        # new words that read like a reference, before one: they stay words, the reference keeps its role
+        (lambda t: "Unlike the figure below, " + t, "Unlike the figure below, " + FIGS, []),
+        # their mirror, after one
+        (lambda t: t + " See the figure above.", FIGS + " See the figure above.", []),
+        # an insertion right before and a deletion right after a reference
+        (lambda t: t.replace("B the", "B, in the").replace(" and C", " C"), None, []),
+        # a reference's own words edited: they stay as written, and the loss is said
+        (
+            lambda t: t.replace("B the figure below", "B the plot below"),
+            "A {numref}`fig-a`, B the plot below and C {numref}`fig-c`.",
+            ["{numref}`fig-b`"],
+        ),
+    ],
+)
+def test_an_edit_keeps_every_reference_it_leaves_alone_and_says_which_it_changed(edit, merged, lost):
+    shown = plain(FIGS, ["fig-a"])
+    assert shown == "A the figure above, B the figure below and C the figure below."
+    text, gone = merge_edit(FIGS, ["fig-a"], edit(shown))
+    assert gone == lost
+    if merged is None:
+        merged = "A {numref}`fig-a`, B, in {numref}`fig-b` C {numref}`fig-c`."
+    assert text == merged
+
+
+def test_two_references_shown_as_one_keep_both_roles_unless_their_words_are_edited():
+    text = "See {numref}`fig-a` and {numref}`fig-b`, then {term}`DTAP`."
+    shown = plain(text, ["fig-a", "fig-b"])
+    assert shown == "See the figures above, then DTAP."
+    assert merge_edit(text, ["fig-a", "fig-b"], shown.replace("then", "and then")) == (
+        "See {numref}`fig-a` and {numref}`fig-b`, and then {term}`DTAP`.",
+        [],
+    )
+    assert merge_edit(text, ["fig-a", "fig-b"], shown.replace("figures above", "two figures above")) == (
+        "See the two figures above, then {term}`DTAP`.",
+        ["{numref}`fig-a` and {numref}`fig-b`"],
+    )
 
 
 def test_a_template_needs_every_value_and_uses_every_value():

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from qkov_lib.core.paths import NOTEBOOKS_DIR
-from qkov_lib.runner.lab_cells import KEY, from_lab, to_lab
+from qkov_lib.runner.lab_cells import KEY, LOST, ViewError, from_lab, to_lab
 
 SOURCES = sorted(NOTEBOOKS_DIR.glob("*.md"))
 
@@ -59,3 +59,81 @@ def test_an_edited_markdown_cell_keeps_the_edit_and_gets_its_references_back():
     from_lab(nb)
     assert nb["cells"][0]["source"] == "As {doc}`lemma3` shows, {term}`DTAP` maps, one per run."
     assert all(KEY not in c["metadata"] and "jupyter" not in c["metadata"] for c in nb["cells"])
+
+
+def lab_view(*cells: dict) -> dict:
+    nb = {"cells": [dict(c, metadata=dict(c.get("metadata", {}))) for c in cells]}
+    to_lab(nb)
+    return nb
+
+
+MD = {"cell_type": "markdown", "source": "As {doc}`lemma3` shows, {term}`DTAP` maps."}
+CODE = {"cell_type": "code", "metadata": {"tags": ["remove-input"]}, "source": "x = 1", "outputs": []}
+
+
+def _forged_code(nb):  # a code cell carrying a Markdown view whose "source" is code the reader never saw
+    nb["cells"][1]["metadata"][KEY] = {"source": "import os", "shown": "x = 1", "figures": []}
+
+
+def _pasted(nb):  # a Markdown cell whose view was copied onto a code cell
+    nb["cells"][1]["metadata"][KEY] = dict(nb["cells"][0]["metadata"][KEY])
+
+
+def _altered_source(nb):  # words put into the recorded source that the view does not show
+    nb["cells"][0]["metadata"][KEY]["source"] = "As {doc}`lemma3` shows, {term}`DTAP` maps. import os"
+
+
+def _garbled(nb):
+    nb["cells"][0]["metadata"][KEY] = "not a view"
+
+
+def _unknown_flag(nb):
+    nb["cells"][1]["metadata"][KEY] = {"hidden": ["editable"]}
+
+
+@pytest.mark.parametrize(
+    "forge,message",
+    [
+        (_forged_code, r"cell 2's qkov_lab metadata is not what this view writes on a code cell"),
+        (_pasted, r"cell 2's qkov_lab metadata is not what this view writes on a code cell"),
+        (_altered_source, r"cell 1's qkov_lab metadata records a source that does not give the view it records"),
+        (_garbled, r"cell 1's qkov_lab metadata is garbled or on a cell this view did not change"),
+        (_unknown_flag, r"cell 2's qkov_lab metadata is not what this view writes on a code cell"),
+    ],
+)
+def test_view_metadata_this_view_did_not_write_is_refused_and_the_notebook_untouched(forge, message):
+    nb = lab_view(MD, CODE)
+    forge(nb)
+    before = json.dumps(nb, sort_keys=True)
+    with pytest.raises(ViewError, match=message + r".*; nothing was saved"):
+        from_lab(nb)
+    assert json.dumps(nb, sort_keys=True) == before
+
+
+def test_an_edit_that_changes_a_references_words_says_so_in_the_cell():
+    nb = lab_view(MD, CODE)
+    nb["cells"][0]["source"] = nb["cells"][0]["source"].replace("DTAP maps", "the map maps")
+    assert from_lab(nb) == {0: ["{term}`DTAP`"]}
+    assert nb["cells"][0]["source"] == "As {doc}`lemma3` shows, the map maps."
+    assert nb["cells"][0]["metadata"] == {LOST: ["{term}`DTAP`"]} and "jupyter" not in nb["cells"][1]["metadata"]
+
+
+def test_the_server_answers_garbled_metadata_with_a_400_and_writes_nothing(tmp_path):
+    pytest.importorskip("jupyter_server")
+    import asyncio
+
+    from tornado import web
+
+    from qkov_lib.runner.lab import ChapterContentsManager
+
+    source = NOTEBOOKS_DIR / "lemma3.md"
+    (tmp_path / "lemma3.md").write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    manager = ChapterContentsManager(root_dir=str(tmp_path))
+    model = asyncio.run(manager.get("lemma3.md"))
+    cell = next(c for c in model["content"]["cells"] if KEY in c["metadata"])
+    cell["metadata"][KEY] = {"source": 1}
+    before = (tmp_path / "lemma3.md").read_bytes()
+    with pytest.raises(web.HTTPError) as err:
+        asyncio.run(manager.save({"type": "notebook", "format": "json", "content": model["content"]}, "lemma3.md"))
+    assert err.value.status_code == 400 and "qkov_lab metadata is garbled" in err.value.log_message
+    assert (tmp_path / "lemma3.md").read_bytes() == before
