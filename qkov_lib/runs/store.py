@@ -38,12 +38,12 @@ from ..core.chapter import Scope, as_dict, current_scope, scoped
 from ..core.device import engine_backend
 from ..core.workers import run_each
 from ..data.registry import data_identity
+from .store_verify import manifested, write_manifest
 
 STORED_PROFILES = ("default", "official")  # the profiles whose runs are committed
 ROOT_ENV = "QKOV_STORE_ROOT"  # moves the committed store (tests)
 WRITE_ENV = "QKOV_STORE_WRITE"  # "1": the runner's run of a stored profile, whose runs go to the committed store
 OFF_ENV = "QKOV_STORE"  # "off": compute every run afresh, reading and writing no stored run (a check of the store)
-MANIFEST = "manifest.json"
 KEY_PARTS = ("setup", "code", "data", "arithmetic", "engine")
 # where and how a run is computed changes none of its numbers: these modules are no part of its code's key
 ORCHESTRATION = ("qkov_lib.runs.store", "qkov_lib.runs.sweep", "qkov_lib.core.workers", "qkov_lib.core.progress")
@@ -177,8 +177,11 @@ def _stem(piece: Piece, key: Key, committed: bool) -> str:
     return piece.name if committed else f"{piece.name}-{key.digest[:12]}"
 
 
-def _read(folder: Path, stem: str) -> tuple[Tables, dict[str, Any]] | None:
-    """A stored run's tables and metadata after checking its seal and files; None when absent or damaged."""
+def _read(folder: Path, stem: str, committed: bool = False) -> tuple[Tables, dict[str, Any]] | None:
+    """A stored run's tables and metadata after checking its seal and files (and, in the committed store, that
+    its folder's manifest names it: a file no manifest names is never read); None when absent or damaged."""
+    if committed and not manifested(folder, stem):
+        return None
     try:
         return results.load(folder, stem)
     except (results.ResultsError, OSError, ValueError, KeyError):
@@ -209,7 +212,7 @@ def lookup(scope: Scope, piece: Piece, key: Key) -> tuple[Found | None, RunState
     """A run where the store holds it under ``key`` (the committed store first), and its state."""
     stale: RunState | None = None
     for root, committed in ((committed_root(), True), (scratch_root(), False)):
-        found = _read(_folder(root, scope), _stem(piece, key, committed))
+        found = _read(_folder(root, scope), _stem(piece, key, committed), committed)
         if found is None:
             continue
         tables, meta = found
@@ -261,17 +264,6 @@ def write(
     if found is None:
         raise results.ResultsError(f"the stored run {folder / stem} did not read back whole; run it again")
     return found[0]
-
-
-def write_manifest(folder: Path) -> None:
-    """The folder's manifest: every file each stored run lists, and the run's metadata, with their sha256."""
-    listed: dict[str, str] = {}
-    for meta_path in sorted(folder.glob("*.json")):
-        if meta_path.name == MANIFEST:
-            continue
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        listed |= dict(meta.get("files", {})) | {meta_path.name: results.sha256_file(meta_path)}
-    results.write_atomic(folder / MANIFEST, json.dumps(listed, indent=1, sort_keys=True) + "\n")
 
 
 def round_trip(tables: Tables) -> Tables:
@@ -415,35 +407,3 @@ def interleave(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 # the committed store's size for both profiles (tests/project/test_committed_store.py): default holds about 31 MB,
 # two thirds of it the corollaries' update ratios (a row every 50 steps of 45 runs)
 BUDGET_MB = 60
-
-
-def verify(root: Path) -> list[str]:
-    """What is wrong with a committed store: a folder without its manifest, a file the manifest does not name (a
-    stray), a file it names that is missing or whose sha256 differs (edited), a stored run whose seal or files do
-    not check. Empty when every file is accounted for."""
-    problems = [
-        f"{p}: outside the store's layout (<profile>/<chapter>/<file>)"
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and len(p.relative_to(root).parts) != 3
-    ]
-    for folder in sorted(f for f in root.glob("*/*") if f.is_dir()):
-        try:
-            listed = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            problems.append(f"{folder}: no readable {MANIFEST}; rerun the runs it holds")
-            continue
-        present = {p.name for p in folder.iterdir() if p.name != MANIFEST}
-        problems += [
-            f"{folder}: {name} is named by no manifest (a stray file)" for name in sorted(present - listed.keys())
-        ]
-        for name, digest in sorted(listed.items()):
-            if name not in present:
-                problems.append(f"{folder}: {name} is missing")
-            elif results.sha256_file(folder / name) != digest:
-                problems.append(f"{folder}: {name} differs from its manifest (edited?)")
-        for meta in sorted(n for n in present & listed.keys() if n.endswith(".json")):
-            try:
-                results.check(folder, meta.removesuffix(".json"))
-            except results.ResultsError as err:
-                problems.append(f"{folder}: {err}")
-    return problems

@@ -2,11 +2,11 @@
 intact under its seal, only the committed profiles, plain CSV and JSON, within its size budget."""
 
 from qkov_lib.core.paths import STORE_ROOT
-from qkov_lib.runs import store
+from qkov_lib.runs import store, store_verify
 
 
 def test_every_committed_file_is_named_by_a_manifest_and_sealed():
-    assert store.verify(STORE_ROOT) == []
+    assert store_verify.verify(STORE_ROOT) == []
 
 
 def test_only_the_committed_profiles_in_plain_csv_and_json_within_the_budget():

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from qkov_lib.chapters import fig3_incentive, hatexplain
-from qkov_lib.core import codehash
+from qkov_lib.core import codehash, results
 from qkov_lib.core.budget import DEADLINE_ENV, OutOfTime
 from qkov_lib.core.chapter import Scope, scoped
 from qkov_lib.core.results import RESULTS_ENV, ROOT_ENV
-from qkov_lib.runs import store
+from qkov_lib.runs import store, store_verify
 from qkov_lib.runs.store import Batch, Piece
 
 CALLS: list[int] = []
@@ -69,7 +69,7 @@ def test_a_run_is_computed_once_then_read_back_the_same(roots, capsys):
         "manifest.json",
         *sorted(f"run-seed{s}.{e}" for s in range(3) for e in ("csv", "json")),
     ]
-    assert store.verify(roots / "store") == []
+    assert store_verify.verify(roots / "store") == []
 
 
 def test_adding_a_seed_computes_that_seed_alone(roots):
@@ -149,7 +149,7 @@ def test_hand_runs_smoke_and_overrides_stay_out_of_the_committed_store(roots, mo
     committed = json.loads((roots / "store" / "default" / "tiny" / "run-seed0.json").read_text())
     kept = json.loads(next(scratch.glob("default/tiny/run-seed0-*.json")).read_text())
     assert committed["key"] == kept["key"] and committed["git_commit"] == kept["git_commit"]
-    assert store.verify(roots / "store") == []
+    assert store_verify.verify(roots / "store") == []
 
 
 def test_outside_a_chapter_nothing_is_stored(roots):
@@ -166,7 +166,7 @@ def test_the_manifest_finds_a_stray_a_missing_and_an_edited_file(roots):
     (folder / "run-seed0.csv").write_text("seed,value,label\n0,1.0,forged\n")
     (folder / "run-seed1.csv").unlink()
     (roots / "store" / "default" / "loose.json").write_text("{}")
-    problems = store.verify(roots / "store")
+    problems = store_verify.verify(roots / "store")
     assert any("loose.json: outside the store's layout" in p for p in problems)
     assert any("extra.csv is named by no manifest (a stray file)" in p for p in problems)
     assert any("run-seed0.csv differs from its manifest" in p for p in problems)
@@ -183,7 +183,7 @@ def test_a_forged_seal_is_never_read(roots):
     body = json.loads(meta.read_text())
     body["git_commit"] = "0" * 40  # claimed computed elsewhere
     meta.write_text(json.dumps(body))
-    assert any("seal differs" in p for p in store.verify(roots / "store"))
+    assert any("seal differs" in p for p in store_verify.verify(roots / "store"))
     with scoped(Scope("tiny", "default")):
         compute([0])
     assert CALLS == [0, 0]
@@ -230,3 +230,20 @@ def test_the_store_turned_off_computes_everything_and_keeps_nothing(roots, monke
         "manifest.json",
         "run-seed0.json",
     ]
+
+
+def test_a_sealed_run_its_manifest_does_not_name_is_never_read(roots):
+    """A run whose seal checks but which was dropped into the committed store by hand (its manifest entry edited
+    or missing, a resealed forgery) is not taken: the run is computed again."""
+    with scoped(Scope("tiny", "default")):
+        compute([0])
+    folder = roots / "store" / "default" / "tiny"
+    (folder / "run-seed0.csv").write_text("seed,value,label\n0,9.0,forged\n")
+    body = json.loads((folder / "run-seed0.json").read_text())
+    body["files"]["run-seed0.csv"] = results.sha256_file(folder / "run-seed0.csv")
+    results.write_meta(folder, "run-seed0", body)  # a valid seal over the forged table
+    results.check(folder, "run-seed0")
+    assert any("run-seed0.json differs from its manifest" in p for p in store_verify.verify(roots / "store"))
+    with scoped(Scope("tiny", "default")):
+        tables = compute([0])
+    assert CALLS == [0, 0] and tables[0]["main"]["label"].iloc[0] == "x y"
