@@ -1,13 +1,10 @@
 """Progress as each place can show it: plain whole lines in a log (no carriage return, no nested redraws), tqdm's bar
-on a terminal, and the compile notice once for a run and the processes it starts, on stdout."""
+on a terminal (the compile notice across processes: tests/integration/test_worker_processes.py)."""
 
 from __future__ import annotations
 
 import io
-import multiprocessing
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -69,29 +66,6 @@ def test_a_bar_on_a_terminal_redraws_in_place_and_progress_off_writes_nothing(mo
     for _ in progress.bar(range(3), "x", file=quiet):
         pass
     assert quiet.getvalue() == ""
-
-
-def _say(key: str) -> bool:
-    return progress.notice(key, "compiling the engine's kernels (once; cached afterwards)")
-
-
-def test_the_compile_notice_is_said_once_for_a_run_and_its_workers_on_stdout(capfd, monkeypatch):
-    monkeypatch.setenv(progress.SESSION_ENV, f"test-{os.getpid()}-{id(capfd)}")  # a run of its own
-    with multiprocessing.get_context("spawn").Pool(3) as pool:
-        said = pool.map(_say, ["compile"] * 6)
-    assert sum(said) == 1 and not _say("compile")
-    out, err = capfd.readouterr()
-    assert out.count("compiling the engine's kernels") == 1 and "compiling" not in err
-
-
-def test_another_run_says_it_again():
-    code = "from qkov_lib.core import progress; print(progress.notice('compile', 'compiling the engine\\'s kernels'))"
-    env = {k: v for k, v in os.environ.items() if k != progress.SESSION_ENV}
-    runs = [
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-        for _ in range(2)
-    ]
-    assert [r.stdout.count("compiling the engine's kernels") for r in runs] == [1, 1]
 
 
 def test_in_a_notebook_kernel_a_bar_is_a_widget_or_without_ipywidgets_lines(monkeypatch):

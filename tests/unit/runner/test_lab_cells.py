@@ -116,24 +116,3 @@ def test_an_edit_that_changes_a_references_words_says_so_in_the_cell():
     assert from_lab(nb) == {0: ["{term}`DTAP`"]}
     assert nb["cells"][0]["source"] == "As {doc}`lemma3` shows, the map maps."
     assert nb["cells"][0]["metadata"] == {LOST: ["{term}`DTAP`"]} and "jupyter" not in nb["cells"][1]["metadata"]
-
-
-def test_the_server_answers_garbled_metadata_with_a_400_and_writes_nothing(tmp_path):
-    pytest.importorskip("jupyter_server")
-    import asyncio
-
-    from tornado import web
-
-    from qkov_lib.runner.lab import ChapterContentsManager
-
-    source = NOTEBOOKS_DIR / "lemma3.md"
-    (tmp_path / "lemma3.md").write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
-    manager = ChapterContentsManager(root_dir=str(tmp_path))
-    model = asyncio.run(manager.get("lemma3.md"))
-    cell = next(c for c in model["content"]["cells"] if KEY in c["metadata"])
-    cell["metadata"][KEY] = {"source": 1}
-    before = (tmp_path / "lemma3.md").read_bytes()
-    with pytest.raises(web.HTTPError) as err:
-        asyncio.run(manager.save({"type": "notebook", "format": "json", "content": model["content"]}, "lemma3.md"))
-    assert err.value.status_code == 400 and "qkov_lab metadata is garbled" in err.value.log_message
-    assert (tmp_path / "lemma3.md").read_bytes() == before

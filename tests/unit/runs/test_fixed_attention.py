@@ -16,7 +16,6 @@ from qkov_lib.runs.fixed_attention import (
     effective_input,
     fade_epochs,
     run_fixed_attention,
-    run_models,
 )
 
 # two hand-made sequences over a vocabulary of 6: distinct tokens are marked, the query (last) is token 5
@@ -131,20 +130,6 @@ def test_figure3_claims_can_fail():
     assert verdicts == ["fails", "holds", "fails", "fails", "fails"]  # only "positive incentive" holds here
     one_seed = figure3(pd.DataFrame([r for r in rows if r["seed"] == 0]), check_epoch=2)["verdict"]
     assert (one_seed == "undecided").all()  # one seed: no interval, no verdict
-
-
-def test_split_stacks_give_the_rows_of_one_stack_per_model(monkeypatch):
-    """run_models trains each OV model's alphas as separate stacks (in worker processes): the curves equal, bit for
-    bit and row for row, those of one stack per model in this process."""
-    monkeypatch.setenv("QKOV_WORKERS", "2")
-    feats, labels = _toy(100)
-    feats, labels = torch.cat([feats, feats]), torch.cat([labels, labels])
-    models = [OVModel(True, init="balanced", init_scale=0.5), OVModel(False, True, init="balanced", init_scale=0.5)]
-    args = ([0.2, 0.5, 0.9], [0, 1], feats, labels, feats, labels)
-    kw = dict(lr=0.2, batch_size=20, epochs=3, delta=0.01, progress=False)
-    split = run_models(models, *args, **kw)
-    whole = pd.concat([run_fixed_attention(m, *args, **kw) for m in models], ignore_index=True)
-    pd.testing.assert_frame_equal(split, whole, check_exact=True)
 
 
 def test_pytorch_init_draws_the_bias_as_nn_linear_does():

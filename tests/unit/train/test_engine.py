@@ -27,7 +27,7 @@ CFG = SyntheticConfig()
 
 @pytest.fixture(autouse=True)
 def one_worker(monkeypatch):
-    """Stacks train in this process (the pool is tested once, below)."""
+    """Stacks train in this process (the pool: tests/integration/test_worker_processes.py)."""
     monkeypatch.setenv("QKOV_WORKERS", "1")
 
 
@@ -118,19 +118,6 @@ def test_a_model_alone_equals_the_same_model_in_a_full_stack():
             assert np.allclose(curve, alone.curves["train_nll"].to_numpy(), rtol=1e-4)
     steps = {r.panel.key: r.summary["steps"].tolist() for r in full}
     assert steps["i"] == [8, 8] and steps["a"] == [12, 12]  # each model stops at its own cap
-
-
-def test_stacks_in_worker_processes_give_the_same_results(monkeypatch):
-    inline = _run(RUNS, [3])
-    monkeypatch.setenv("QKOV_WORKERS", "2")
-    pooled = _run(RUNS, [3])
-    for a, b in zip(inline, pooled):
-        assert a.panel == b.panel
-        assert np.allclose(a.summary["final_train_nll"], b.summary["final_train_nll"], rtol=1e-5)
-        assert np.allclose(a.heatmaps, b.heatmaps)
-    monkeypatch.setenv("QKOV_WORKERS", "two")
-    with pytest.raises(ValueError, match="QKOV_WORKERS='two' is not a number of processes"):
-        _run(RUNS, [3])
 
 
 def _identity_stack(steps: int, flush: bool):
