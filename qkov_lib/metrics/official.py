@@ -178,6 +178,25 @@ def tally(verdicts: Sequence[str], informative_words: Sequence[str]) -> str:
     return f"reproduces {useful.count(REPRODUCES)} of {len(useful)} informative ({len(pairs)} compared)"
 
 
+CODE_RULE = (  # the mark under the authors' code, as the summary and the report's title state it
+    "marked [Re] if none of the informative stored numbers differs and more than half of them reproduce (an "
+    "undecided one counts as not reproducing), otherwise [¬Re]; no mark until an official run gives an informative "
+    "number to compare"
+)
+
+
+def code_replication(verdicts: Sequence[str], informative_words: Sequence[str]) -> tuple[str | None, str]:
+    """ReScience's mark under the authors' code (``CODE_RULE``) over every chapter's stored numbers, and its count
+    in words ('3 of 5 informative stored numbers reproduce, 1 differs, 1 undecided'); None without an informative
+    number compared."""
+    useful = [v for v, i in zip(verdicts, informative_words) if i == INFORMATIVE]
+    k, d = useful.count(REPRODUCES), useful.count(DIFFERS)
+    words = f"{k} of {len(useful)} informative stored numbers reproduce, {d} differ, {len(useful) - k - d} undecided"
+    if not useful or k + d == 0:
+        return None, words
+    return ("[Re]" if d == 0 and 2 * k > len(useful) else "[¬Re]"), words
+
+
 # ---- both sides' spread: the authors' per-seed numbers against this book's, where they printed them ----
 
 WELCH_TOLERANCE = {"%": 2.0, "": 0.02}  # by unit: the difference that counts as a different number

@@ -35,7 +35,7 @@ from ..core.chapter import ParameterError, concrete_profile
 from ..core.contents import chapter_names, title
 from ..core.paths import BOOK_CHAPTERS, HTML, REPO_ROOT
 from ..core.results import git_commit, results_root
-from ..metrics.official import OFFICIAL
+from ..metrics.official import CODE_RULE, OFFICIAL
 from ..metrics.verdicts import FAILS, HOLDS, REPLICATION_RULE, counts, replication
 from ..present.claims import word
 from . import report_print
@@ -161,9 +161,10 @@ def results_html(ours: pd.DataFrame, profile: str, official: pd.DataFrame | None
     return f'<table class="qkov-results"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def title_page(mark: str, ours: pd.DataFrame, profile: str, commit: str) -> str:
-    """The title ([Re] or [¬Re] and the paper's title), the authors, the reproduced paper, and the rule with its
-    count."""
+def title_page(mark: str, ours: pd.DataFrame, profile: str, commit: str, code: tuple[str | None, str]) -> str:
+    """The title ([Re] or [¬Re] under the paper's text, and the paper's title), the authors, the reproduced paper,
+    and each question's rule with its count: the headline claims, and the stored numbers under the authors' code
+    (``code``: its mark, None before an official run, and its count)."""
     cff = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8"))
     paper = cff["references"][0]
     names = ", ".join(a["name"] for a in cff["authors"])
@@ -178,6 +179,9 @@ def title_page(mark: str, ours: pd.DataFrame, profile: str, commit: str) -> str:
         f'<a href="{html.escape(paper["url"])}">{html.escape(paper["url"])}</a>.</p>'
         f'<p class="qkov-rule"><strong>{html.escape(mark)}</strong>: {html.escape(REPLICATION_RULE)}. In this '
         f"build {tally[HOLDS]} of the {len(ours)} headline claims hold and {tally[FAILS]} fail.</p>"
+        f'<p class="qkov-rule"><strong>{html.escape(code[0] or "No mark yet")}</strong> under the authors\' code '
+        f"(the <code>official</code> profile against the numbers their notebooks stored): {html.escape(code[1])}; "
+        f"{html.escape(CODE_RULE)}.</p>"
         f'<p class="qkov-built">Profile <code>{html.escape(profile)}</code>, commit '
         f"<code>{html.escape(commit)}</code>, built {time.strftime('%Y-%m-%d', time.gmtime())}.</p></header>"
     )
@@ -235,7 +239,7 @@ def assemble(html_dir: Path, profile: str, root: Path, pages: dict[str, int] | N
         )
     found = figures(html_dir, [n for n in chapter_names() if n not in ("summary", "scorecard")])
     body = [
-        title_page(replication(ours["verdict"]), ours, profile, commit),
+        title_page(replication(ours["verdict"]), ours, profile, commit, summary.code_mark(root, profile)),
         contents(pages),
         section(1, SECTIONS[0], str(first)),
         section(2, SECTIONS[1], results_html(ours, profile, headline_table(OFFICIAL, root))),

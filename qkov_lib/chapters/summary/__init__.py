@@ -19,7 +19,7 @@ from ...present.claims import note, verdict_table
 from ...present.references import page_href
 from .. import scorecard
 from ..scorecard import CLAIMS_SECTION
-from .beside import official_html
+from .beside import code_mark, official_html
 
 BESIDE = ("official",)  # the authors' setup: every chapter's results under it are set beside this run's
 
@@ -245,7 +245,8 @@ class Summary(NamedTuple):
     """What the summary shows: every chapter's claims (the scorecard's table), the headlines (``results_table``)
     and how many have each verdict, the same count over the paper's claims, Figure 2's claims across the atlas
     (``scorecard.atlas_share``), how many errata there are (None: not run), the official comparisons
-    (``official_html``) and how each chapter ran (``methodology``)."""
+    (``official_html``), how each chapter ran (``methodology``) and the mark under the authors' code with its
+    count (``code_mark``)."""
 
     claims: pd.DataFrame
     results: pd.DataFrame
@@ -255,6 +256,7 @@ class Summary(NamedTuple):
     n_errata: int | None
     official: str
     methodology: pd.DataFrame
+    code_mark: tuple[str | None, str]
 
 
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> Summary:
@@ -272,4 +274,5 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
         errata_count(where),
         official_html(root, setup.profile),
         methodology(where, [n for n in chapter_names() if n != "summary"]),
+        code_mark(root, setup.profile),
     )

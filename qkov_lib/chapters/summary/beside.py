@@ -17,7 +17,15 @@ from ...core.chapter import name_of
 from ...core.contents import chapter_names, title
 from ...core.results import UNAVAILABLE, ResultsError, profile_tables, read_meta
 from ...data import authors
-from ...metrics.official import INFORMATIVE_COLUMN, OFFICIAL, Guard, OfficialUnit, official_unit, tally
+from ...metrics.official import (
+    INFORMATIVE_COLUMN,
+    OFFICIAL,
+    Guard,
+    OfficialUnit,
+    code_replication,
+    official_unit,
+    tally,
+)
 from ...metrics.verdicts import (
     DIFFERS,
     OFFICIAL_COLUMN,
@@ -238,6 +246,21 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
     if tables:  # every chapter's stored numbers together: the book's tally
         parts.insert(0, f"<p><strong>All chapters</strong>: {html.escape(tally_of(pd.concat(tables)))}.</p>")
     return "\n".join(parts)
+
+
+def code_mark(root: Path, profile: str) -> tuple[str | None, str]:
+    """The book's mark under the authors' code (``official.code_replication``) over every chapter's stored numbers
+    that ``official`` has results for, and its count in words."""
+    tables = [
+        t
+        for page in chapter_names()
+        if page in BESIDE_OFFICIAL
+        if (t := beside_authors(root, profile, page)) is not None
+    ]
+    if not tables:
+        return None, "no chapter has run under official yet"
+    both = pd.concat(tables)
+    return code_replication(list(both[VERDICT_COLUMN]), list(both[INFORMATIVE_COLUMN]))
 
 
 def tally_of(table: pd.DataFrame) -> str:

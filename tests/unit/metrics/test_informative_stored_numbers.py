@@ -9,7 +9,7 @@ from scipy import stats
 
 from qkov_lib.data import authors
 from qkov_lib.metrics import official, verdicts
-from qkov_lib.metrics.official import INFORMATIVE, informative, tally, welch, welch_verdict
+from qkov_lib.metrics.official import INFORMATIVE, code_replication, informative, tally, welch, welch_verdict
 from qkov_lib.metrics.verdicts import DIFFERS, REPRODUCES, UNDECIDED, Interval
 
 
@@ -102,3 +102,16 @@ def test_every_authors_row_names_its_quantity_as_their_code_computes_it():
     assert "on the subject" not in " ".join(rows.loc[rows["chapter"] == "sva", "quantity"]).replace(
         "on the subject and the verb", ""
     )
+
+
+def test_the_mark_under_the_authors_code_counts_informative_numbers_only():
+    yes, no = INFORMATIVE, "no: a share within 1 point of 100%, reached by any model"
+    # three informative: two reproduce, one undecided -> more than half reproduce and none differs
+    assert code_replication(["reproduces", "reproduces", "undecided", "differs"], [yes, yes, yes, no]) == (
+        "[Re]",
+        "2 of 3 informative stored numbers reproduce, 0 differ, 1 undecided",
+    )
+    assert code_replication(["reproduces", "differs", "reproduces"], [yes, yes, yes])[0] == "[¬Re]"  # one differs
+    assert code_replication(["reproduces", "undecided"], [yes, yes])[0] == "[¬Re]"  # half is not more than half
+    assert code_replication(["undecided", "reproduces"], [yes, no])[0] is None  # nothing informative compared
+    assert code_replication([], [])[0] is None
