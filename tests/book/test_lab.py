@@ -74,8 +74,10 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def lab(tmp_path):
-    """JupyterLab on a free port with a token, rooted at a clone of this repository; yields (url, token, clone)."""
+def lab(tmp_path, fake_data_dir):
+    """JupyterLab on a free port with a token, rooted at a clone of this repository, its kernels reading the tests'
+    tiny real-data copies (``fake_data_dir``: asked for here, not left to an earlier test); yields (url, token,
+    clone)."""
     lacking = missing()
     if lacking:
         if os.environ.get("QKOV_REQUIRE_BROWSER") == "1":
