@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core import results
 from ..runs import store
-from . import catalog
+from . import catalog, units
 
 STORE = "store"  # <bundle>/store/<profile>/<chapter>/<run>-<key12>.<json|csv|table.csv>
 DEPTH = 4
@@ -104,18 +104,36 @@ def check(staged: Path, profile: str) -> str | None:
     return None
 
 
+def refuse_links(staged: Path, profile: str, results_root: Path) -> None:
+    """LinkedPath when a folder the staged runs would move into is a symbolic link (checked before anything moves)."""
+    root = staged / STORE / profile
+    for chapter in sorted(p.name for p in root.iterdir()) if root.is_dir() else []:
+        for path in (results_root / STORE, results_root / STORE / profile, results_root / STORE / profile / chapter):
+            units.refuse_link(path, "a folder of the results store")
+
+
 def move_in(staged: Path, profile: str, results_root: Path) -> int:
     """Move the staged runs into the scratch store, each run's tables before its metadata (what marks it whole); the
-    number of runs moved. A run already held there under the same key is replaced by the same run."""
+    number of runs moved. A run held there whole under the same key is kept as it is: a bundle never replaces it."""
     root, moved = staged / STORE / profile, 0
     for meta_path in sorted(root.glob("*/*.json")) if root.is_dir() else []:
         target = results_root / STORE / profile / meta_path.parent.name
+        if (target / meta_path.name).is_file() and _whole(target, meta_path.stem):
+            continue
         target.mkdir(parents=True, exist_ok=True)
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         for name in [*meta["files"], meta_path.name]:
             os.replace(meta_path.parent / name, target / name)
         moved += 1
     return moved
+
+
+def _whole(folder: Path, stem: str) -> bool:
+    try:
+        results.check(folder, stem)
+    except results.ResultsError:
+        return False
+    return True
 
 
 def count(manifest: Mapping[str, Any]) -> int:

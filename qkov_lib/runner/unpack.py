@@ -109,6 +109,10 @@ def _move_all(staging: Path, profile: str, results_root: Path) -> tuple[list[str
     running now is one BundleError and nothing moves), then the stored runs; the units moved and the runs."""
     staged, final = staging / profile, results_root / profile
     chapters = sorted(p.stem for p in staged.glob("*.json")) if staged.is_dir() else []
+    try:
+        bundle_store.refuse_links(staging, profile, results_root)
+    except units.LinkedPath as err:
+        raise BundleError(f"{err}; nothing was restored") from None
     with ExitStack() as locks:
         for chapter in chapters:
             try:

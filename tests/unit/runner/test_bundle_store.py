@@ -160,3 +160,34 @@ def test_a_refused_unit_still_hands_over_its_runs(book):
 def _key(book: Path, seed: int) -> dict:
     (meta,) = (book / "res" / "store" / "default" / "alpha").glob(f"run-seed{seed}-*.json")
     return json.loads(meta.read_text())["key"]
+
+
+def test_a_bundle_never_replaces_a_whole_run_held_here_nor_writes_through_a_link(book):
+    """A run held here whole under the same key stays byte for byte, even when the bundle's copy of it differs (a
+    resealed forgery); a store folder that is a link refuses the bundle before anything moves."""
+    bundle.pack("default", book / "b.tar.gz", book / "res")
+    here = book / "res" / "store" / "default" / "alpha"
+    before = tree(here)
+
+    def forged(files):
+        name = _run(files, ".csv")
+        if "seed3" not in name:
+            name = next(n for n in files if n.startswith("store/") and "seed3" in n and n.endswith(".csv"))
+        files[name] = b"seed,value\n3,9.0\n"
+        meta_name = name.removesuffix(".csv") + ".json"
+        meta = json.loads(files[meta_name])
+        meta["files"][name.rsplit("/", 1)[1]] = hashlib.sha256(files[name]).hexdigest()
+        meta.pop(results.SEAL)
+        meta[results.SEAL] = results._seal(meta)
+        files[meta_name] = json.dumps(meta).encode()
+
+    rewrite(book / "b.tar.gz", forged)
+    assert unpack.unpack(book / "b.tar.gz", book / "res").stored_runs == 3  # seed 3, held here, is kept
+    assert {k: v for k, v in tree(here).items() if k in before} == before  # the runs held here, as they were
+    outside = book / "outside"
+    outside.mkdir()
+    (book / "fresh").mkdir()
+    (book / "fresh" / "store").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(bundle.BundleError, match="is a symbolic link, not a folder of the results store"):
+        unpack.unpack(book / "b.tar.gz", book / "fresh")
+    assert list(outside.iterdir()) == [] and not (book / "fresh" / "default").exists()
