@@ -59,7 +59,24 @@ PROFILES = {
         warmup=0.1,
         biases=True,
         qk_params="wq_wk_bq_bk_embed_pos",
+        # their measurement (cells 50 and 56): attention rollout read at the last of 128 padded positions, and
+        # comprehensiveness and sufficiency at 5% of that padded length (7 positions, removed), their DTAP bins
+        measure="authors",
+        max_len=128,
+        k_percents=(5.0,),
+        bins=(0.0, 0.1, 0.5, 1.0),
     ),
+}
+
+# The authors' stored numbers that this chapter under `official` cannot measure their way on the offline data: no
+# reproduction verdict is drawn from them (``real_verdicts.compared``). Their input is the whole sentence, so their
+# relevant tokens are the subject and the verb; the offline prefixes end before the verb. Their AC and DTAP shares
+# read head 0 alone; this book reads the rollout, the mean over the four heads.
+SUBJECT_ALONE = "the subject alone, the offline prefixes ending before the verb; theirs: the subject and the verb"
+DIFFERENT_UNDER_OFFICIAL = {
+    "MRTA": SUBJECT_ALONE,
+    "AC": "the mean over heads on the subject alone; theirs: head 0 on the subject and the verb",
+    "above_10": "the mean over heads on the subject alone; theirs: head 0 on the subject and the verb",
 }
 
 

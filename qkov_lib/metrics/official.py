@@ -149,7 +149,8 @@ INFORMATIVE_RULE = (
     "a stored number is informative when it can tell the authors' experiment from another: not when nothing is "
     f"stored, not a share within {NEAR_BOUND:g} point of 0% or 100% (any trained model reaches a test accuracy of "
     "100% on the synthetic task, and any model below a bin's attention reaches 0% in it), and not when the other "
-    "condition's official interval (baseline against faster query-key learning) holds it too"
+    "condition's official interval (baseline against faster query-key learning) holds it too, and not when this "
+    "book under official measures another quantity than the one the authors stored (the row says which)"
 )
 CONDITIONS = ("baseline", "faster")
 
@@ -168,6 +169,12 @@ def informative(key: str, official: Mapping[str, Any] | None = None) -> str:
         if other is not None and other.n > 1 and other.low <= theirs <= other.high:
             return "no: the other condition's official interval holds it too"
     return INFORMATIVE
+
+
+def different_quantity(why: str) -> str:
+    """The informative column's words for a stored number that this book under official does not measure the
+    authors' way (``why``: how its quantity differs): no reproduction verdict is drawn from it."""
+    return f"no: a different quantity under official ({why})"
 
 
 def tally(verdicts: Sequence[str], informative_words: Sequence[str]) -> str:

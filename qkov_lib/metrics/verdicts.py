@@ -27,7 +27,16 @@ import numpy as np
 import pandas as pd
 
 from ..data import authors
-from .official import DIFFERS, INFORMATIVE_COLUMN, INFORMATIVE_RULE, REPRODUCES, informative, tally, welch_verdict
+from .official import (
+    DIFFERS,
+    INFORMATIVE_COLUMN,
+    INFORMATIVE_RULE,
+    REPRODUCES,
+    different_quantity,
+    informative,
+    tally,
+    welch_verdict,
+)
 from .stats import mean_ci
 
 HOLDS, FAILS, UNDECIDED, NOT_EVIDENCE = "holds", "fails", "undecided", "not evidence"
@@ -245,6 +254,7 @@ def beside_official(
     printed: bool = False,
     evidence: bool = True,
     samples: Mapping[str, Sequence[float]] | None = None,
+    different: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """A table of the paper, the authors' notebooks and this run (``authors.three_way`` over ``keys``) with this
     book under ``official`` (``official``: key -> its interval over seeds; None: not run; a key it lacks: not run),
@@ -254,9 +264,13 @@ def beside_official(
     ``official.welch_verdict``). ``text`` writes an interval: one function for every key, or one per key (a
     mapping: keys of different units or digits); ``evidence`` False when no verdict may be drawn from the official
     run (its guard: its models did not learn, or it is not the authors' experiment), so every verdict is
-    undecided."""
+    undecided. ``different``: key -> why this book under official measures another quantity than the authors'
+    stored one (``official.different_quantity``): not informative, and undecided."""
+    different = different or {}
 
     def verdict(key: str) -> str:
+        if key in different:
+            return UNDECIDED
         theirs, seeds, unit = authors.number(key)
         ours = official.get(key) if official is not None else None
         if printed:
@@ -274,7 +288,9 @@ def beside_official(
             OFFICIAL_COLUMN: [
                 shown(k, official[k]) if official is not None and k in official else "not run" for k in keys
             ],
-            INFORMATIVE_COLUMN: [informative(k, official) for k in keys],
+            INFORMATIVE_COLUMN: [
+                different_quantity(different[k]) if k in different else informative(k, official) for k in keys
+            ],
             VERDICT_COLUMN: [verdict(k) for k in keys],
         }
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,7 @@ class OfficialRun:
     per_seed: pd.DataFrame
     evidence: bool
     reduced: str | None = None
+    different: Mapping[str, str] = field(default_factory=dict)  # metric -> how it is another quantity than theirs
 
     @property
     def comparable(self) -> bool:
@@ -127,12 +128,13 @@ def official_run(
     depth's rows and claims (Table 5's chapter)."""
     here = {"per_seed": per_seed, "claims": claims} if per_seed is not None and claims is not None else None
     unit = official_unit(module, profile, here, parameters, root)
-    return None if unit is None else official_from(unit, depth)
+    return None if unit is None else official_from(unit, module, depth)
 
 
-def official_from(unit: OfficialUnit, depth: int | None = None) -> OfficialRun | None:
-    """An official unit's per-seed rows and guard as an ``OfficialRun`` (``depth``: that depth's rows and claims
-    only); None when it has no rows (of that depth)."""
+def official_from(unit: OfficialUnit, module: types.ModuleType, depth: int | None = None) -> OfficialRun | None:
+    """An official unit of chapter ``module`` as an ``OfficialRun``: its per-seed rows, its guard, and the quantities
+    the chapter cannot measure the authors' way (its ``DIFFERENT_UNDER_OFFICIAL``, if any); ``depth``: that depth's
+    rows and claims only. None when it has no rows (of that depth)."""
     if "per_seed" not in unit.tables or "claims" not in unit.tables:
         return None
     rows, verdicts = unit.tables["per_seed"], unit.tables["claims"]
@@ -142,7 +144,8 @@ def official_from(unit: OfficialUnit, depth: int | None = None) -> OfficialRun |
     if rows.empty:
         return None
     reduced = ", ".join(unit.guard.departures) or None
-    return OfficialRun(rows, evidence=not (verdicts["verdict"] == NOT_EVIDENCE).any(), reduced=reduced)
+    evidence = not (verdicts["verdict"] == NOT_EVIDENCE).any()
+    return OfficialRun(rows, evidence, reduced, getattr(module, "DIFFERENT_UNDER_OFFICIAL", {}))
 
 
 def official_note(module: types.ModuleType, official: OfficialRun | None) -> str:
@@ -158,8 +161,9 @@ def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun |
     (``verdicts.beside_official``, the rule ``verdicts.REPRODUCTION_RULE``). A run's number: the mean over seeds and
     its 95% interval of its first (baseline) or second (faster-QK) condition (a percentage's within [0, 100]),
     '12.3 [10.1, 14.5] %' with non-breaking spaces inside the interval, or 'not run' (``per_seed`` or ``official``
-    None: a depth or profile not run). Several quantities: indexed by (quantity, condition), each quantity named
-    once over its conditions' rows."""
+    None: a depth or profile not run). A metric the official run measures as another quantity than the authors'
+    (``OfficialRun.different``) gets no verdict. Several quantities: indexed by (quantity, condition), each
+    quantity named once over its conditions' rows."""
     rows = authors.table()
     keys = list(rows.index[rows["chapter"] == stored])
     if not keys:
@@ -197,6 +201,9 @@ def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun |
         texts,
         evidence=official is not None and official.comparable,
         samples=values(official.per_seed) if official else None,
+        different={k: why for k in keys for m, why in official.different.items() if k.rsplit(".", 2)[1] == m}
+        if official
+        else None,
     )
     if "quantity" in table.columns:  # several quantities: each named once, over its conditions' rows
         table = table.set_index("quantity", append=True).swaplevel()

@@ -106,7 +106,7 @@ def _real(module: ModuleType, depth: int | None = None) -> Compare:
     page takes), of the depth the authors stored (``depth``); None when the official run has no rows of that depth."""
 
     def both(run: Tables, official: OfficialUnit) -> Compared:
-        theirs = official_from(official, depth)
+        theirs = official_from(official, module, depth)
         if theirs is None:
             return None
         rows = run["per_seed"]

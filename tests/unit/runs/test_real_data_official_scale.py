@@ -4,11 +4,12 @@ official unit's metadata."""
 
 import pandas as pd
 
-from qkov_lib.chapters import squad
+from qkov_lib.chapters import squad, sva
 from qkov_lib.core.chapter import as_dict, resolve
 from qkov_lib.core.results import save
 from qkov_lib.data import authors
-from qkov_lib.metrics.official import AUTHORS_SCALE, authors_parameters, full_size_command
+from qkov_lib.metrics import official
+from qkov_lib.metrics.official import AUTHORS_SCALE, INFORMATIVE_COLUMN, authors_parameters, full_size_command
 from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, VERDICT_COLUMN
 from qkov_lib.runs.real_verdicts import OfficialRun, compared, official_note, official_run, reduction
 
@@ -85,3 +86,26 @@ def test_a_scaled_down_official_run_gives_no_verdict_and_the_page_says_why(tmp_p
     read = official_run(squad, "default", root=tmp_path)  # another profile's page reads the unit's parameters
     assert read.reduced == "max_train 2,000 (theirs: all)"
     assert (compared(per_seed, "squad", read)[VERDICT_COLUMN] == "undecided").all()
+
+
+def test_a_quantity_official_cannot_measure_their_way_gets_no_verdict_and_says_how_it_differs():
+    per_seed = squad_per_seed()
+    full = OfficialRun(per_seed, evidence=True)
+    assert (compared(per_seed, "squad", full)[VERDICT_COLUMN] == "reproduces").all()  # the same rows, compared
+    table = compared(per_seed, "squad", OfficialRun(per_seed, True, different=squad.DIFFERENT_UNDER_OFFICIAL))
+    flat = table.reset_index()
+    other = flat["quantity"].isin(flat["quantity"][flat[INFORMATIVE_COLUMN].str.startswith("no: a different")])
+    assert other.sum() == 2 * len(squad.DIFFERENT_UNDER_OFFICIAL)  # both conditions of each such quantity
+    assert (flat.loc[other, VERDICT_COLUMN] == "undecided").all()
+    assert (flat.loc[~other, VERDICT_COLUMN] == "reproduces").all()  # F1 and EM are still compared
+    assert flat.loc[other, INFORMATIVE_COLUMN].str.contains("theirs: ").all()  # each row says how the two differ
+    assert official.tally(table[VERDICT_COLUMN], table[INFORMATIVE_COLUMN]).startswith("reproduces 4 of 4 informative")
+
+
+def test_the_sva_official_profile_measures_as_the_authors_and_names_what_it_cannot():
+    setup = sva.Setup(**sva.PROFILES["official"])
+    assert (setup.measure, setup.k_percents, setup.max_len) == ("authors", (5.0,), 128)
+    assert set(sva.DIFFERENT_UNDER_OFFICIAL) == {"MRTA", "AC", "above_10"}  # accuracy, sufficiency and
+    # comprehensiveness are measured their way (on other data, a line of the deviations page)
+    keys = set(authors.table().index[authors.table()["chapter"] == "sva"])
+    assert {k.rsplit(".", 2)[1] for k in keys} >= set(sva.DIFFERENT_UNDER_OFFICIAL)
