@@ -155,17 +155,20 @@ INFORMATIVE_RULE = (
 CONDITIONS = ("baseline", "faster")
 
 
-def informative(key: str, official: Mapping[str, Any] | None = None) -> str:
+def informative(key: str, official: Mapping[str, Any] | None = None, others: Sequence[str] = ()) -> str:
     """Whether the authors' stored number ``key`` is informative (``INFORMATIVE_RULE``): 'yes', or 'no: ' and why.
-    ``official``: key -> this book's ``Interval`` under official (None: not run), for the other condition's check."""
+    ``official``: key -> this book's ``Interval`` under official (None: not run), for the other condition's check;
+    ``others``: the keys of the same number under the other condition (default: '<stem>.baseline' for
+    '<stem>.faster' and back; Figure 2: the panel it speeds up, or the panels that speed it up)."""
     theirs, _, unit = authors.number(key)
     if theirs is None:
         return "no: nothing stored"
     if unit == "%" and min(theirs, 100 - theirs) <= NEAR_BOUND:
         return f"no: a share within {NEAR_BOUND:g} point of {'0' if theirs <= 50 else '100'}%, reached by any model"
     stem, _, condition = key.rpartition(".")
-    if condition in CONDITIONS and official is not None:
-        other = official.get(f"{stem}.{CONDITIONS[1 - CONDITIONS.index(condition)]}")
+    if not others and condition in CONDITIONS:
+        others = (f"{stem}.{CONDITIONS[1 - CONDITIONS.index(condition)]}",)
+    for other in ((official or {}).get(k) for k in others):
         if other is not None and other.n > 1 and other.low <= theirs <= other.high:
             return "no: the other condition's official interval holds it too"
     return INFORMATIVE

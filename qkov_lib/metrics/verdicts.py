@@ -255,6 +255,7 @@ def beside_official(
     evidence: bool = True,
     samples: Mapping[str, Sequence[float]] | None = None,
     different: Mapping[str, str] | None = None,
+    others: Mapping[str, Sequence[str]] | None = None,
 ) -> pd.DataFrame:
     """A table of the paper, the authors' notebooks and this run (``authors.three_way`` over ``keys``) with this
     book under ``official`` (``official``: key -> its interval over seeds; None: not run; a key it lacks: not run),
@@ -265,7 +266,8 @@ def beside_official(
     mapping: keys of different units or digits); ``evidence`` False when no verdict may be drawn from the official
     run (its guard: its models did not learn, or it is not the authors' experiment), so every verdict is
     undecided. ``different``: key -> why this book under official measures another quantity than the authors'
-    stored one (``official.different_quantity``): not informative, and undecided."""
+    stored one (``official.different_quantity``): not informative, and undecided. ``others``: key -> the keys of
+    the same number under the other condition, where they are not '<stem>.baseline|faster' (``informative``)."""
     different = different or {}
 
     def verdict(key: str) -> str:
@@ -289,7 +291,10 @@ def beside_official(
                 shown(k, official[k]) if official is not None and k in official else "not run" for k in keys
             ],
             INFORMATIVE_COLUMN: [
-                different_quantity(different[k]) if k in different else informative(k, official) for k in keys
+                different_quantity(different[k])
+                if k in different
+                else informative(k, official, (others or {}).get(k, ()))
+                for k in keys
             ],
             VERDICT_COLUMN: [verdict(k) for k in keys],
         }

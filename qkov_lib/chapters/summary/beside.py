@@ -10,13 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-import numpy as np
 import pandas as pd
 
 from ...core.chapter import name_of
 from ...core.contents import chapter_names, title
 from ...core.results import UNAVAILABLE, ResultsError, profile_tables, read_meta
-from ...data import authors
 from ...metrics.official import (
     INFORMATIVE_COLUMN,
     OFFICIAL,
@@ -32,14 +30,13 @@ from ...metrics.verdicts import (
     REPRODUCES,
     UNDECIDED,
     VERDICT_COLUMN,
-    Interval,
-    beside_official,
 )
 from ...present.claims import verdict_table
 from ...present.references import page_href
 from ...runs.real_verdicts import compared as real_compared
 from ...runs.real_verdicts import official_from
 from .. import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain, hatexplain_layers, squad, sva
+from . import fig4_beside
 
 
 def profile_difference(root: Path, profile: str, other: str, page: str = "fig2_dtap") -> pd.DataFrame | None:
@@ -57,7 +54,6 @@ def profile_difference(root: Path, profile: str, other: str, page: str = "fig2_d
 Tables = Mapping[str, pd.DataFrame]  # a chapter's tables as saved (``results.load``)
 Compared = tuple[pd.DataFrame, Guard] | None  # a comparison table and the official run's guard
 Compare = Callable[[Tables, OfficialUnit], Compared]  # (a run, the official run) -> None: nothing official to compare
-STORED_LOSS = fig4_mu_trajectories.Setup().target_loss  # the loss at which the authors' notebook printed alpha
 
 
 def _synthetic(compare: Callable[[Tables, OfficialUnit], pd.DataFrame], guard: Callable) -> Compare:
@@ -71,34 +67,8 @@ def _synthetic(compare: Callable[[Tables, OfficialUnit], pd.DataFrame], guard: C
 
 
 def _fig4(run: Tables, official: OfficialUnit) -> Compared:
-    """Figure 4's stored numbers (attention alpha at the loss the authors' notebook stopped at, per ratio r) beside
-    Theorem 1's solution (``main``: the matched read-out), compared to the digits the authors printed (none where
-    the official run departs from the authors' settings)."""
-    keys = list(authors.table().index[authors.table()["chapter"] == "fig4_mu_trajectories"])
-
-    def alphas(matched: pd.DataFrame) -> dict[str, Interval]:
-        at = matched[np.isclose(matched["stopping_loss"], STORED_LOSS)]
-        found = {k: at.loc[np.isclose(at["ratio"], float(k.removeprefix("fig4.alpha."))), "alpha"] for k in keys}
-        return {k: Interval.of(v.iloc[:1]) for k, v in found.items() if len(v)}
-
-    ours, ratios = alphas(run["main"]), run["main"]["ratio"].to_numpy()
-
-    def text(key: str) -> str:
-        if key in ours:
-            return ours[key].text(3)
-        ran = np.isclose(ratios, float(key.removeprefix("fig4.alpha."))).any()
-        return f"stopped before the loss {STORED_LOSS:g}" if ran else "not run"
-
-    table = authors.three_way({k: text(k) for k in keys})
-    shown = beside_official(
-        table,
-        keys,
-        alphas(official.tables["main"]),
-        lambda i: i.text(3),
-        printed=True,
-        evidence=official.guard.comparable,
-    )
-    return shown, official.guard
+    """Figure 4's stored numbers beside Theorem 1's solution (``fig4_beside.compared``, the path its page takes)."""
+    return fig4_beside.compared(run["main"], official), official.guard
 
 
 def _real(module: ModuleType, depth: int | None = None) -> Compare:

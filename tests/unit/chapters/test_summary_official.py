@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from qkov_lib.chapters import summary
+from qkov_lib.chapters.summary import fig4_beside
 from qkov_lib.chapters.summary import beside
 from qkov_lib.core.results import UNAVAILABLE, save
 from qkov_lib.data import authors
@@ -80,9 +81,9 @@ def fig4_main(alphas: dict[float, float]) -> pd.DataFrame:
     """Theorem 1's matched read-out at two losses: the stopping loss the authors printed alpha at, and another."""
     return pd.DataFrame(
         [
-            {"ratio": r, "stopping_loss": loss, "alpha": a if loss == beside.STORED_LOSS else 0.5}
+            {"ratio": r, "stopping_loss": loss, "alpha": a if loss == fig4_beside.STORED_LOSS else 0.5}
             for r, a in alphas.items()
-            for loss in (1e-2, beside.STORED_LOSS)
+            for loss in (1e-2, fig4_beside.STORED_LOSS)
         ]
     )
 
