@@ -38,6 +38,7 @@ from ..core.chapter import Scope, as_dict, current_scope, scoped
 from ..core.device import engine_backend
 from ..core.workers import run_each
 from ..data.registry import data_identity
+from . import store_columns
 from .store_verify import manifested, write_manifest
 
 STORED_PROFILES = ("default", "official")  # the profiles whose runs are committed
@@ -46,7 +47,13 @@ WRITE_ENV = "QKOV_STORE_WRITE"  # "1": the runner's run of a stored profile, who
 OFF_ENV = "QKOV_STORE"  # "off": compute every run afresh, reading and writing no stored run (a check of the store)
 KEY_PARTS = ("setup", "code", "data", "arithmetic", "engine")
 # where and how a run is computed changes none of its numbers: these modules are no part of its code's key
-ORCHESTRATION = ("qkov_lib.runs.store", "qkov_lib.runs.sweep", "qkov_lib.core.workers", "qkov_lib.core.progress")
+ORCHESTRATION = (
+    "qkov_lib.runs.store",
+    "qkov_lib.runs.store_columns",
+    "qkov_lib.runs.sweep",
+    "qkov_lib.core.workers",
+    "qkov_lib.core.progress",
+)
 # what the page shows and decides: a computation may sit in a module that imports them (a chapter's), but never
 # calls them, so they are no part of its key either (tests/unit/runs/test_store.py keeps the runs' own modules free
 # of them)
@@ -183,8 +190,9 @@ def _read(folder: Path, stem: str, committed: bool = False) -> tuple[Tables, dic
     if committed and not manifested(folder, stem):
         return None
     try:
-        return results.load(folder, stem)
-    except (results.ResultsError, OSError, ValueError, KeyError):
+        tables, meta = results.load(folder, stem)
+        return store_columns.restore(tables, meta), meta
+    except (results.ResultsError, OSError, ValueError, KeyError, IndexError, TypeError):
         return None
 
 
@@ -254,7 +262,8 @@ def write(
         "compute_s": round(compute_s, 1),
         **{k: v for k, v in (made or {}).items() if k in ("git_commit", "date", "compute_s")},
     }
-    results.save(folder, stem, tables, meta)
+    kept, constants = store_columns.factor(tables)
+    results.save(folder, stem, kept, meta | ({store_columns.META_KEY: constants} if constants else {}))
     if before is not None:  # files of the run's last version that this one no longer has
         for name in set(before[1].get("files", {})) - {results.table_path(folder, stem, t).name for t in tables}:
             (folder / name).unlink(missing_ok=True)
