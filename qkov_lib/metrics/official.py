@@ -6,6 +6,7 @@ page says why (``Guard.note``)."""
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -178,6 +179,33 @@ def different_quantity(why: str) -> str:
     """The informative column's words for a stored number that this book under official does not measure the
     authors' way (``why``: how its quantity differs): no reproduction verdict is drawn from it."""
     return f"no: a different quantity under official ({why})"
+
+
+DIFFERENCES = Path(__file__).with_name("authors_differences.csv")  # why official differs where it does
+CAUSES = ("a setting", "a measurement", "the data", "chance", "a failure to reproduce")
+
+
+@functools.cache
+def differences() -> dict[str, tuple[str, str]]:
+    """Why this book under official differs from a stored number, found by reading both runs: key -> (cause, one of
+    ``CAUSES`` by its short name, and the explanation in words)."""
+    table = pd.read_csv(DIFFERENCES, keep_default_na=False)
+    wrong = sorted(set(table["cause"]) - set(CAUSES)) + sorted(set(table["key"]) - set(authors.table().index))
+    if wrong:
+        raise ValueError(f"{DIFFERENCES.name}: {wrong} is no cause of {CAUSES} nor a stored number's key; fix the row")
+    return {str(row.key): (str(row.cause), str(row.explanation)) for row in table.itertuples()}
+
+
+def why_differs(keys: Sequence[str], verdicts: Sequence[str], names: Sequence[str]) -> str:
+    """A page's sentence on each stored number official differs from (``names``: each row's name in words): its
+    cause and explanation (``differences``), or that it is not yet explained; '' when none differs."""
+    told = differences()
+    parts = [
+        f"{name} (cause: {told[key][0]}): {told[key][1]}" if key in told else f"{name}: not yet explained"
+        for key, verdict, name in zip(keys, verdicts, names)
+        if verdict == DIFFERS
+    ]
+    return ("Why official differs: " + "; ".join(parts) + ".") if parts else ""
 
 
 def tally(verdicts: Sequence[str], informative_words: Sequence[str]) -> str:

@@ -36,6 +36,7 @@ from .official import (
     informative,
     tally,
     welch_verdict,
+    why_differs,
 )
 from .stats import mean_ci
 
@@ -285,7 +286,7 @@ def beside_official(
     def shown(key: str, interval: Interval) -> str:
         return (text[key] if isinstance(text, Mapping) else text)(interval)
 
-    return table.assign(
+    shown = table.assign(
         **{
             OFFICIAL_COLUMN: [
                 shown(k, official[k]) if official is not None and k in official else "not run" for k in keys
@@ -299,6 +300,8 @@ def beside_official(
             VERDICT_COLUMN: [verdict(k) for k in keys],
         }
     )
+    shown.attrs["keys"] = list(keys)  # which stored number each row is (``tally_line`` names those that differ)
+    return shown
 
 
 def every(words: Iterable[str]) -> str:
@@ -373,7 +376,10 @@ def tally_line(table: pd.DataFrame) -> str:
     """A comparison table's tally for a page (``official.tally``): 'Under official: reproduces k of n informative
     (m compared), of N stored numbers.'"""
     told = tally(list(table[VERDICT_COLUMN]), list(table[INFORMATIVE_COLUMN]))
-    return f"Under `official`: {told}, of {len(table)} stored numbers; {INFORMATIVE_RULE}."
+    keys = table.attrs.get("keys", [])
+    names = [f"{authors.table().loc[k, 'condition']}, {authors.table().loc[k, 'quantity']}" for k in keys]
+    why = why_differs(keys, list(table[VERDICT_COLUMN]), names)
+    return f"Under `official`: {told}, of {len(table)} stored numbers; {INFORMATIVE_RULE}." + (f" {why}" if why else "")
 
 
 REPLICATED, NOT_REPLICATED = "[Re]", "[¬Re]"  # ReScience's marks: a replication, a failed one

@@ -115,3 +115,17 @@ def test_the_mark_under_the_authors_code_counts_informative_numbers_only():
     assert code_replication(["reproduces", "undecided"], [yes, yes])[0] == "[¬Re]"  # half is not more than half
     assert code_replication(["undecided", "reproduces"], [yes, no])[0] is None  # nothing informative compared
     assert code_replication([], [])[0] is None
+
+
+def test_a_number_official_differs_from_is_explained_or_said_to_be_unexplained():
+    told = official.differences()
+    assert told and all(cause in official.CAUSES for cause, _ in told.values())
+    key = next(iter(told))
+    line = official.why_differs([key, "fig2.b.top_right_cell"], [DIFFERS, DIFFERS], ["one", "two"])
+    assert line.startswith("Why official differs: one (cause: ") and told[key][1] in line
+    assert line.endswith("two: not yet explained.")
+    assert official.why_differs([key], [REPRODUCES], ["one"]) == ""  # explained only where it differs
+    far = Interval(-50.0, -51.0, -49.0, 5)  # no stored number lies there: official differs
+    table = verdicts.beside_official(authors.three_way({key: "x"}), [key], {key: far}, lambda i: i.text())
+    assert table.attrs["keys"] == [key] and list(table[verdicts.VERDICT_COLUMN]) == [DIFFERS]
+    assert verdicts.tally_line(table).endswith(f"): {told[key][1]}.")  # the page's line says why
