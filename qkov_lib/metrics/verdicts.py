@@ -286,7 +286,7 @@ def beside_official(
     def shown(key: str, interval: Interval) -> str:
         return (text[key] if isinstance(text, Mapping) else text)(interval)
 
-    shown = table.assign(
+    out = table.assign(
         **{
             OFFICIAL_COLUMN: [
                 shown(k, official[k]) if official is not None and k in official else "not run" for k in keys
@@ -300,8 +300,8 @@ def beside_official(
             VERDICT_COLUMN: [verdict(k) for k in keys],
         }
     )
-    shown.attrs["keys"] = list(keys)  # which stored number each row is (``tally_line`` names those that differ)
-    return shown
+    out.attrs["keys"] = list(keys)  # which stored number each row is (``tally_line`` names those that differ)
+    return out
 
 
 def every(words: Iterable[str]) -> str:
