@@ -313,72 +313,44 @@ def not_learned(table: pd.DataFrame) -> str:
 
 
 TOP_ROW = "0.8-1"  # the heatmaps' top row: a true-class probability of at least 0.8
-TOP_ROW_SUMS = {"top_row_weak_attention": (0.0, 0.4), "top_row_strong_attention": (0.6, 1.0)}  # attention ranges
-
-
-def _attention_range(key: str) -> tuple[float, float]:
-    """The attention range of a stored top-row key: one bin ('fig2.a.top_row.0.2-0.4') or a sum over bins
-    (``TOP_ROW_SUMS``: 'fig2.a.top_row_weak_attention', attention below 0.4)."""
-    _, _, rest = key.split(".", 2)
-    if rest in TOP_ROW_SUMS:
-        return TOP_ROW_SUMS[rest]
-    low, _, high = rest.removeprefix("top_row.").partition("-")
-    return float(low), float(high)
 
 
 def top_row(cells: pd.DataFrame | None, keys: Sequence[str]) -> dict[str, Interval]:
-    """The authors' top-row numbers from a run's heatmap cells (``heatmap_cells``; None: none saved): a cell
-    ('fig2.<panel>.top_row.<attention bin>') or a sum of the cells in an attention range (``TOP_ROW_SUMS``), each
-    seed's share of test sequences, its mean and 95% interval over seeds; a range the run's bins do not cover
-    exactly is left out."""
+    """The authors' top-row cells ('fig2.<panel>.top_row.<attention bin>') from a run's heatmap cells
+    (``heatmap_cells``; None: none saved): each cell's share of test sequences, its mean and 95% interval over seeds;
+    a cell the run's bins do not have is left out."""
     if cells is None:
         return {}
     out = {}
     for key in keys:
-        panel, (low, high) = key.split(".")[1], _attention_range(key)
-        row = cells[(cells["panel"] == panel) & (cells["prob_bin"] == TOP_ROW)]
-        if row.empty:
-            continue
-        lows, highs = (row["attention_bin"].str.split("-").str[i].astype(float).round(9) for i in (0, 1))
-        if low not in set(lows) or high not in set(highs):  # the range does not start and end at bin edges
-            continue
-        inside = row[(lows >= low) & (highs <= high)]
-        out[key] = Interval.of(inside.groupby("seed")["percent"].sum(), PERCENT)
+        _, panel, _, attention = key.split(".", 3)
+        at = cells[(cells["panel"] == panel) & (cells["prob_bin"] == TOP_ROW) & (cells["attention_bin"] == attention)]
+        if len(at):
+            out[key] = Interval.of(at["percent"], PERCENT)
     return out
 
 
 def compared(
     summary: pd.DataFrame, official: OfficialUnit | None = None, cells: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """The paper, the authors' notebooks as stored, this run and this book under ``official`` (its unit,
-    ``official.official_unit``; None: not run), side by side: the top-right cell and test accuracy per panel, and
-    each cell of the top row the authors stored (``top_row``, from this run's heatmap ``cells`` and the official
-    unit's ``heatmaps``; a run: the mean and its 95% interval over seeds), and whether ``official`` gives the authors'
-    number back (``verdicts.beside_official``; undecided unless its guard, with ``not_learned``, lets a verdict be
-    drawn)."""
-    stored = [k for k in authors.table().index if k.startswith("fig2.") and ".top_row" in k]
-    others = {k: counterparts(k) for k in authors.table().index if k.startswith("fig2.")}
+    """Superseded by ``chapters.summary.fig2_beside.compared`` (the top-row sums, the other-condition test), which the
+    page and the summary call. Kept unchanged because the atlas's stored runs hold this module's code in their key:
+    removing it would make the 38 default atlas runs stale; it goes with the atlas's next recomputation."""
+    stored = [k for k in authors.table().index if k.startswith("fig2.") and ".top_row." in k]
 
     def intervals(table: pd.DataFrame, heat: pd.DataFrame | None) -> dict[str, Interval]:
         keys = [(f"fig2.{k}.top_right_cell", "top_right_cell", k) for k in PANEL_KEYS]
-        keys += [(f"fig2.{k}.accuracy", "accuracy", k) for k in PANEL_KEYS]
+        keys += [(f"fig2.{k}.accuracy", "accuracy", k) for k in "abgh"]
         found = {key: Interval.of(table.loc[table["panel"] == k, metric], PERCENT) for key, metric, k in keys}
-        return found | top_row(heat, sorted({*stored, *(o for k in stored for o in others[k])}))
+        return found | top_row(heat, stored)
 
     ours = intervals(summary, cells)
-    keys = [k for k in authors.table().index if k.startswith("fig2.") and (k in ours or ".top_row" in k)]
+    keys = [k for k in authors.table().index if k.startswith("fig2.") and (k in ours or ".top_row." in k)]
     table = authors.three_way({key: ours[key].text() + " %" if key in ours else "not run" for key in keys})
     theirs = None if official is None else intervals(official.tables["main"], official.tables.get("heatmaps"))
-    evidence = official is not None and guard(official).comparable
-    return beside_official(table, keys, theirs, lambda i: i.text() + " %", evidence=evidence, others=others)
-
-
-def counterparts(key: str) -> list[str]:
-    """A stored Figure 2 number's keys under the other condition (``official.informative``): the panel a faster
-    panel speeds up, or the faster panels of a base panel (``FASTER``)."""
-    _, panel, rest = key.split(".", 2)
-    pairs = [base for faster, base in FASTER if faster == panel] + [f for f, base in FASTER if base == panel]
-    return [f"fig2.{p}.{rest}" for p in pairs]
+    return beside_official(
+        table, keys, theirs, lambda i: i.text() + " %", evidence=official is not None and guard(official).comparable
+    )
 
 
 def guard(official: OfficialUnit) -> Guard:

@@ -59,6 +59,7 @@ class Setup(RatioSweep):
         return TIME_LABELS[self.time_axis]
 
 
+BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's (Figure 4's alphas)
 PROFILES = {"smoke": dict(ratios=(0.01, 1.0, 100.0), target_loss=1e-3, n_matched=20), "official": dict(M=20)}
 
 

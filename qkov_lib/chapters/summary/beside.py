@@ -36,7 +36,8 @@ from ...present.references import page_href
 from ...runs.real_verdicts import compared as real_compared
 from ...runs.real_verdicts import official_from
 from .. import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain, hatexplain_layers, squad, sva
-from . import fig4_beside
+from ..beside import fig2 as fig2_beside
+from ..beside import fig4 as fig4_beside
 
 
 def profile_difference(root: Path, profile: str, other: str, page: str = "fig2_dtap") -> pd.DataFrame | None:
@@ -100,7 +101,7 @@ BESIDE_OFFICIAL = {  # every chapter whose numbers the authors' notebooks stored
     "fig2_dtap": Beside(
         fig2_dtap,
         SYNTHETIC,
-        _synthetic(lambda run, off: fig2_dtap.compared(run["main"], off, run.get("heatmaps")), fig2_dtap.guard),
+        _synthetic(lambda run, off: fig2_beside.compared(run["main"], off, run.get("heatmaps")), fig2_dtap.guard),
     ),
     "fig3_incentive": Beside(
         fig3_incentive,

@@ -1,13 +1,13 @@
 """What the errata chapter decides: it makes no claims table, but gives each formula as printed a verdict, 'fails'
-when the computed error of the printed form is not below ``EXACT`` (``theory.errata.errata_table``); on hand-made
+when the computed error of the printed form is not below ``EXACT`` (``chapters.errata.errata_table``); on hand-made
 check results in which every printed form is exact but the ones set wrong."""
 
 from collections import defaultdict
 
 import pandas as pd
 
+from qkov_lib.chapters.errata import errata_table
 from qkov_lib.metrics.verdicts import EXACT
-from qkov_lib.theory.errata import errata_table
 from qkov_lib.theory.instance import CASE_LABELS
 
 ERRS = ["ov_error", "qk_error", "ov_closure", "qk_closure"]

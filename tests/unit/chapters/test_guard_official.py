@@ -5,7 +5,8 @@ page and the summary, reading the same unit, give the same verdict for every sto
 import pandas as pd
 import pytest
 
-from qkov_lib.chapters import fig2_dtap, fig3_incentive, hatexplain, squad, summary, sva
+from qkov_lib.chapters import fig2_dtap, fig3_incentive, hatexplain, squad, sva
+from qkov_lib.chapters.beside import fig2 as fig2_beside
 from qkov_lib.chapters.summary import beside
 from qkov_lib.core.results import load, save
 from qkov_lib.data import authors
@@ -110,10 +111,10 @@ def test_figure_2_a_panel_at_chance_accuracy_is_not_evidence_and_an_override_is_
     theirs = authors_parameters(fig2_dtap)
     learned = official_unit(fig2_dtap, "official", {"main": fig2_main(100.0)}, theirs)
     assert fig2_dtap.guard(learned).comparable
-    assert REPRODUCES in set(fig2_dtap.compared(fig2_main(100.0), learned)[VERDICT_COLUMN])
+    assert REPRODUCES in set(fig2_beside.compared(fig2_main(100.0), learned)[VERDICT_COLUMN])
     chance = official_unit(fig2_dtap, "official", {"main": fig2_main(25.0)}, theirs)
     assert "(a) 25.0%" in fig2_dtap.guard(chance).not_learned
-    assert set(fig2_dtap.compared(fig2_main(100.0), chance)[VERDICT_COLUMN]) == {UNDECIDED}
+    assert set(fig2_beside.compared(fig2_main(100.0), chance)[VERDICT_COLUMN]) == {UNDECIDED}
     assert (
         "did not learn" not in fig2_dtap.guard(chance).note() and "panels at chance" in fig2_dtap.guard(chance).note()
     )

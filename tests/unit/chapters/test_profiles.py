@@ -45,6 +45,7 @@ def test_every_setup_field_has_a_comment_and_every_profile_names_real_parameters
     parameters it has."""
     import ast
     import inspect
+
     from qkov_lib.core.chapter import parameters
 
     for name, module in CHAPTERS.items():

@@ -7,8 +7,7 @@ import html
 import pandas as pd
 import pytest
 
-from qkov_lib.chapters import summary
-from qkov_lib.chapters.summary import fig4_beside
+from qkov_lib.chapters.beside import fig4 as fig4_beside
 from qkov_lib.chapters.summary import beside
 from qkov_lib.core.results import UNAVAILABLE, save
 from qkov_lib.data import authors

@@ -29,7 +29,7 @@ EXPECTED = {
     "chapters/atlas/grid.py": ["atlas", "scorecard", "summary"],  # the summary reads the atlas through the scorecard
     "runs/sweep.py": ["atlas", "scorecard", "summary"],  # the atlas runs its sweep in its module
     "theory/symbolic.py": ["lemma3", "theorem1"],
-    "theory/errata.py": ["errata"],
+    "chapters/errata.py": ["errata"],
     "runner/reproduce.py": [],
 }
 
@@ -87,9 +87,9 @@ def test_a_code_edit_makes_exactly_the_chapters_that_can_run_it_stale(package, m
 
 
 def test_a_new_import_edge_is_picked_up(package):
-    errata = package / "theory" / "errata.py"
+    errata = package / "chapters" / "errata.py"
     errata.write_text(errata.read_text() + "\nfrom ..runs import sweep  # a new edge\n")
-    assert "qkov_lib.runs.sweep" in codehash.closure(["qkov_lib.theory.errata"], package)
+    assert "qkov_lib.runs.sweep" in codehash.closure(["qkov_lib.chapters.errata"], package)
     sweep = package / "runs" / "sweep.py"
     assert stale_after(package, lambda: sweep.write_text(sweep.read_text() + "\nEDIT = 1\n")) == [
         "atlas",
@@ -115,7 +115,7 @@ DYNAMIC = [
 
 @pytest.mark.parametrize("code,name", [c[1:] for c in DYNAMIC], ids=[c[0] for c in DYNAMIC])
 def test_a_dynamic_import_is_an_error_naming_file_and_line(package, code, name):
-    errata = package / "theory" / "errata.py"
+    errata = package / "chapters" / "errata.py"
     errata.write_text(errata.read_text() + "\n" + code)
     line = errata.read_text().split("\n").index(code.strip().split("\n")[-1]) + 1
     with pytest.raises(
@@ -136,12 +136,12 @@ def test_a_notebook_running_a_file_is_an_error(tmp_path):
 
 
 def test_a_dynamic_import_of_a_constant_name_is_followed(package):
-    errata = package / "theory" / "errata.py"
+    errata = package / "chapters" / "errata.py"
     errata.write_text(
         errata.read_text() + "\nimport importlib\nTASK = 'qkov_lib.runs.sweep'\n"
         "importlib.import_module(TASK)\nimportlib.import_module('numpy')\n"
     )
-    assert "qkov_lib.runs.sweep" in codehash.closure(["qkov_lib.theory.errata"], package)
+    assert "qkov_lib.runs.sweep" in codehash.closure(["qkov_lib.chapters.errata"], package)
 
 
 def test_import_forms_resolve_to_modules(tmp_path):
@@ -190,7 +190,7 @@ def test_notebook_imports_and_versions():
     }
     state = codehash.chapter_code(NOTEBOOKS["errata"])
     assert {"torch", "numpy", "scipy", "sympy", "pandas"} <= set(state.versions)
-    assert "qkov_lib.runner.reproduce" not in state.modules and "qkov_lib.theory.errata" in state.modules
+    assert "qkov_lib.runner.reproduce" not in state.modules and "qkov_lib.chapters.errata" in state.modules
 
 
 def test_the_runner_names_the_changed_modules(package, tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 from qkov_lib.chapters import fig2_dtap
+from qkov_lib.chapters.beside import fig2 as fig2_beside
 from qkov_lib.metrics import verdicts
 from qkov_lib.metrics.verdicts import FAILS, HOLDS, PERCENT, PROBABILITY, UNDECIDED, Interval, above, at_least, at_most
 
@@ -58,7 +59,7 @@ def test_figure_2_reads_its_percentages_inside_the_bounds():
         for s in range(5)
     ]
     summary = pd.DataFrame(rows)
-    table = fig2_dtap.compared(summary)
+    table = fig2_beside.compared(summary)
     shown = " ".join(table.astype(str).to_numpy().ravel())
     assert "96.7 [87.5, 100.0] %" in shown and "100.1" not in shown
 

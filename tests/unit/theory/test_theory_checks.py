@@ -10,7 +10,7 @@ from qkov_lib.core.chapter import ParameterError
 from qkov_lib.present.text import scientific
 from qkov_lib.runner.catalog import resolve
 from qkov_lib.theory import OrthogonalSetting, integrate_many, lemma3_tightness, log2_regime_end, symbolic
-from qkov_lib.theory.errata import errata_table
+from qkov_lib.chapters.errata import errata_table
 from qkov_lib.theory.factorised import (
     balanced_pair,
     conservation_checks,
