@@ -316,7 +316,7 @@ def guard(official: OfficialUnit) -> Guard:
 
 def compared(curves: pd.DataFrame, official: OfficialUnit | None = None) -> pd.DataFrame:
     """The authors' stored final losses (one run, its models seeded with 1234 and its data not; 500 epochs) beside
-    this run's and this book's under ``official`` (its unit, ``official.official_unit``; None: not run), and whether
+    this run's and this book's under ``official`` (its unit, ``official_read.official_unit``; None: not run), and whether
     ``official`` gives the authors' number back: one run against one seed, within ``verdicts.SINGLE_RUN_TOLERANCE``
     (undecided unless its guard, with ``not_learned``, lets a verdict be drawn)."""
     ours = stored_losses(curves)

@@ -18,7 +18,6 @@ import pandas as pd
 from scipy import stats
 
 from ..core.chapter import as_dict, name_of, resolve
-from ..core.results import ResultsError, load, results_root
 from ..data import authors
 
 OFFICIAL = "official"  # the profile of the authors' setup
@@ -111,28 +110,6 @@ class OfficialUnit:
 
     tables: Mapping[str, pd.DataFrame]
     guard: Guard
-
-
-def official_unit(
-    module: types.ModuleType,
-    profile: str,
-    here: Mapping[str, pd.DataFrame] | None = None,
-    parameters: Mapping[str, Any] | None = None,
-    root: Path | None = None,
-) -> OfficialUnit | None:
-    """The chapter's run under ``official``, the one path every page and the summary read it by: this run's tables
-    (``here``) and ``parameters`` when it runs under ``official`` itself, else the unit ``<root>/official/<chapter>``
-    (its tables and the parameters its metadata records; root: ``results_root()``); None when there is none. Its
-    guard names every departure from the authors' experiment (``departures``)."""
-    if profile == OFFICIAL and here is not None:
-        tables, params = here, parameters
-    else:
-        try:
-            tables, meta = load((root or results_root()) / OFFICIAL, name_of(module))
-        except ResultsError:
-            return None
-        params = meta.get("parameters")
-    return OfficialUnit(tables, Guard(departures(module, params)))
 
 
 def full_size_command(module: types.ModuleType) -> str:

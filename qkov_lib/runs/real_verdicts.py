@@ -15,7 +15,7 @@ from scipy.stats import binomtest
 
 from ..data import authors
 from ..metrics import mean_ci, paired_effects
-from ..metrics.official import Guard, OfficialUnit, departures, full_size_command, official_unit
+from ..metrics.official import Guard, OfficialUnit, departures, full_size_command
 from ..metrics.stats import Majority
 from ..metrics.verdicts import (
     NOT_EVIDENCE,
@@ -31,6 +31,7 @@ from ..metrics.verdicts import (
     rule,
 )
 from ..present.table1 import DIGITS, TABLE_METRICS, interval_words
+from .official_read import official_unit
 
 LEARNED_ALPHA = 0.05  # the level of the one-sided exact binomial test of each seed against the majority share
 
@@ -122,7 +123,7 @@ def official_run(
     depth: int | None = None,
     parameters: Mapping[str, Any] | None = None,
 ) -> OfficialRun | None:
-    """A real-data chapter's run under ``official`` (``official.official_unit``, the path the summary reads it by
+    """A real-data chapter's run under ``official`` (``official_read.official_unit``, the path the summary reads it by
     too): this run's ``per_seed`` and ``claims`` with its ``parameters`` (``Chapter.params``) when it runs under
     ``official`` itself, else the unit ``<root>/official/<chapter>``; None when there is none. ``depth``: only that
     depth's rows and claims (Table 5's chapter)."""

@@ -19,11 +19,11 @@ LAYERS = {  # ARCHITECTURE.md's table, top down: a folder of the package -> its 
     "chapters": 4,
     "runs": 3,
     "train": 2,
-    "present": 1,
-    "models": 1,
-    "data": 1,
-    "metrics": 1,
-    "theory": 1,
+    "present": 1.2,  # layer 1 in three steps: 1c, what a reader sees,
+    "metrics": 1.1,  # 1b, the measures and the verdicts on them,
+    "models": 1.0,  # 1a, the models, the data and the theory, which import nothing of layer 1's but their own
+    "data": 1.0,
+    "theory": 1.0,
     "core": 0,
     "__init__": 0,
 }
@@ -77,8 +77,10 @@ def test_the_layers_are_folders_and_architecture_md_lists_them():
     assert loose == [], f"modules outside the layer folders: {loose}"
     folders = {p.name for p in PACKAGE_DIR.iterdir() if (p / "__init__.py").is_file()}
     assert folders == set(LAYERS) - {"__init__", "__main__"}
-    rows = re.findall(r"^\| (\d) \| `(\w+)/`", (REPO_ROOT / "ARCHITECTURE.md").read_text(), re.M)
-    documented = {folder: int(layer) for layer, folder in rows}
+    rows = re.findall(r"^\| (\d)([abc]?) \| `(\w+)/`", (REPO_ROOT / "ARCHITECTURE.md").read_text(), re.M)
+    documented = {
+        folder: int(layer) + (ord(step) - ord("a")) / 10 if step else int(layer) for layer, step, folder in rows
+    }
     assert documented == {f: LAYERS[f] for f in folders}
 
 
@@ -198,3 +200,14 @@ def test_html_is_built_only_where_a_reader_sees_it():
         if pattern.search(p.read_text(encoding="utf-8"))
     )
     assert found == [], f"HTML built outside present/: {found}"
+
+
+def test_the_measures_and_verdicts_never_read_results_from_disk():
+    """ARCHITECTURE.md: ``metrics/`` decides on tables it is given; reading a unit of results is ``runs/`` and above
+    (``runs.official_read``: the official run a page sets beside its own)."""
+    readers = sorted(
+        p.relative_to(PACKAGE_DIR).as_posix()
+        for p in (PACKAGE_DIR / "metrics").rglob("*.py")
+        if any(m == "core.results" for _, mods in _imports(p) for m in mods)
+    )
+    assert readers == []

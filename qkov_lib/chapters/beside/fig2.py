@@ -46,7 +46,7 @@ def compared(
     summary: pd.DataFrame, official: OfficialUnit | None = None, cells: pd.DataFrame | None = None
 ) -> pd.DataFrame:
     """The paper, the authors' notebooks as stored, this run and this book under ``official`` (its unit,
-    ``official.official_unit``; None: not run), side by side, each number a run's mean and 95% interval over seeds
+    ``official_read.official_unit``; None: not run), side by side, each number a run's mean and 95% interval over seeds
     (from its per-panel ``summary`` and heatmap ``cells``), and whether ``official`` gives the authors' number back
     (``verdicts.beside_official``; undecided unless its guard, with Figure 2's not-learned check, lets a verdict be
     drawn)."""

@@ -21,7 +21,6 @@ from ...metrics.official import (
     Guard,
     OfficialUnit,
     code_replication,
-    official_unit,
     tally,
 )
 from ...metrics.verdicts import (
@@ -33,6 +32,7 @@ from ...metrics.verdicts import (
 )
 from ...present.claims import verdict_table
 from ...present.references import page_href
+from ...runs.official_read import official_unit
 from ...runs.real_verdicts import compared as real_compared
 from ...runs.real_verdicts import official_from
 from .. import fig2_dtap, fig3_incentive, fig4_mu_trajectories, hatexplain, hatexplain_layers, squad, sva
@@ -130,7 +130,7 @@ def _by_number(table: pd.DataFrame) -> pd.DataFrame:
 
 def beside_authors(root: Path, profile: str, page: str) -> pd.DataFrame | None:
     """A chapter's stored numbers (``data.authors``), one row each: the paper's number, the authors' notebooks' as
-    stored, this book under ``official`` (the unit ``<root>/official/<page>``, read by ``official.official_unit`` as
+    stored, this book under ``official`` (the unit ``<root>/official/<page>``, read by ``official_unit`` as
     the chapter's page reads it: its mean and 95% interval over seeds), this book under ``profile`` (its unit in the
     same root; 'not run' without one) and whether ``official`` gives the authors' number back (the chapter's own
     comparison; undecided where the unit's guard draws no verdict: its models did not learn, or it is not the

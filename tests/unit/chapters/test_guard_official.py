@@ -10,7 +10,8 @@ from qkov_lib.chapters.beside import fig2 as fig2_beside
 from qkov_lib.chapters.summary import beside
 from qkov_lib.core.results import load, save
 from qkov_lib.data import authors
-from qkov_lib.metrics.official import NOT_CHECKED, Guard, authors_parameters, departures, official_unit
+from qkov_lib.metrics.official import NOT_CHECKED, Guard, authors_parameters, departures
+from qkov_lib.runs.official_read import official_unit
 from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, REPRODUCES, UNDECIDED, VERDICT_COLUMN
 from qkov_lib.runs.real_verdicts import compared, official_note, official_run, reduction
 
