@@ -316,9 +316,9 @@ def guard(official: OfficialUnit) -> Guard:
 
 def compared(curves: pd.DataFrame, official: OfficialUnit | None = None) -> pd.DataFrame:
     """The authors' stored final losses (one run, its models seeded with 1234 and its data not; 500 epochs) beside
-    this run's and this book's under ``official`` (its unit, ``official_read.official_unit``; None: not run), and whether
-    ``official`` gives the authors' number back: one run against one seed, within ``verdicts.SINGLE_RUN_TOLERANCE``
-    (undecided unless its guard, with ``not_learned``, lets a verdict be drawn)."""
+    this run's and this book's under ``official`` (its unit, ``official_read.official_unit``; None: not run), and
+    whether ``official`` gives the authors' number back: one run against one seed, within
+    ``verdicts.SINGLE_RUN_TOLERANCE`` (undecided unless its guard, with ``not_learned``, lets a verdict be drawn)."""
     ours = stored_losses(curves)
     table = authors.three_way({key: i.text(6) for key, i in ours.items()})  # the stored ones reach 1e-4
     return beside_official(

@@ -243,3 +243,19 @@ def test_the_ablation_figure_has_a_row_per_run_and_a_column_per_claim():
     assert len(paper.y) == len(authors.y) == 10 and len(paper.x) == 5  # four claims and the step cap
     assert paper.text[0][1] == "✓" and paper.text[0][0] == "✗" and paper.text[0][4] == "0/40"
     assert not fig.layout.title.text  # titled by its caption
+
+
+def test_the_cost_under_official_is_estimated_from_the_stored_default_runs(tmp_path, monkeypatch):
+    from qkov_lib.chapters.atlas import cost
+    from qkov_lib.core import paths
+
+    found = cost.default_compute_s()
+    assert found is not None and min(found) > 0  # the committed default store holds both parts
+    words = cost.official_cost()
+    grid, ablation = found
+    assert f"{grid:,.0f} CPU seconds for the grid" in words and f"{ablation:,.0f} for the ablation" in words
+    hours = (grid + 10 * ablation) / 3600 / 2  # ten times the ablation's steps, on two cores
+    assert f"{hours:.1f} hours on 2 cores" in words
+    assert ("does not hold it" in words) == (hours > cost.HOURS_ALLOWED)
+    monkeypatch.setattr(paths, "STORE_ROOT", tmp_path)  # no store: the cost is said to be unknown
+    assert cost.default_compute_s() is None and "not known" in cost.official_cost()
