@@ -34,7 +34,8 @@ def official_cost(cores: int = 2) -> str:
     if found is None:
         return "Its cost under `official` is not known: the committed store holds no `default` run of the atlas."
     grid, ablation = found
-    factor = PROFILES["default"]["ablation_speedup"] / PROFILES["official"]["ablation_speedup"]
+    speedups = [float(str(PROFILES[p]["ablation_speedup"])) for p in ("default", "official")]
+    factor = speedups[0] / speedups[1]
     cpu_h = (grid + factor * ablation) / 3600
     verdict = (
         f"more than the {HOURS_ALLOWED:g} hours an official chapter is given, so the official store does not hold it "
