@@ -18,11 +18,12 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 # The book is rendered even when a chapter failed (its page shows the failure) or had no data (its page says how
 # to get it); the exit status is then reproduce's: 1 for a failure (or, with STRICT=1, missing data), else 0.
 # BUDGET=M (minutes): no stale chapter is started that would end the run past M; its page shows its last results.
+# STORED_ONLY=1: no stale chapter is started that would train (a run the results store does not hold); likewise.
 # First it takes in the published results that this checkout can use ($QKOV_RESULTS_URL, else the origin's Pages
 # site; QKOV_RESULTS_URL= or NO_FETCH=1 turns that off), so that only what the checkout changed is computed.
 book: venv
 	$(PY) -m qkov_lib reproduce --profile $(PROFILE) $(if $(STRICT),--strict) $(if $(NO_FETCH),--no-fetch) \
-		$(if $(BUDGET),--budget-minutes $(BUDGET)); status=$$?; \
+		$(if $(BUDGET),--budget-minutes $(BUDGET)) $(if $(STORED_ONLY),--stored-only); status=$$?; \
 	if [ $$status -le 1 ]; then $(PY) -m qkov_lib book $(if $(REPO_URL),--repo-url $(REPO_URL)) || exit $$?; fi; \
 	exit $$status
 

@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="start no stale chapter whose last wall time "
         "would end the run past M minutes; the book shows its last results (default: no budget)",
     )
+    rep.add_argument(
+        "--stored-only",
+        action="store_true",
+        help="start no stale chapter that would train: only those whose every run the results store holds "
+        "(their pages are re-made from it); the others show their last results",
+    )
     book = sub.add_parser("book", help="render the executed chapters with Jupyter Book")
     book.add_argument("--no-strict", action="store_true", help="do not turn warnings into errors")
     book.add_argument(
@@ -126,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.results,
                 args.budget_minutes,
                 fetch=not args.no_fetch,
+                stored_only=args.stored_only,
             )
             return _report(summary, args.strict)
         elif args.command == "notebook":

@@ -98,29 +98,39 @@ def over_budget(spent_s: float, estimate_s: float | None, budget_minutes: float)
     return spent_s + (estimate_s or 0.0) > budget_minutes * 60
 
 
-def defer(chapter: str, profile: str, reason: str, final: Path, out_dir: Path, started: bool = False) -> None:
-    """Leave a stale chapter for the next run (the time budget is spent): the book shows its last unit, with a line
-    saying it was not rerun and why; or, when there is none intact, a page saying the chapter is not computed yet.
+def defer(
+    chapter: str,
+    profile: str,
+    reason: str,
+    final: Path,
+    out_dir: Path,
+    started: bool = False,
+    stored_only: bool = False,
+) -> None:
+    """Leave a stale chapter for the next run (the time budget is spent; or, ``stored_only``, it would train and this
+    run computes only what the results store holds): the book shows its last unit, with a line saying it was not
+    rerun and why; or, when there is none intact, a page saying the chapter is not computed and how to compute it.
     The published unit is left as it is."""
-    note = (
-        f"*Not rerun in this build, for want of time ({reason}): this page is from the run named above. "
-        f"The next build reruns it.*"
-    )
-    if not show_last(final, chapter, note, out_dir):
-        when = f"in the middle of it: {reason}" if started else "before this chapter"
-        write_page(
-            nbformat.v4.new_notebook(
-                cells=[
-                    nbformat.v4.new_markdown_cell(
-                        f"# {title(chapter, catalog.source(chapter).parent)}\n\n"
-                        f"*Not computed yet (profile `{profile}`): this build's time budget ran out {when}. "
-                        "The next build runs it.*"
-                    )
-                ]
-            ),
-            chapter,
-            out_dir,
+    if stored_only:
+        why = f"this build computes only what the results store holds (`--stored-only`), and {reason}"
+        note = f"*Not rerun in this build: {why}. This page is from the run named above.*"
+        missing = (
+            f"*Not computed (profile `{profile}`): {why}. `python -m qkov_lib reproduce --profile {profile} --only "
+            f"{chapter}` computes it.*"
         )
+    else:
+        note = (
+            f"*Not rerun in this build, for want of time ({reason}): this page is from the run named above. "
+            f"The next build reruns it.*"
+        )
+        when = f"in the middle of it: {reason}" if started else "before this chapter"
+        missing = (
+            f"*Not computed yet (profile `{profile}`): this build's time budget ran out {when}. "
+            "The next build runs it.*"
+        )
+    if not show_last(final, chapter, note, out_dir):
+        heading = f"# {title(chapter, catalog.source(chapter).parent)}\n\n"
+        write_page(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(heading + missing)]), chapter, out_dir)
 
 
 def show_last(final: Path, chapter: str, note: str, out_dir: Path) -> bool:

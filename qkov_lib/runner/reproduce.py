@@ -156,12 +156,14 @@ def reproduce(
     results_root: Path | str = RESULTS_ROOT,
     budget_minutes: float | None = None,
     fetch: bool = True,
+    stored_only: bool = False,
 ) -> Summary:
     """Run the selected chapters; every parameter and setting is checked before any chapter starts. With ``fetch``
     (and without ``force``), the published results are read first and every unit of theirs that is current here is
     taken in (``published.fetch``). A chapter whose dataset is not available ends with a page saying how to get it
     and is listed in ``no_data`` (in ``kept`` where its last results stay). With a budget, a stale chapter whose last
-    wall time would end the run past it is not started ('deferred')."""
+    wall time would end the run past it is not started ('deferred'); with ``stored_only``, nor is a stale chapter
+    that would train (a run the results store does not hold): its page shows its last results, or says so."""
     chapters, profile, per_chapter = prepare(profile, pairs, only, budget_minutes)
     out_dir, results_root = folder_path(out_dir, "--out"), folder_path(results_root, "--results")
     writable_folder(out_dir, "--out")
@@ -192,6 +194,8 @@ def reproduce(
                     )
                     defer(c, state.profile, state.reason, results_root / state.profile, out_dir)
                     status = "deferred"
+            if stored_only and status is None:
+                status = _stored_only(c, profile, per_chapter[c], out_dir, results_root, force)
             end = None if budget_minutes is None else time.time() + budget_minutes * 60 - (start - began)
             status = status or run_chapter(c, profile, per_chapter[c], out_dir, results_root, force, deadline=end)
         except execute.ChapterOutOfTime as err:
@@ -208,3 +212,17 @@ def reproduce(
             summary.done.setdefault(status, []).append(c)
         tqdm.write(f"{status:>8}  {c}  ({time.perf_counter() - start:.1f} s)")
     return summary
+
+
+def _stored_only(
+    chapter: str, profile: str, overrides: dict[str, Any], out_dir: Path, results_root: Path, force: bool
+) -> str | None:
+    """'deferred' (its page made by ``defer``) when the chapter is stale and would train a run the results store does
+    not hold (``stored.not_stored``); None when it may run."""
+    state = chapter_state(chapter, profile, overrides, results_root, force)
+    missing = state.reason and stored.not_stored(chapter, state.profile, overrides, results_root)
+    if not missing:
+        return None
+    tqdm.write(f"not starting {chapter} ({state.reason}): {missing}, and --stored-only trains nothing")
+    defer(chapter, state.profile, missing, results_root / state.profile, out_dir, stored_only=True)
+    return "deferred"

@@ -73,6 +73,18 @@ def chapter_runs(
     return ChapterRuns(chapter, concrete, states or ())
 
 
+def not_stored(chapter: str, profile: str, overrides: dict[str, Any], results_root: Path) -> str | None:
+    """Why the chapter would train (its runs the store does not hold, or why they cannot be listed), None when it
+    would not: it has no stored computation, or the store holds every run of it (``chapter_runs``)."""
+    if not has_stored_runs(chapter):
+        return None
+    runs = chapter_runs(chapter, profile, overrides, results_root)
+    if runs.error:
+        return runs.error
+    missing = len(runs.runs) - runs.count("current")
+    return f"{missing} of {len(runs.runs)} runs not in the store" if missing else None
+
+
 @contextlib.contextmanager
 def _results_in(root: Path | None) -> Iterator[None]:
     """$QKOV_RESULTS_ROOT at ``root`` inside the block (as a chapter's kernel sees it), where one is given."""

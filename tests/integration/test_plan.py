@@ -205,3 +205,28 @@ def test_the_kernel_imports_the_runners_own_package(book, monkeypatch):
     assert runner.run_chapter("other", "smoke", {}, out_dir=book / "nb", results_root=book / "res") == "ran"
     used = (book / "res" / "smoke" / "other.csv").read_text().splitlines()[1]
     assert used == str(copy / "__init__.py")
+
+
+def test_stored_only_starts_no_chapter_that_would_train(book, monkeypatch, capsys):
+    """--stored-only: a stale chapter whose runs the store does not all hold is not started (its last unit shown,
+    saying why; a placeholder with the command where there is none); one the store holds whole runs."""
+    res, nb = book / "res", book / "nb"
+    held = {"tiny": None, "other": "3 of 5 runs not in the store"}  # what the store lacks of each (stored.not_stored)
+    monkeypatch.setattr(runner.stored, "not_stored", lambda chapter, *args: held[chapter])
+    summary = runner.reproduce("smoke", [("x", 2)], ["tiny", "other"], out_dir=nb, results_root=res, stored_only=True)
+    assert summary.done == {"ran": ["tiny"], "deferred": ["other"]} and summary.failures == []
+    said = capsys.readouterr().out
+    assert "not starting other (no results for 'other' in " in said
+    assert "): 3 of 5 runs not in the store, and --stored-only trains nothing" in said
+    page = nbformat.read(nb / "other.ipynb", as_version=4).cells[0].source
+    assert page.startswith("# A chapter for the tests\n\n*Not computed (profile `smoke`): this build computes only")
+    assert "python -m qkov_lib reproduce --profile smoke --only other` computes it" in page
+    assert not (res / "smoke" / "other.json").exists()
+    held["tiny"] = "1 of 1 runs not in the store"  # stale again (x changes) and no longer held: its last unit stays
+    unit = {k: v for k, v in snapshot(res / "smoke").items() if k.startswith("tiny.")}
+    assert runner.reproduce("smoke", [("x", 3)], ["tiny"], out_dir=nb, results_root=res, stored_only=True).done == {
+        "deferred": ["tiny"]
+    }
+    assert {k: v for k, v in snapshot(res / "smoke").items() if k.startswith("tiny.")} == unit
+    first = nbformat.read(nb / "tiny.ipynb", as_version=4).cells[0].source
+    assert "Not rerun in this build: this build computes only what the results store holds" in first
