@@ -128,7 +128,8 @@ INFORMATIVE_RULE = (
     f"stored, not a share within {NEAR_BOUND:g} point of 0% or 100% (any trained model reaches a test accuracy of "
     "100% on the synthetic task, and any model below a bin's attention reaches 0% in it), and not when the other "
     "condition's official interval (baseline against faster query-key learning) holds it too, and not when this "
-    "book under official measures another quantity than the one the authors stored (the row says which)"
+    "book under official measures another quantity than the one the authors stored (the line below the table says "
+    "which)"
 )
 CONDITIONS = ("baseline", "faster")
 
@@ -154,8 +155,19 @@ def informative(key: str, official: Mapping[str, Any] | None = None, others: Seq
 
 def different_quantity(why: str) -> str:
     """The informative column's words for a stored number that this book under official does not measure the
-    authors' way (``why``: how its quantity differs): no reproduction verdict is drawn from it."""
-    return f"no: a different quantity under official ({why})"
+    authors' way (``why``: how its quantity differs, said once below the table by ``other_quantities``): no
+    reproduction verdict is drawn from it."""
+    return "no: another quantity under official (below the table)"
+
+
+def other_quantities(different: Mapping[str, str]) -> str:
+    """The sentence below a comparison table naming each stored quantity official measures another way and how
+    (``different``: key -> why), each quantity once; '' when there is none."""
+    told: dict[str, str] = {}
+    for key, why in different.items():
+        told.setdefault(str(authors.table().loc[key, "quantity"]), why)
+    parts = [f"{quantity} ({why})" for quantity, why in told.items()]
+    return ("Another quantity under official, so no verdict: " + "; ".join(parts) + ".") if parts else ""
 
 
 DIFFERENCES = Path(__file__).with_name("authors_differences.csv")  # why official differs where it does

@@ -34,6 +34,7 @@ from .official import (
     REPRODUCES,
     different_quantity,
     informative,
+    other_quantities,
     tally,
     welch_verdict,
     why_differs,
@@ -301,6 +302,7 @@ def beside_official(
         }
     )
     out.attrs["keys"] = list(keys)  # which stored number each row is (``tally_line`` names those that differ)
+    out.attrs["different"] = {k: different[k] for k in keys if k in different}  # and those measured another way
     return out
 
 
@@ -379,7 +381,9 @@ def tally_line(table: pd.DataFrame) -> str:
     keys = table.attrs.get("keys", [])
     names = [f"{authors.table().loc[k, 'condition']}, {authors.table().loc[k, 'quantity']}" for k in keys]
     why = why_differs(keys, list(table[VERDICT_COLUMN]), names)
-    return f"Under `official`: {told}, of {len(table)} stored numbers; {INFORMATIVE_RULE}." + (f" {why}" if why else "")
+    other = other_quantities(table.attrs.get("different", {}))
+    notes = "".join(f" {n}" for n in (other, why) if n)
+    return f"Under `official`: {told}, of {len(table)} stored numbers; {INFORMATIVE_RULE}.{notes}"
 
 
 REPLICATED, NOT_REPLICATED = "[Re]", "[¬Re]"  # ReScience's marks: a replication, a failed one

@@ -10,7 +10,7 @@ from qkov_lib.core.results import save
 from qkov_lib.data import authors
 from qkov_lib.metrics import official
 from qkov_lib.metrics.official import AUTHORS_SCALE, INFORMATIVE_COLUMN, authors_parameters, full_size_command
-from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, VERDICT_COLUMN
+from qkov_lib.metrics.verdicts import OFFICIAL_COLUMN, VERDICT_COLUMN, tally_line
 from qkov_lib.runs.real_verdicts import OfficialRun, compared, official_note, official_run, reduction
 
 
@@ -94,12 +94,17 @@ def test_a_quantity_official_cannot_measure_their_way_gets_no_verdict_and_says_h
     assert (compared(per_seed, "squad", full)[VERDICT_COLUMN] == "reproduces").all()  # the same rows, compared
     table = compared(per_seed, "squad", OfficialRun(per_seed, True, different=squad.DIFFERENT_UNDER_OFFICIAL))
     flat = table.reset_index()
-    other = flat["quantity"].isin(flat["quantity"][flat[INFORMATIVE_COLUMN].str.startswith("no: a different")])
+    other = flat["quantity"].isin(flat["quantity"][flat[INFORMATIVE_COLUMN].str.startswith("no: another quantity")])
     assert other.sum() == 2 * len(squad.DIFFERENT_UNDER_OFFICIAL)  # both conditions of each such quantity
     assert (flat.loc[other, VERDICT_COLUMN] == "undecided").all()
     assert (flat.loc[~other, VERDICT_COLUMN] == "reproduces").all()  # F1 and EM are still compared
-    assert flat.loc[other, INFORMATIVE_COLUMN].str.contains("theirs: ").all()  # each row says how the two differ
     assert official.tally(table[VERDICT_COLUMN], table[INFORMATIVE_COLUMN]).startswith("reproduces 4 of 4 informative")
+    line = tally_line(table)  # below the table, each such quantity once with how the two differ
+    assert (
+        f"Another quantity under official, so no verdict: {authors.table().loc['squad.MRTA.baseline', 'quantity']}"
+        in line
+    )
+    assert line.count(squad.READ_AT) == 3 and line.count(squad.ERASED) == 2  # MRTA, AC, ACMC; the two erasures
 
 
 def test_the_sva_official_profile_measures_as_the_authors_and_names_what_it_cannot():
