@@ -57,3 +57,16 @@ def test_listing_a_real_data_chapter_without_its_data_downloads_nothing(empty_st
     monkeypatch.setattr(pooch, "retrieve", lambda *a, **k: pytest.fail("a download was tried"))
     found = stored.chapter_runs("hatexplain", "smoke")
     assert found.runs == () and found.error.startswith("data unavailable: hatexplain data not available")
+
+
+def test_not_stored_says_what_a_chapter_would_train(empty_store, monkeypatch, tmp_path):
+    """``--stored-only``'s question: nothing for a chapter without stored runs or one the store holds whole; else how
+    many runs are missing, or why they cannot be listed."""
+    root = empty_store / "results"
+    assert stored.not_stored("theorem1", "smoke", {}, root) is None  # no stored computation
+    assert stored.not_stored("fig3_incentive", "smoke", {}, root) == "6 of 6 runs not in the store"
+    monkeypatch.setattr(stored, "chapter_runs", lambda *a: stored.ChapterRuns("x", "smoke", (), "data unavailable"))
+    assert stored.not_stored("fig3_incentive", "smoke", {}, root) == "data unavailable"
+    whole = stored.ChapterRuns("x", "smoke", [store.RunState("r", "current")])
+    monkeypatch.setattr(stored, "chapter_runs", lambda *a: whole)
+    assert stored.not_stored("fig3_incentive", "smoke", {}, root) is None  # the store holds every run
