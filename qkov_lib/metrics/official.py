@@ -185,16 +185,15 @@ def differences() -> dict[str, tuple[str, str]]:
     return {str(row.key): (str(row.cause), str(row.explanation)) for row in table.itertuples()}
 
 
-def why_differs(keys: Sequence[str], verdicts: Sequence[str], names: Sequence[str]) -> str:
-    """A page's sentence on each stored number official differs from (``names``: each row's name in words): its
-    cause and explanation (``differences``), or that it is not yet explained; '' when none differs."""
+def why_differs(keys: Sequence[str], verdicts: Sequence[str], names: Sequence[str]) -> list[str]:
+    """For each stored number official differs from (``names``: each row's name in words), its cause and explanation
+    (``differences``), or that it is not yet explained; one item each, none when none differs."""
     told = differences()
-    parts = [
+    return [
         f"{name} (cause: {told[key][0]}): {told[key][1]}" if key in told else f"{name}: not yet explained"
         for key, verdict, name in zip(keys, verdicts, names)
         if verdict == DIFFERS
     ]
-    return ("Why official differs: " + "; ".join(parts) + ".") if parts else ""
 
 
 def tally(verdicts: Sequence[str], informative_words: Sequence[str]) -> str:

@@ -374,16 +374,20 @@ def counts(verdicts: Iterable[str]) -> dict[str, int]:
     return {w: verdicts.count(w) for w in WORDS}
 
 
-def tally_line(table: pd.DataFrame) -> str:
-    """A comparison table's tally for a page (``official.tally``): 'Under official: reproduces k of n informative
-    (m compared), of N stored numbers.'"""
+def tally_line(table: pd.DataFrame, after: str = "") -> str:
+    """A comparison table's tally for a page, in Markdown (``official.tally``): 'Under official: reproduces k of n
+    informative (m compared), of N stored numbers', the informative rule and ``after`` (the page's own rule or
+    note); then, each as a paragraph, the quantities official measures another way and why official differs from
+    each number it differs from, one item each."""
     told = tally(list(table[VERDICT_COLUMN]), list(table[INFORMATIVE_COLUMN]))
     keys = table.attrs.get("keys", [])
     names = [f"{authors.table().loc[k, 'condition']}, {authors.table().loc[k, 'quantity']}" for k in keys]
     why = why_differs(keys, list(table[VERDICT_COLUMN]), names)
     other = other_quantities(table.attrs.get("different", {}))
-    notes = "".join(f" {n}" for n in (other, why) if n)
-    return f"Under `official`: {told}, of {len(table)} stored numbers; {INFORMATIVE_RULE}.{notes}"
+    parts = [f"Under `official`: {told}, of {len(table)} stored numbers; {INFORMATIVE_RULE}. {after}".strip()]
+    parts += [other] if other else []
+    parts += ["Why official differs where it does:\n\n" + "\n".join(f"- {w}." for w in why)] if why else []
+    return "\n\n".join(parts)
 
 
 REPLICATED, NOT_REPLICATED = "[Re]", "[¬Re]"  # ReScience's marks: a replication, a failed one

@@ -121,11 +121,13 @@ def test_a_number_official_differs_from_is_explained_or_said_to_be_unexplained()
     told = official.differences()
     assert told and all(cause in official.CAUSES for cause, _ in told.values())
     key = next(iter(told))
-    line = official.why_differs([key, "fig2.b.top_right_cell"], [DIFFERS, DIFFERS], ["one", "two"])
-    assert line.startswith("Why official differs: one (cause: ") and told[key][1] in line
-    assert line.endswith("two: not yet explained.")
-    assert official.why_differs([key], [REPRODUCES], ["one"]) == ""  # explained only where it differs
+    items = official.why_differs([key, "fig2.b.top_right_cell"], [DIFFERS, DIFFERS], ["one", "two"])
+    assert items[0].startswith("one (cause: ") and items[0].endswith(told[key][1])
+    assert items[1] == "two: not yet explained"
+    assert official.why_differs([key], [REPRODUCES], ["one"]) == []  # explained only where it differs
     far = Interval(-50.0, -51.0, -49.0, 5)  # no stored number lies there: official differs
     table = verdicts.beside_official(authors.three_way({key: "x"}), [key], {key: far}, lambda i: i.text())
     assert table.attrs["keys"] == [key] and list(table[verdicts.VERDICT_COLUMN]) == [DIFFERS]
-    assert verdicts.tally_line(table).endswith(f"): {told[key][1]}.")  # the page's line says why
+    line = verdicts.tally_line(table, "The page's rule.")
+    assert line.split("\n\n")[0].endswith("The page's rule.")  # the page's own words close the tally's paragraph
+    assert line.split("\n\n")[-1].startswith("- ") and line.endswith(f"): {told[key][1]}.")  # one item each
