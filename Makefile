@@ -23,7 +23,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 # site; QKOV_RESULTS_URL= or NO_FETCH=1 turns that off), so that only what the checkout changed is computed.
 book: venv
 	$(PY) -m qkov_lib reproduce --profile $(PROFILE) $(if $(STRICT),--strict) $(if $(NO_FETCH),--no-fetch) \
-		$(if $(BUDGET),--budget-minutes $(BUDGET)) $(if $(STORED_ONLY),--stored-only); status=$$?; \
+		$(if $(BUDGET),--budget-minutes $(BUDGET))$(if $(STORED_ONLY), --stored-only); status=$$?; \
 	if [ $$status -le 1 ]; then $(PY) -m qkov_lib book $(if $(REPO_URL),--repo-url $(REPO_URL)) || exit $$?; fi; \
 	exit $$status
 

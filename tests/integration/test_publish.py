@@ -234,6 +234,16 @@ def test_make_book_passes_the_budget_to_the_runner(tmp_path):
     ).stdout
     command = " ".join(out.replace("\\\n", " ").split())  # one line, continuations joined
     assert "-m qkov_lib reproduce --profile default --budget-minutes 300;" in command
+    stored_only = subprocess.run(
+        ["make", "-n", "-o", str(venv / ".installed"), "book", "PROFILE=official", "STORED_ONLY=1", f"VENV={venv}"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "-m qkov_lib reproduce --profile official --stored-only;" in " ".join(
+        stored_only.replace("\\\n", " ").split()
+    )
     assert publish.make_args("paper", 660, "https://github.com/o/r", True) == [
         "book",
         "PROFILE=paper",
