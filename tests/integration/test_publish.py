@@ -225,25 +225,15 @@ def test_make_book_passes_the_budget_to_the_runner(tmp_path):
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / ".installed").touch()
-    out = subprocess.run(
-        ["make", "-n", "-o", str(venv / ".installed"), "book", "PROFILE=default", "BUDGET=300", f"VENV={venv}"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    command = " ".join(out.replace("\\\n", " ").split())  # one line, continuations joined
-    assert "-m qkov_lib reproduce --profile default --budget-minutes 300;" in command
-    stored_only = subprocess.run(
-        ["make", "-n", "-o", str(venv / ".installed"), "book", "PROFILE=official", "STORED_ONLY=1", f"VENV={venv}"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert "-m qkov_lib reproduce --profile official --stored-only;" in " ".join(
-        stored_only.replace("\\\n", " ").split()
-    )
+
+    def command(*settings: str) -> str:
+        """What `make -n book` would run with these settings, on one line (continuations joined)."""
+        argv = ["make", "-n", "-o", str(venv / ".installed"), "book", *settings, f"VENV={venv}"]
+        out = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+        return " ".join(out.replace("\\\n", " ").split())
+
+    assert "-m qkov_lib reproduce --profile default --budget-minutes 300;" in command("PROFILE=default", "BUDGET=300")
+    assert "-m qkov_lib reproduce --profile official --stored-only;" in command("PROFILE=official", "STORED_ONLY=1")
     assert publish.make_args("paper", 660, "https://github.com/o/r", True) == [
         "book",
         "PROFILE=paper",
