@@ -10,11 +10,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 import torch
-from IPython.display import HTML
 
 from ..metrics.verdicts import EXACT, check
-from ..present.claims import claims_html
-from ..present.text import math_html, scientific
+from ..present.text import scientific
 from ..theory import factorised
 from ..theory.factorised import factorise, grads, random_problem, rel
 from ..theory.instance import CASE_LABELS, assumption_cases
@@ -187,23 +185,3 @@ def errata_table(
     ]
     table = pd.DataFrame(rows, columns=["where", "as printed", "corrected", "evidence", "printed error"])
     return table.assign(verdict=[check(v < EXACT) for v in table["printed error"]], rule=RULE)
-
-
-COLUMNS = (("formula", "as the paper prints it, and corrected"), ("evidence", "evidence (this run)"))
-
-
-def present(table: pd.DataFrame) -> HTML:
-    """The errata for reading, as a verdict table (each row a card on a phone): the verdict on the formula as
-    printed, then where and what the paper prints above the corrected form, and the evidence, their formulas
-    typeset."""
-    shown = pd.DataFrame(
-        {
-            "verdict": table["verdict"],
-            "formula": [
-                f"<strong>{math_html(w)}</strong>: {math_html(p)}<br><em>Corrected:</em> {math_html(c)}"
-                for w, p, c in zip(table["where"], table["as printed"], table["corrected"])
-            ],
-            "evidence": table["evidence"].map(math_html),
-        }
-    )
-    return HTML(claims_html(shown, COLUMNS, raw=[key for key, _ in COLUMNS]))

@@ -5,7 +5,6 @@ atlas's settings."""
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -16,11 +15,9 @@ import torch
 from ..core.contents import GATHERERS, chapter_names, title
 from ..core.results import BY_HAND, PUBLISHED, UNAVAILABLE, ResultsError, Sources, folder_of, load, sources
 from ..metrics.verdicts import CHECK, COLUMNS, PAPER, REVIEW, WORDS
-from ..present.claims import note, verdict_table
-from ..present.references import page_href
+from ..present.gathered import scorecard_section
 from . import atlas
 
-CLAIMS_SECTION = "the-claims-checked"  # the anchor of each chapter's "The claims, checked" section
 PARTS = (
     (PAPER, "The paper's claims"),
     (REVIEW, "The reviewers' tests and the paper's untested corollaries"),
@@ -110,24 +107,5 @@ def tally(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def section(table: pd.DataFrame, kind: str) -> str:
-    """The claims of one kind as a table of three columns: the verdict; the claim, with the chapter that decides it
-    (a link to its claims) and, for Figure 2's, how it fares across the atlas; this run's numbers, with the authors'
-    stored ones where they stored any."""
-    part = table[table["kind"] == kind]
-    if part.empty:
-        return "<p>No claims of this kind under this profile.</p>"
-
-    def cells(r: pd.Series) -> tuple[str, str]:
-        link = f'<a href="{page_href(r["page"], CLAIMS_SECTION)}">{html.escape(r["chapter"])}</a>'
-        link += " (run by hand)" if r.get("results") == BY_HAND else ""
-        atlas_line = f"; across the atlas: {html.escape(r['across the atlas'])}" if r["across the atlas"] else ""
-        theirs = str(r["authors"] or "") if pd.notna(r["authors"]) else ""
-        return (
-            html.escape(r["claim"]) + note(f"decided in {link}{atlas_line}"),
-            html.escape(r["this run"]) + (note(f"the authors' notebooks: {html.escape(theirs)}") if theirs else ""),
-        )
-
-    return verdict_table(
-        ((r["verdict"], cells(r)) for _, r in part.iterrows()),
-        ("verdict", "claim", "this run (95% interval over seeds)"),
-    )
+    """The claims of one kind (``PARTS``) as a table for reading (``present.gathered.scorecard_section``)."""
+    return scorecard_section(table[table["kind"] == kind])

@@ -12,6 +12,7 @@ import pandas as pd
 from IPython.display import HTML
 
 from ..metrics.verdicts import CLAIM_COLUMNS, COLOURS
+from .text import math_html
 
 
 def word(verdict: str) -> str:
@@ -65,3 +66,23 @@ def verdict_table(rows: Iterable[tuple[str, Sequence[str]]], headers: Sequence[s
         for v, cells in rows
     )
     return f'<table class="qkov-claims {css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+ERRATA_COLUMNS = (("formula", "as the paper prints it, and corrected"), ("evidence", "evidence (this run)"))
+
+
+def errata(table: pd.DataFrame) -> HTML:
+    """The errata (``chapters.errata``) for reading, as a verdict table (each row a card on a phone): the verdict
+    on the formula as printed, then where and what the paper prints above the corrected form, and the evidence,
+    their formulas typeset."""
+    shown = pd.DataFrame(
+        {
+            "verdict": table["verdict"],
+            "formula": [
+                f"<strong>{math_html(w)}</strong>: {math_html(p)}<br><em>Corrected:</em> {math_html(c)}"
+                for w, p, c in zip(table["where"], table["as printed"], table["corrected"])
+            ],
+            "evidence": table["evidence"].map(math_html),
+        }
+    )
+    return HTML(claims_html(shown, ERRATA_COLUMNS, raw=[key for key, _ in ERRATA_COLUMNS]))

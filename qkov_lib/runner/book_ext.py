@@ -7,19 +7,14 @@ to read it in the repository; a chapter computed at another commit than the book
 
 from __future__ import annotations
 
-import html
 import re
 from typing import Any
 
 from ..core.results import git_commit
+from ..present.site_html import BANNER_COMMIT, older_note, with_launch_links
 from .notebooks import colab_link
 
 BOOK_COMMIT = "qkov_book_commit"  # a config value: the commit the book is built at (a change rewrites every page)
-# the commit in a chapter's banner (reproduce.banner), as Sphinx renders ``commit `0123abcd…```
-BANNER_COMMIT = re.compile(
-    r'(commit <code class="[^"]*"><span class="pre">)([0-9a-f]{7,40})((?:\+dirty)?</span>'
-    r"</code>)"
-)
 PLOTLY_JS = "plotly.min.js"
 FIGURE_MARK = "plotly-graph-div"  # the class of the div each figure's HTML draws into (plots.show)
 CHAPTER_PAGES = "book/chapters/"  # where the executed chapters are; their sources are notebooks/<name>.md
@@ -40,26 +35,13 @@ def launch_links(repo_url: str, branch: str, chapter: str) -> dict[str, str]:
     return links
 
 
-def _links_html(links: dict[str, str]) -> str:
-    items = " · ".join(
-        f'<a class="reference external" href="{html.escape(url)}">{html.escape(text)}</a>'
-        for text, url in links.items()
-    )
-    return (
-        f'<p class="qkov-launch">Run this chapter yourself: {items}. On Binder or a CPU, set '
-        f'<code>profile = "smoke"</code> in the parameters cell for a quick first run.</p>'
-    )
-
-
 def mark_older(body: str, book_commit: str | None) -> str:
     """Add "(the book is at Y)" after the commit in a chapter's banner when the chapter was computed at another
     commit than the book's ``Y``."""
     found = BANNER_COMMIT.search(body)
     if not found or not book_commit or book_commit.removesuffix("+dirty").startswith(found.group(2)):
         return body
-    short = html.escape(book_commit[:12] + ("+dirty" if book_commit.endswith("+dirty") else ""))
-    note = f' (the book is at <code class="docutils literal notranslate"><span class="pre">{short}</span></code>)'
-    return body[: found.end()] + note + body[found.end() :]
+    return body[: found.end()] + older_note(book_commit) + body[found.end() :]
 
 
 def _page(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:
@@ -69,11 +51,11 @@ def _page(app: Any, pagename: str, templatename: str, context: dict[str, Any], d
     if pagename.startswith(CHAPTER_PAGES):
         body = context["body"] = mark_older(body, app.config[BOOK_COMMIT])
     options = app.config.html_theme_options
-    if pagename.startswith(CHAPTER_PAGES) and options.get("repository_url") and "</h1>" in body:
+    if pagename.startswith(CHAPTER_PAGES) and options.get("repository_url"):
         links = launch_links(
             options["repository_url"], options.get("repository_branch") or "main", pagename[len(CHAPTER_PAGES) :]
         )
-        context["body"] = body.replace("</h1>", "</h1>\n" + _links_html(links), 1)
+        context["body"] = with_launch_links(body, links)
 
 
 def setup(app: Any) -> dict[str, Any]:

@@ -22,7 +22,6 @@ The exit status is ``make book``'s (1 when a chapter failed)."""
 
 from __future__ import annotations
 
-import html
 import json
 import os
 import shutil
@@ -39,6 +38,7 @@ from ..core.chapter import PROFILES, ParameterError
 from ..core.contents import chapter_names
 from ..core.paths import HTML, REPO_ROOT, RESULTS_ROOT
 from ..data.registry import CANONICAL, DataError, canonical_file
+from ..present.site_html import Entry, profiles_page
 from . import bundle, notebooks, published, report, report_print, unpack
 from .plan import format_plan, plan
 
@@ -146,7 +146,7 @@ def place_site(
 
 def index_page(site: Path) -> str:
     """A small page linking every profile's book under ``site``, with the commit and date each was built at."""
-    items = []
+    entries = []
     for folder in sorted(
         p for p in site.iterdir() if p.is_dir() and (p / "index.html").is_file() and not p.name.startswith(".")
     ):
@@ -154,25 +154,9 @@ def index_page(site: Path) -> str:
             stamp = json.loads((folder / STAMP).read_text())
         except (OSError, ValueError):
             stamp = {}
-        built = (
-            f" Built at commit <code>{html.escape(str(stamp.get('commit') or '?')[:12])}</code> on "
-            f"{html.escape(str(stamp.get('date', '?')))}."
-            if stamp
-            else ""
-        )
-        items.append(
-            f'<li><a href="{folder.name}/index.html"><strong>{html.escape(folder.name)}</strong></a>: '
-            f"{html.escape(DESCRIPTIONS.get(folder.name, 'another profile'))}.{built}</li>"
-        )
-    return (
-        '<!doctype html>\n<html lang="en">\n<head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        "<title>Faster Query-Key Learning Sharpens Attention: a reproducible companion</title></head>\n"
-        '<body style="font-family: sans-serif; max-width: 48em; margin: 2em auto; line-height: 1.5">\n'
-        "<h1>Faster Query-Key Learning Sharpens Attention: a reproducible companion</h1>\n"
-        "<p>The same book, run under each profile (each chapter's module says what a profile changes); every page says "
-        "at which commit it was computed.</p>\n<ul>\n" + "\n".join(items) + "\n</ul>\n</body>\n</html>\n"
-    )
+        built = (str(stamp.get("commit") or "?"), str(stamp.get("date", "?"))) if stamp else (None, None)
+        entries.append(Entry(folder.name, DESCRIPTIONS.get(folder.name, "another profile"), *built))
+    return profiles_page(entries)
 
 
 def publish(

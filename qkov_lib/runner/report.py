@@ -12,7 +12,6 @@ in its ``pdftotext`` page, and the report printed again with them."""
 from __future__ import annotations
 
 import errno
-import html
 import json
 import os
 import re
@@ -32,20 +31,28 @@ from bs4 import BeautifulSoup, Tag
 
 from ..chapters import scorecard, summary
 from ..core.chapter import ParameterError, concrete_profile
-from ..core.contents import chapter_names, title
+from ..core.contents import chapter_names
 from ..core.paths import BOOK_CHAPTERS, HTML, REPO_ROOT
 from ..core.results import git_commit, results_root
-from ..metrics.official import CODE_RULE, OFFICIAL
-from ..metrics.verdicts import FAILS, HOLDS, REPLICATION_RULE, counts, replication
-from ..present.claims import word
+from ..metrics.official import OFFICIAL
+from ..metrics.verdicts import replication
+from ..present.report_page import (
+    SECTIONS,
+    SEE_RESULTS,
+    contents,
+    document,
+    figures_html,
+    rerun_html,
+    results_html,
+    section,
+    title_page,
+)
 from . import report_print
 
 PDF_NAME = "report.pdf"  # beside the book's index.html, so the published site holds it at <site>/<profile>/
 REPORT_HTML = "report.html"  # written beside the book's index.html, so the book's _static and _images resolve
 CSS = Path(__file__).with_name("report.css")
 CHROME = ("a.headerlink", "p.qkov-launch", "button", "div.cell_input", ".toggle", "script[type='math/tex']")
-SECTIONS = ("Summary", "Results", "Figures", "Deviations", "Errata", "How to rerun", "References")
-PAGE_MARK = "qkov-page"  # a contents entry's page number, filled in after the first print
 
 
 class ReportError(RuntimeError):
@@ -141,89 +148,6 @@ def headline_table(profile: str, root: Path) -> pd.DataFrame | None:
     return summary.results_table(claims) if not claims.empty else None
 
 
-def results_html(ours: pd.DataFrame, profile: str, official: pd.DataFrame | None) -> str:
-    """Each headline claim with both its verdicts: under the paper's text (``profile``) and under the authors'
-    code (``official``, or 'not run'), and this build's numbers over the authors' stored ones."""
-    theirs = dict(zip(official["claim"], official["verdict"])) if official is not None else {}
-    rows = []
-    for _, r in ours.iterrows():
-        other = word(theirs[r["claim"]]) if r["claim"] in theirs else "not run"
-        numbers = html.escape(r["this run"]) or "none"
-        rows.append(
-            f"<tr><td>{html.escape(r['claim'])}</td><td>{word(r['verdict'])}</td><td>{other}</td>"
-            f"<td>{numbers}<span class='qkov-note'>the authors' notebooks: {html.escape(r['authors'])}</span></td>"
-            "</tr>"
-        )
-    head = (
-        f"<tr><th>the paper's claim</th><th>the paper's text ({html.escape(profile)})</th>"
-        f"<th>the authors' code ({OFFICIAL})</th><th>this build's numbers</th></tr>"
-    )
-    return f'<table class="qkov-results"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
-
-
-def title_page(mark: str, ours: pd.DataFrame, profile: str, commit: str, code: tuple[str | None, str]) -> str:
-    """The title ([Re] or [¬Re] under the paper's text, and the paper's title), the authors, the reproduced paper,
-    and each question's rule with its count: the headline claims, and the stored numbers under the authors' code
-    (``code``: its mark, None before an official run, and its count)."""
-    cff = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8"))
-    paper = cff["references"][0]
-    names = ", ".join(a["name"] for a in cff["authors"])
-    paper_names = ", ".join(a["name"] for a in paper["authors"])
-    tally = counts(ours["verdict"])
-    return (
-        f'<header class="qkov-title"><p class="qkov-kind">A reproduction report</p>'
-        f"<h1>{html.escape(mark)} {html.escape(paper['title'])}</h1>"
-        f'<p class="qkov-authors">{html.escape(names)}</p>'
-        f'<p class="qkov-paper">Reproduced: {html.escape(paper_names)}, "{html.escape(paper["title"])}", '
-        f"{html.escape(paper['conference']['name'])}, {paper['year']}, "
-        f'<a href="{html.escape(paper["url"])}">{html.escape(paper["url"])}</a>.</p>'
-        f'<p class="qkov-rule"><strong>{html.escape(mark)}</strong>: {html.escape(REPLICATION_RULE)}. In this '
-        f"build {tally[HOLDS]} of the {len(ours)} headline claims hold and {tally[FAILS]} fail.</p>"
-        f'<p class="qkov-rule"><strong>{html.escape(code[0] or "No mark yet")}</strong> under the authors\' code '
-        f"(the <code>official</code> profile against the numbers their notebooks stored): {html.escape(code[1])}; "
-        f"{html.escape(CODE_RULE)}.</p>"
-        f'<p class="qkov-built">Profile <code>{html.escape(profile)}</code>, commit '
-        f"<code>{html.escape(commit)}</code>, built {time.strftime('%Y-%m-%d', time.gmtime())}.</p></header>"
-    )
-
-
-def contents(pages: dict[str, int] | None) -> str:
-    """The contents list: each section and its page (a blank of the same width before the first print)."""
-    items = "".join(
-        f'<li><span>{i}. {s}</span><span class="{PAGE_MARK}">{pages.get(s, "") if pages else ""}</span></li>'
-        for i, s in enumerate(SECTIONS, 1)
-    )
-    return f'<nav class="qkov-contents"><h2>Contents</h2><ol>{items}</ol></nav>'
-
-
-def section(number: int, name: str, body: str, lead: str = "") -> str:
-    lead_html = f'<p class="qkov-lead">{lead}</p>' if lead else ""
-    return f'<section class="qkov-part"><h2>{number}. {name}</h2>{lead_html}{body}</section>'
-
-
-def figures_html(found: Sequence[Figure]) -> str:
-    """The figures in order, each numbered across the report and named by its chapter."""
-    parts = []
-    for i, f in enumerate(found, 1):
-        soup = BeautifulSoup(f.html, "html.parser")
-        number = soup.select_one(".caption-number")
-        if number is not None:
-            number.string = f"Figure {i} (from “{title(f.page)}”). "
-        parts.append(str(soup))
-    return "".join(parts)
-
-
-def rerun_html(profile: str, commit: str) -> str:
-    head = commit.removesuffix("+dirty")
-    return (
-        f"<p>This report was built at commit <code>{html.escape(commit)}</code>. To compute every number again and "
-        f"rebuild the book it reads from, check that commit out and run:</p>"
-        f"<pre>git checkout {html.escape(head)}\npython -m qkov_lib reproduce --profile {html.escape(profile)}\n"
-        f"python -m qkov_lib book</pre><p>and <code>python -m qkov_lib report --profile {html.escape(profile)}</code> "
-        f"prints this report again.</p>"
-    )
-
-
 def assemble(html_dir: Path, profile: str, root: Path, pages: dict[str, int] | None = None) -> tuple[str, int]:
     """The report's HTML, and how many figures it holds."""
     ours = headline_table(profile, root)
@@ -232,14 +156,13 @@ def assemble(html_dir: Path, profile: str, root: Path, pages: dict[str, int] | N
             f"no results under profile {profile!r}; run 'python -m qkov_lib reproduce --profile {profile}'"
         )
     commit = git_commit() or "unknown"
+    cff = yaml.safe_load((REPO_ROOT / "CITATION.cff").read_text(encoding="utf-8"))
     first = article(html_dir, "summary")
     for table in first.select("table.qkov-summary"):
-        table.replace_with(
-            BeautifulSoup("<p><em>Each claim and its verdicts: see the Results.</em></p>", "html.parser")
-        )
+        table.replace_with(BeautifulSoup(SEE_RESULTS, "html.parser"))
     found = figures(html_dir, [n for n in chapter_names() if n not in ("summary", "scorecard")])
     body = [
-        title_page(replication(ours["verdict"]), ours, profile, commit, summary.code_mark(root, profile)),
+        title_page(cff, replication(ours["verdict"]), ours, profile, commit, summary.code_mark(root, profile)),
         contents(pages),
         section(1, SECTIONS[0], str(first)),
         section(2, SECTIONS[1], results_html(ours, profile, headline_table(OFFICIAL, root))),
@@ -249,15 +172,7 @@ def assemble(html_dir: Path, profile: str, root: Path, pages: dict[str, int] | N
         section(6, SECTIONS[5], rerun_html(profile, commit)),
         section(7, SECTIONS[6], str(article(html_dir, "references"))),
     ]
-    maths = mathjax_scripts(html_dir)
-    return (
-        '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{html.escape(title('summary'))}</title>"
-        '<link rel="stylesheet" href="_static/qkov.css"><link rel="stylesheet" href="_static/report.css">'
-        f'{maths}<script src="_static/plotly.min.js"></script></head>'
-        f'<body><main class="qkov-report">{"".join(body)}</main></body></html>\n',
-        len(found),
-    )
+    return document(body, mathjax_scripts(html_dir)), len(found)
 
 
 def mathjax_scripts(html_dir: Path) -> str:

@@ -16,6 +16,8 @@ from selenium import webdriver
 from selenium.common.exceptions import TimeoutException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 
+from ..present.report_page import FOOTER, HEADER
+
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")  # Debian's, Ubuntu's, the hosted runners'
 DRIVER = "chromedriver"
 A4_INCHES = (8.27, 11.69)
@@ -24,10 +26,6 @@ SCALE = 0.8  # the page's CSS pixels to the paper's: a 820-px column fills A4 be
 WIDTH_PX = 820  # the report's column (report.css), what plotly draws each figure to
 # the tallest a figure may be to fit on one page with its caption: the printable height in CSS pixels, less room
 MAX_FIGURE_PX = int((A4_INCHES[1] - MARGIN_INCHES["marginTop"] - MARGIN_INCHES["marginBottom"]) * 96 / SCALE) - 330
-FOOTER = (
-    '<div style="font-size: 8px; width: 100%; text-align: center; color: #57606a; font-family: sans-serif">'
-    '<span class="pageNumber"></span> / <span class="totalPages"></span></div>'
-)
 # one promise: fonts, MathJax's queue, every plotly figure drawn (and a tall one redrawn shorter); resolves to counts
 READY = """
 const done = arguments[arguments.length - 1], maxHeight = arguments[0];
@@ -123,7 +121,7 @@ def print_pdf(page: Path, pdf: Path, timeout: float = 180.0) -> dict:
                 "scale": SCALE,
                 "printBackground": True,
                 "displayHeaderFooter": True,
-                "headerTemplate": "<div></div>",
+                "headerTemplate": HEADER,
                 "footerTemplate": FOOTER,
                 "preferCSSPageSize": False,
             },

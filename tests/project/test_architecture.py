@@ -188,18 +188,62 @@ def test_every_code_cell_says_what_the_page_shows_of_it():
     assert not shown, "code cells the page would show:\n" + "\n".join(shown)
 
 
+# an HTML element in a string, an element of a page; plotly's own label markup (<br>, <sub>, <b>, <extra>) and the
+# decoder's special tokens (<q>, <a>, <eos>) are not
+ELEMENT = re.compile(
+    r"<(?:/?(?:p|div|span|table|thead|tbody|tr|td|th|code|strong|em|ul|ol|li|h[1-6]|pre|details|summary|header|"
+    r"section|nav|main|title|html|body|head|figure|figcaption|script|link|meta)\b|a\s|/a>)",
+)
+
+
+def _html_in(path: Path) -> list[int]:
+    """The lines of ``path`` whose string literals (docstrings aside) hold an HTML element, or that import
+    ``html`` (escaping) or IPython's ``HTML``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    lines = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and ELEMENT.search(node.value)
+    ]
+    lines += [
+        node.lineno
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Import) and any(a.name == "html" for a in node.names))
+        or (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "IPython.display"
+            and any(a.name == "HTML" for a in node.names)
+        )
+    ]
+    return sorted(set(lines))
+
+
 def test_html_is_built_only_where_a_reader_sees_it():
-    """ARCHITECTURE.md: the computing layers and core/ return numbers, never HTML; what a reader sees is built in
-    present/ (and by the chapters and the runner above it)."""
-    pattern = re.compile(r"^import html$|^from IPython\.display import .*\bHTML\b|<(?:td|tr|span|p|details)\b", re.M)
-    computing = ("core", "metrics", "data", "models", "theory", "train", "runs")
-    found = sorted(
-        p.relative_to(PACKAGE_DIR).as_posix()
-        for folder in computing
-        for p in (PACKAGE_DIR / folder).rglob("*.py")
-        if pattern.search(p.read_text(encoding="utf-8"))
-    )
-    assert found == [], f"HTML built outside present/: {found}"
+    """ARCHITECTURE.md: HTML is built in present/ alone: the computing layers, core/, the chapters and the runner
+    hand it numbers, words and tables (the runner's report and the site included: ``present.report_page``,
+    ``present.site_html``)."""
+    found = {
+        p.relative_to(PACKAGE_DIR).as_posix(): lines
+        for p in sorted(PACKAGE_DIR.rglob("*.py"))
+        if p.relative_to(PACKAGE_DIR).parts[0] != "present" and (lines := _html_in(p))
+    }
+    assert found == {}, f"HTML built outside present/ (file: lines): {found}"
+
+
+def test_the_html_check_finds_html():
+    """The check above sees an element in an f-string, an escape and a link, and lets plotly's labels be."""
+    assert ELEMENT.search('<p class="x">') and ELEMENT.search('<a href="u">') and ELEMENT.search("</td>")
+    assert not ELEMENT.search("μ<sub>OV</sub><br>") and not ELEMENT.search("<a>") and not ELEMENT.search("<eos>")
 
 
 def test_the_measures_and_verdicts_never_read_results_from_disk():

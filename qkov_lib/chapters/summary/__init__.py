@@ -4,7 +4,6 @@ Everything on it is read from the build's results."""
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -13,12 +12,9 @@ import pandas as pd
 import torch
 
 from ...core.contents import chapter_names, title
-from ...core.results import BY_HAND, PUBLISHED, ResultsError, Sources, folder_of, load, read_meta, results_root, sources
+from ...core.results import PUBLISHED, ResultsError, Sources, folder_of, load, read_meta, results_root, sources
 from ...metrics.verdicts import NOT_EVIDENCE, PAPER, UNDECIDED, counts, every, reason
-from ...present.claims import note, verdict_table
-from ...present.references import page_href
 from .. import scorecard
-from ..scorecard import CLAIMS_SECTION
 from .beside import code_mark, official_html
 
 BESIDE = ("official",)  # the authors' setup: every chapter's results under it are set beside this run's
@@ -164,26 +160,6 @@ def _joined(parts: pd.DataFrame, column: str, h: Headline) -> str:
     if labels:
         return ". ".join(f"{label}: {t}" for label, t in texts)
     return "; ".join(t for _, t in texts)
-
-
-def results_html(table: pd.DataFrame) -> str:
-    """The results table for reading, three columns: the verdict (a coloured word); the claim, with why and a link
-    to the chapter section that decides it; this build's numbers over the authors' stored ones. Cells stack into
-    cards on a narrow screen."""
-
-    def cells(r: pd.Series) -> tuple[str, str]:
-        link = f'<a href="{page_href(r["page"], CLAIMS_SECTION)}">{html.escape(title(r["page"]))}</a>'
-        link += " (run by hand)" if r.get("results") == BY_HAND else ""
-        return (
-            html.escape(r["claim"]) + note(f"why: {html.escape(r['reason'])}; see {link}"),
-            (html.escape(r["this run"]) or "none") + note(f"the authors' notebooks: {html.escape(r['authors'])}"),
-        )
-
-    return verdict_table(
-        ((r["verdict"], cells(r)) for _, r in table.iterrows()),
-        ("verdict", "the paper's claim", "this build (95% interval over seeds)"),
-        "qkov-summary",
-    )
 
 
 def methodology(where: Path | Sources, pages: list[str]) -> pd.DataFrame:

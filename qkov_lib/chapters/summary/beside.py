@@ -4,7 +4,6 @@ is informative (``metrics.official``), and the tallies."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +12,7 @@ from types import ModuleType
 import pandas as pd
 
 from ...core.chapter import name_of
-from ...core.contents import chapter_names, title
+from ...core.contents import chapter_names
 from ...core.results import UNAVAILABLE, ResultsError, profile_tables, read_meta
 from ...metrics.official import (
     INFORMATIVE_COLUMN,
@@ -30,8 +29,7 @@ from ...metrics.verdicts import (
     UNDECIDED,
     VERDICT_COLUMN,
 )
-from ...present.claims import verdict_table
-from ...present.references import page_href
+from ...present.gathered import official_chapter, official_missing, official_total
 from ...runs.official_read import official_unit
 from ...runs.real_verdicts import compared as real_compared
 from ...runs.real_verdicts import official_from
@@ -181,7 +179,6 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
     parts: list[str] = []
     tables: list[pd.DataFrame] = []
     for page in pages or [n for n in chapter_names() if n in BESIDE_OFFICIAL]:
-        link = f'<a href="{page_href(page)}">{html.escape(title(page))}</a>'
         table = beside_authors(root, profile, page)
         if table is None:
             try:
@@ -189,33 +186,13 @@ def official_html(root: Path, profile: str, pages: list[str] | None = None) -> s
             except ResultsError:
                 stopped = False
             why = "its run stopped: its data was not available where it ran" if stopped else "not run yet"
-            parts.append(
-                f"<p><strong>{link}</strong>: no results under <code>{OFFICIAL}</code> ({why}). "
-                f"<code>{html.escape(official_command(page))}</code> computes them; this page shows them "
-                f"when it is next built.</p>"
-            )
+            parts.append(official_missing(page, OFFICIAL, why, official_command(page)))
             continue
         words = ", ".join(f"{word}: {n}" for word, n in counts_of(table[VERDICT_COLUMN]).items())
-        line = f"{tally_of(table)}; {words}"
         tables.append(table)
-        headers = (VERDICT_COLUMN, "stored number", *table.columns.drop(VERDICT_COLUMN))
-        rows = (
-            (
-                r[VERDICT_COLUMN],
-                (
-                    html.escape(f"{quantity}, {condition}"),
-                    *(html.escape(str(r[c])) for c in table.columns.drop(VERDICT_COLUMN)),
-                ),
-            )
-            for (quantity, condition), r in table.iterrows()
-        )
-        parts.append(
-            f'<details class="qkov-official" style="margin: 0.6em 0"><summary><strong>{link}</strong>: '
-            f"{len(table)} stored numbers; {html.escape(line)}</summary>"
-            f"{verdict_table(rows, headers, 'qkov-official')}</details>"
-        )
+        parts.append(official_chapter(page, table, VERDICT_COLUMN, f"{tally_of(table)}; {words}"))
     if tables:  # every chapter's stored numbers together: the book's tally
-        parts.insert(0, f"<p><strong>All chapters</strong>: {html.escape(tally_of(pd.concat(tables)))}.</p>")
+        parts.insert(0, official_total(tally_of(pd.concat(tables))))
     return "\n".join(parts)
 
 

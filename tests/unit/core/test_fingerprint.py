@@ -184,6 +184,7 @@ def test_notebook_imports_and_versions():
     assert codehash.notebook_modules(NOTEBOOKS["errata"]) == {
         "qkov_lib",
         "qkov_lib.present",
+        "qkov_lib.present.claims",
         "qkov_lib.present.settings",
         "qkov_lib.chapters",
         "qkov_lib.chapters.errata",

@@ -1,15 +1,13 @@
-"""The report's parts from small pages and tables (``runner.report``): the screen's chrome left out, each chapter's
-figures kept apart, both verdicts of a claim, a contents list that keeps its shape when numbered."""
+"""The report's parts from small pages (``runner.report``): the screen's chrome left out, each chapter's figures
+kept apart and numbered across the report (``present.report_page``), a missing page and an unwritable output."""
 
 import os
 import re
 from pathlib import Path
 
-import pandas as pd
 import pytest
-from bs4 import BeautifulSoup
 
-from qkov_lib.metrics.verdicts import FAILS, HOLDS
+from qkov_lib.present import report_page
 from qkov_lib.runner import report
 
 PAGE = """<html><body><nav>the theme's navigation</nav><article class="bd-article">
@@ -47,7 +45,7 @@ def test_each_chapters_figures_keep_their_own_ids_caption_and_text_alternative(t
     assert [f.alt for f in found] == ["ALT fig2_dtap", "ALT fig3_incentive"]
     assert 'id="fig2_dtap-qkov-figure-1"' in found[0].html
     assert 'Plotly.newPlot("fig3_incentive-qkov-figure-1"' in found[1].html
-    numbered = report.figures_html(found)
+    numbered = report_page.figures_html(found)
     assert "Figure 2 (from" in numbered and "Fig. 1" not in numbered
 
 
@@ -58,30 +56,6 @@ def test_a_missing_page_names_the_command_that_builds_it(tmp_path):
         assert "python -m qkov_lib book" in str(err)
     else:
         raise AssertionError("no error for a missing page")
-
-
-def test_each_claim_shows_both_verdicts_or_says_the_authors_code_did_not_run():
-    ours = pd.DataFrame(
-        {"claim": ["A", "B"], "verdict": [HOLDS, FAILS], "this run": ["1.0", ""], "authors": ["2.0", "3.0"]}
-    )
-    theirs = ours.assign(verdict=[FAILS, HOLDS])
-    rows = BeautifulSoup(report.results_html(ours, "smoke", theirs), "html.parser").select("tbody tr")
-    assert [[td.get_text(" ", strip=True) for td in r.find_all("td")][1:3] for r in rows] == [
-        [HOLDS, FAILS],
-        [FAILS, HOLDS],
-    ]
-    alone = report.results_html(ours, "smoke", None)
-    assert alone.count("not run") == 2 and "the authors' code (official)" in alone
-
-
-def test_the_contents_keep_their_shape_when_numbered():
-    blank, numbered = report.contents(None), report.contents({s: i + 3 for i, s in enumerate(report.SECTIONS)})
-
-    def shape(text: str) -> list[int]:
-        return [len(li.find_all("span")) for li in BeautifulSoup(text, "html.parser").find_all("li")]
-
-    assert shape(blank) == shape(numbered) == [2] * len(report.SECTIONS)
-    assert ">3</span>" in numbered and ">3</span>" not in blank
 
 
 def test_report_o_where_nothing_can_be_written_is_one_error_before_any_printing(tmp_path, monkeypatch, capsys):
