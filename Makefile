@@ -59,13 +59,18 @@ $(VENV)/.lint: requirements-lint.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-lint.txt
 	touch $@
 
+# The tests in TEST_JOBS processes (pytest-xdist; 0: in this one), each taking the next test when it is free: one
+# more than 2 cores, since the browser tests mostly wait. Each test's torch keeps to one thread (OMP_NUM_THREADS):
+# processes beside each other would otherwise fight over the cores (a 2-thread torch slows about 5x then).
+TEST_JOBS ?= 3
+PYTEST = OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_JOBS) --dist worksteal
 test: venv
-	$(PY) -m pytest
+	$(PYTEST)
 
 # The fast tier (a few minutes): tests/unit and tests/project; tests/integration and tests/book are marked slow
 # (tests/conftest.py: the folder decides).
 test-fast: venv
-	$(PY) -m pytest -m "not slow"
+	$(PYTEST) -m "not slow"
 
 bench: venv
 	$(PY) benchmarks/bench_fig4.py

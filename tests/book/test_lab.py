@@ -74,10 +74,11 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def lab(tmp_path, fake_data_dir):
+def lab(tmp_path, fake_data_dir, smoke_book):
     """JupyterLab on a free port with a token, rooted at a clone of this repository, its kernels reading the tests'
     tiny real-data copies (``fake_data_dir``: asked for here, not left to an earlier test); yields (url, token,
-    clone)."""
+    clone). The clone's results store starts with the smoke book's runs, as a reader's does after `make book`: a
+    run whose key matches is read, not trained again (each test here is about the page, not the training)."""
     lacking = missing()
     if lacking:
         if os.environ.get("QKOV_REQUIRE_BROWSER") == "1":
@@ -85,6 +86,7 @@ def lab(tmp_path, fake_data_dir):
         pytest.skip(f"not installed: {', '.join(lacking)}")
     clone = tmp_path / "repo"
     subprocess.run(["git", "clone", "-q", str(REPO_ROOT), str(clone)], check=True)
+    shutil.copytree(smoke_book / "data" / "results" / "store", clone / "data" / "results" / "store")
     home = tmp_path / "jupyter"
     settings = home / "app-settings"
     settings.mkdir(parents=True)

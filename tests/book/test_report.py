@@ -46,8 +46,10 @@ def printed(built_book, smoke_book, tmp_path_factory) -> tuple[Path, dict]:
         if os.environ.get("QKOV_REQUIRE_BROWSER") == "1":
             pytest.fail(f"{', '.join(missing)} required (apt-get install chromium chromium-driver poppler-utils)")
         pytest.skip(f"{', '.join(missing)} not installed")
-    pdf = tmp_path_factory.mktemp("report") / report.PDF_NAME
-    done = report.write_report("smoke", pdf, built_book, smoke_book / "data" / "results")
+    folder = tmp_path_factory.mktemp("report")
+    html_dir = shutil.copytree(built_book, folder / "html")  # the report writes beside the book it reads: a copy,
+    pdf = folder / report.PDF_NAME  # so that the book the other tests open holds no report page
+    done = report.write_report("smoke", pdf, html_dir, smoke_book / "data" / "results")
     print(f"report: {done}")
     return pdf, done
 

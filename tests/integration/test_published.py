@@ -71,13 +71,29 @@ class Site:
         (self.results / published.INDEX).write_text(json.dumps(index))
 
 
-@pytest.fixture
-def book(tmp_path, monkeypatch) -> Iterator[tuple[Path, Site]]:
-    """Two tiny chapters run into ``published/``, written as a site and served; an empty results folder and a
-    folder beside it to take them into."""
-    tiny_book(tmp_path, monkeypatch, ("tiny", "other"))
+def two_chapters(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tiny chapter as ``tiny`` and ``other`` in ``root/notebooks``, the runner's only chapters."""
+    tiny_book(root, monkeypatch, ("tiny", "other"))
     monkeypatch.setattr(catalog, "CHAPTERS", {n: catalog.CHAPTERS[n] for n in ("tiny", "other")})
-    assert cli(tmp_path, tmp_path / "published", "--no-fetch") == 0
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory) -> Path:
+    """The two tiny chapters run once for this module (``published/`` under the folder returned): each test takes a
+    copy, so that no test waits for two kernels."""
+    root = tmp_path_factory.mktemp("published")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        two_chapters(root, monkeypatch)
+        assert cli(root, root / "published", "--no-fetch") == 0
+    return root / "published"
+
+
+@pytest.fixture
+def book(tmp_path, monkeypatch, ran) -> Iterator[tuple[Path, Site]]:
+    """Two tiny chapters run into ``published/`` (a copy of ``ran``), written as a site and served; an empty
+    results folder and a folder beside it to take them into."""
+    two_chapters(tmp_path, monkeypatch)
+    shutil.copytree(ran, tmp_path / "published")
     site = Site(tmp_path / "site")
     published.write(site.results, PROFILE, tmp_path / "published")
     (tmp_path / "beside").mkdir()
