@@ -9,11 +9,9 @@ PY := $(VENV)/bin/python
 
 venv: $(VENV)/.installed
 
-# --no-compile: Python compiles what it imports, when it first imports it (49 s against 86 s for the whole
-# environment on 2 cores: most of torch, spaCy and Jupyter is never imported here)
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --no-compile --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $@
 
@@ -46,7 +44,7 @@ lab: venv $(VENV)/.lab
 		--ServerApp.contents_manager_class=qkov_lib.runner.lab.ChapterContentsManager $(LAB_ARGS)
 
 $(VENV)/.lab: requirements-lab.txt
-	$(PY) -m pip install -q --no-compile --disable-pip-version-check -r requirements-lab.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-lab.txt
 	touch $@
 
 # The gate on style and types (pyproject.toml configures both): ruff's lint rules over the library, its formatter over
@@ -58,7 +56,7 @@ lint: venv $(VENV)/.lab $(VENV)/.lint
 	$(VENV)/bin/mypy
 
 $(VENV)/.lint: requirements-lint.txt
-	$(PY) -m pip install -q --no-compile --disable-pip-version-check -r requirements-lint.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-lint.txt
 	touch $@
 
 # The tests in TEST_JOBS processes (pytest-xdist; 0: in this one), each taking the next test when it is free: one
