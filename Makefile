@@ -9,10 +9,17 @@ PY := $(VENV)/bin/python
 
 venv: $(VENV)/.installed
 
+# pip installs without compiling each module's bytecode one file at a time; COMPILE then compiles what is new in the
+# environment on every core, skipping a file that fails as pip would (torch ships one written for Python 3.12). The
+# bytecode matters where PYTHONDONTWRITEBYTECODE is set: no process would write it, and each would compile afresh.
+PIP = $(PY) -m pip install -q --disable-pip-version-check --no-compile
+COMPILE = $(PY) -c "import compileall, sysconfig; compileall.compile_dir(sysconfig.get_path('purelib'), quiet=2, workers=0)"
+
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
-	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	$(PIP) -r requirements.txt
+	$(PIP) --no-deps -e .
+	$(COMPILE)
 	touch $@
 
 # The book is rendered even when a chapter failed (its page shows the failure) or had no data (its page says how
@@ -44,7 +51,8 @@ lab: venv $(VENV)/.lab
 		--ServerApp.contents_manager_class=qkov_lib.runner.lab.ChapterContentsManager $(LAB_ARGS)
 
 $(VENV)/.lab: requirements-lab.txt
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements-lab.txt
+	$(PIP) -r requirements-lab.txt
+	$(COMPILE)
 	touch $@
 
 # The gate on style and types (pyproject.toml configures both): ruff's lint rules over the library, its formatter over
@@ -56,7 +64,8 @@ lint: venv $(VENV)/.lab $(VENV)/.lint
 	$(VENV)/bin/mypy
 
 $(VENV)/.lint: requirements-lint.txt
-	$(PY) -m pip install -q --disable-pip-version-check -r requirements-lint.txt
+	$(PIP) -r requirements-lint.txt
+	$(COMPILE)
 	touch $@
 
 # The tests in TEST_JOBS processes (pytest-xdist; 0: in this one), each taking the next test when it is free: one
@@ -64,12 +73,16 @@ $(VENV)/.lint: requirements-lint.txt
 # processes beside each other would otherwise fight over the cores (a 2-thread torch slows about 5x then).
 TEST_JOBS ?= 3
 PYTEST = OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_JOBS) --dist worksteal
+# the library's bytecode, written once: the tests start hundreds of processes (kernels, workers, runners) that import it
+LIBRARY_BYTECODE = $(PY) -m compileall -q qkov_lib
 test: venv
+	$(LIBRARY_BYTECODE)
 	$(PYTEST)
 
 # The fast tier (a few minutes): tests/unit and tests/project; tests/integration and tests/book are marked slow
 # (tests/conftest.py: the folder decides).
 test-fast: venv
+	$(LIBRARY_BYTECODE)
 	$(PYTEST) -m "not slow"
 
 bench: venv
