@@ -109,8 +109,9 @@ def bar(iterable: Iterable | None, desc: str, enabled: bool = True, **kwargs) ->
 
 
 def notice(key: str, text: str) -> bool:
-    """Print ``text`` on stdout, once for this run and every process it started (``SESSION_ENV``), however many of
-    them reach this line; returns whether this call printed it. ``key`` names the notice."""
+    """Print ``text`` on stdout as one line (its runs of whitespace, newlines included, as one space: an exception's
+    message may span lines), once for this run and every process it started (``SESSION_ENV``), however many of them
+    reach this line; returns whether this call printed it. ``key`` names the notice."""
     folder = Path(tempfile.gettempdir()) / f"qkov-notices-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
     mark = folder / re.sub(r"[^A-Za-z0-9_.-]", "_", f"{os.environ[SESSION_ENV]}-{key}")
     try:
@@ -120,6 +121,6 @@ def notice(key: str, text: str) -> bool:
         return False
     except OSError:
         pass  # no temporary folder to mark it in: say it (at worst once per process)
-    tqdm.write(text, file=sys.stdout)
+    tqdm.write(" ".join(text.split()), file=sys.stdout)
     sys.stdout.flush()
     return True

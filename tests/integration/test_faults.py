@@ -16,10 +16,10 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -39,6 +39,9 @@ from qkov_lib.data import CACHE_ENV, DATA_ENV, DataError, hatexplain, registry, 
 from qkov_lib.core.chapter import as_dict
 from qkov_lib.runner import reproduce as runner
 from qkov_lib.runner import catalog, execute, fingerprint as fingerprints, units
+
+
+TASK_EVENTS = Path(__file__).parent.parent / "task_events"  # its sitecustomize: a worker says when it starts a task
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -459,7 +462,15 @@ def test_a_signal_stops_a_running_chapter_at_once(tmp_path, how):
     beside.mkdir()
     (beside / "fig2_dtap.json").write_text("{}\n")
     before = sha_tree(tmp_path)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "QKOV_STORE": "off"}  # it trains, whatever the store holds
+    name = f"qkov-test-tasks-{os.getpid()}-{tmp_path.name}"
+    events = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # each worker says when it starts a task (TASK_EVENTS)
+    events.bind("\0" + name)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TASK_EVENTS), str(REPO_ROOT)]),
+        "QKOV_TEST_TASK_SOCKET": name,
+        "QKOV_STORE": "off",  # it trains, whatever the store holds
+    }
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -481,15 +492,16 @@ def test_a_signal_stops_a_running_chapter_at_once(tmp_path, how):
         env=env,
         start_new_session=True,
     )
-    runner_process = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 240
-    while len(kids := runner_process.children(recursive=True)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.5)  # the kernel, then its worker processes
-    assert len(kids) >= 3 and proc.poll() is None, "the chapter did not start its workers in time"
-    workers = [k for k in kids if "spawn_main" in " ".join(k.cmdline())]
-    while not any(k.cpu_times().user > 1.0 for k in workers) and time.monotonic() < deadline:
-        time.sleep(0.5)  # until a worker has trained for a second of CPU time, however loaded the machine
-    assert any(k.cpu_times().user > 1.0 for k in workers), "no worker started training in time"
+    events.settimeout(240)
+    try:
+        worker = int(events.recv(64))  # the first worker to start training
+    except TimeoutError:
+        proc.kill()
+        pytest.fail(f"no worker started training within 4 minutes: {proc.communicate()[1][-2000:]}")
+    finally:
+        events.close()
+    kids = psutil.Process(proc.pid).children(recursive=True)
+    assert worker in {k.pid for k in kids} and len(kids) >= 3 and proc.poll() is None, "the kernel and its workers"
     if how == "SIGKILL":
         proc.kill()
         proc.wait()

@@ -78,3 +78,12 @@ def test_in_a_notebook_kernel_a_bar_is_a_widget_or_without_ipywidgets_lines(monk
     assert type(progress.bar(range(3), "x", file=io.StringIO())) is Widget
     monkeypatch.setattr(progress, "_widgets", lambda: None)  # no ipywidgets: a kernel's stderr is no terminal
     assert progress.kind(io.StringIO()) == progress.LOG
+
+
+def test_a_notice_is_one_line_said_once_even_when_its_text_spans_lines(monkeypatch, tmp_path, capsys):
+    """An exception's message may hold newlines (numba's damaged cache: an unpickling error on two lines)."""
+    monkeypatch.setattr(progress.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setenv(progress.SESSION_ENV, "test-session")
+    assert progress.notice("cache", "damaged (UnpicklingError: an instruction was encountered,\n  but no function)")
+    assert not progress.notice("cache", "said again")
+    assert capsys.readouterr().out == "damaged (UnpicklingError: an instruction was encountered, but no function)\n"
