@@ -101,6 +101,17 @@ def test_corollary_runs_scale_the_cap_of_the_slow_ov_run():
     assert runs["AdamW 0.001"].max_steps == setup.adam_max_steps and runs["AdamW 0.001"].rates.lr == 0.001
 
 
+def test_official_corollaries_run_on_figure_2s_official_task_under_one_cap():
+    _, fig2 = resolve("fig2_dtap", "official", {})
+    _, setup = resolve("corollaries", "official", {})
+    shared = ("layout", "distinct_weights", "vocab_size", "seq_len", "score_scale", "fresh_batches", "class_draw")
+    assert all(getattr(setup, name) == getattr(fig2, name) for name in (*shared, "collapsed_init", "max_steps"))
+    assert setup.qk_mult == fig2.mult_e == 20.0 and setup.eval_every == fig2.eval_every
+    caps = {panel.key: panel.max_steps for panel in corollaries.runs(setup) if panel.optimizer == "sgd"}
+    assert set(caps.values()) == {1_000_000} and len(caps) == 5
+    assert 1_000_000 // setup.record_every <= 2000  # rows of the effective ratio a run keeps at most
+
+
 def test_mean_ci_and_paired_effects():
     mean, half = mean_ci([1.0, 2.0, 3.0])
     assert mean == 2.0 and half == pytest.approx(4.302653 / np.sqrt(3), rel=1e-5)
