@@ -23,6 +23,7 @@ from . import fig2_dtap
 
 METRICS = ("MRTA", "ACMC", "top_right_cell", "accuracy")  # the held-out measures compared, in percent
 REALISED_FACTOR = 2.0  # a multiplier is "not the effective ratio" when realised/nominal is outside [1/2, 2]
+MIN_RECORDS = 5  # records of the effective ratio a seed's run needs for a verdict on it (every ``record_every`` steps)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,6 +133,7 @@ def effective_ratios(ratios: pd.DataFrame, runs: Sequence[Panel]) -> pd.DataFram
             continue
         half = part.groupby("seed")["step"].transform("max") / 2
         row = {"panel": panel.key, "optimizer": panel.optimizer, "lr": panel.rates.lr, "nominal ratio": _nominal(panel)}
+        row["records, fewest a seed"] = int(part.groupby("seed").size().min())
         for name, sel in (
             ("whole run", part),
             ("first half", part[part["step"] <= half]),
@@ -191,6 +193,7 @@ def claims(effects: pd.DataFrame, updates: pd.DataFrame, runs: Sequence[Panel], 
             )
         )
     medians = updates.groupby(["panel", "seed"])["effective_ratio"].median()
+    records = updates.groupby("panel")["seed"].value_counts()
     for (_opt, lr), group in _by_optimiser(runs).items():
         base = next((panel for panel in group if panel.rates.qk_mult == 1 and panel.rates.ov_mult == 1), None)
         for panel in group:
@@ -198,16 +201,20 @@ def claims(effects: pd.DataFrame, updates: pd.DataFrame, runs: Sequence[Panel], 
             if base is None or k == 1 or panel.key not in medians or base.key not in medians:
                 continue
             realised = Interval.of((medians[panel.key] / medians[base.key]).dropna() / k)
+            fewest = int(min(records[panel.key].min(), records[base.key].min()))
+            few = f"; only {fewest} record{'s' * (fewest != 1)} in a seed's run" if fewest < MIN_RECORDS else ""
             rows.append(
                 Claim(
                     f"nominal_not_effective_{panel.key}_lr{lr:g}",
                     f"Under {labels.get(panel.key, panel.key)}, "
                     f"the nominal multiplier {k:g} is not the effective QK/OV ratio.",
-                    f"realised multiplier over nominal: {realised.text(3)}",
-                    _outside(realised),
+                    f"realised multiplier over nominal: {realised.text(3)}{few}",
+                    UNDECIDED if few else _outside(realised),
                     f"holds if the 95% interval over seeds of the realised multiplier over the nominal one "
                     f"lies outside [1/{REALISED_FACTOR:g}, {REALISED_FACTOR:g}]; fails if it lies inside; "
-                    "undecided if it straddles an end",
+                    f"undecided if it straddles an end, or if a seed of either run has fewer than {MIN_RECORDS} "
+                    "records of the effective ratio (a run that stops before a few records is not measured over "
+                    "its training)",
                     *realised.numbers,
                 )
             )
@@ -261,13 +268,18 @@ def effect_table(effects: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
 
 def ratio_table(ratios: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
     """``effective_ratios`` as text: per run its nominal ratio and, over its whole run and each half, the mean over
-    seeds of the seed's median effective ratio ± the 95% half-width (three significant digits)."""
+    seeds of the seed's median effective ratio ± the 95% half-width (three significant digits; a dash where a half
+    holds no record), and the fewest records a seed's run has."""
     out = pd.DataFrame(
         {"nominal QK/OV ratio": ratios["nominal ratio"].map("{:g}".format).to_numpy()},
         index=pd.Index([labels.get(k, k) for k in ratios["panel"]], name="run"),
     )
     for part in ("whole run", "first half", "second half"):
-        out[part] = [f"{m:.3g} ± {c:.2g}" for m, c in zip(ratios[f"effective, {part}"], ratios[f"± 95% CI, {part}"])]
+        out[part] = [
+            "—" if np.isnan(m) else f"{m:.3g} ± {c:.2g}"
+            for m, c in zip(ratios[f"effective, {part}"], ratios[f"± 95% CI, {part}"])
+        ]
+    out["records (fewest in a seed)"] = ratios["records, fewest a seed"].to_numpy()
     return out
 
 

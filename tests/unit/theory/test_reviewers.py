@@ -88,7 +88,9 @@ def test_effective_ratio_summary():
         for s in range(4)
     ]
     table = corollaries.effective_ratios(pd.DataFrame(rows), runs).set_index("panel")
-    assert table.loc["a", "effective, whole run"] == pytest.approx(2.0)
+    assert (
+        table.loc["a", "effective, whole run"] == pytest.approx(2.0) and table.loc["a", "records, fewest a seed"] == 4
+    )
     assert table.loc["b", "nominal ratio"] == 10.0 and table.loc["b", "effective, whole run"] == pytest.approx(10.0)
 
 
@@ -144,13 +146,14 @@ def test_corollary_claims_follow_the_confidence_interval():
     setup = SyntheticSetup(lr=0.01, ramp_steps=1, max_steps=1)
     runs = [setup.panel("a", "FAFO", optimizer="adamw"), setup.panel("b", "FAFO", 10.0, optimizer="adamw")]
 
-    def updates(a: float, b: float) -> pd.DataFrame:  # each seed's effective ratio, the same at every step
+    def updates(a: float, b: float, records: int = corollaries.MIN_RECORDS) -> pd.DataFrame:
+        """Each seed's effective ratio, the same at each of its ``records`` steps."""
         return pd.DataFrame(
             [
                 {"panel": p, "seed": s, "step": t, "effective_ratio": r * (1 + 0.01 * s)}
                 for p, r in (("a", a), ("b", b))
                 for s in range(4)
-                for t in range(3)
+                for t in range(records)
             ]
         )
 
@@ -158,6 +161,8 @@ def test_corollary_claims_follow_the_confidence_interval():
     assert table["verdict"].tolist() == ["holds", "holds"]  # MRTA rises; the realised multiplier is 0.5, not 10
     again = corollaries.claims(effects.assign(ci_low=-1.0), updates(1.0, 10.0), runs, {})
     assert again["verdict"].tolist() == ["undecided", "fails"]  # MRTA's interval straddles 0; 10 is realised
+    short = corollaries.claims(effects, updates(2.0, 1.0, records=1), runs, {}).iloc[-1]
+    assert short["verdict"] == "undecided" and short["this run"].endswith("only 1 record in a seed's run")
 
 
 @pytest.mark.parametrize(
