@@ -17,12 +17,14 @@ from ..core.validation import require_positive_ints, require_positive_numbers
 from ..metrics import mean_ci
 from ..metrics.verdicts import FAILS, HOLDS, REVIEW, UNDECIDED, Claim, Interval, above, claim_table, rule
 from ..present.plots import line_panels
+from ..present.tables import listed
 from ..runs.synthetic_runs import Panel, PanelResult, SyntheticSetup, synthetic_data, train_runs
 from ..train.stack_optim import UpdateRatios
 from . import fig2_dtap
 
 METRICS = ("MRTA", "ACMC", "top_right_cell", "accuracy")  # the held-out measures compared, in percent
 REALISED_FACTOR = 2.0  # a multiplier is "not the effective ratio" when realised/nominal is outside [1/2, 2]
+UNIFORM_TOLERANCE = 0.01  # a run "as good as uniform": its query token's attention within 1% of 1/length
 MIN_RECORDS = 5  # records of the effective ratio a seed's run needs for a verdict on it (every ``record_every`` steps)
 
 
@@ -252,6 +254,21 @@ def per_run(summary: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
     )
     table["steps"] = table["steps"].round().astype(int)
     return table.rename(index=labels).rename_axis("run")
+
+
+def uniform_words(summary: pd.DataFrame, seq_len: int, labels: dict[str, str]) -> str:
+    """A sentence naming the runs whose every seed ends with the query token's attention within ``UNIFORM_TOLERANCE``
+    (relative) of uniform attention over ``seq_len`` positions (empty when none does)."""
+    uniform = 100 / seq_len
+    near = (summary["query_attention %"] / uniform - 1).abs() <= UNIFORM_TOLERANCE
+    runs = [labels.get(k, k) for k, ok in near.groupby(summary["panel"], sort=False).all().items() if ok]
+    if not runs:
+        return ""
+    return (
+        f"In {listed(runs)}, every seed ends with the query token's attention within {UNIFORM_TOLERANCE:.0%} of "
+        f"its value under uniform attention over the {seq_len} positions ({uniform:.3g}%): a sign that the query-key "
+        "circuit has barely left its start, where attention is uniform."
+    )
 
 
 def effect_table(effects: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:

@@ -103,6 +103,15 @@ def test_corollary_runs_scale_the_cap_of_the_slow_ov_run():
     assert runs["AdamW 0.001"].max_steps == setup.adam_max_steps and runs["AdamW 0.001"].rates.lr == 0.001
 
 
+def test_runs_whose_attention_stays_uniform_are_named():
+    summary = pd.DataFrame(
+        {"panel": ["a", "a", "b", "b"], "query_attention %": [100 / 50 * 1.005, 100 / 50, 100 / 50, 1.0]}
+    )
+    words = corollaries.uniform_words(summary, 50, {"a": "the baseline", "b": "OV x0.1"})
+    assert words.startswith("In the baseline, every seed") and "OV x0.1" not in words and "(2%)" in words
+    assert corollaries.uniform_words(summary.assign(**{"query_attention %": 1.0}), 50, {}) == ""
+
+
 def test_official_corollaries_run_on_figure_2s_official_task_under_one_cap():
     _, fig2 = resolve("fig2_dtap", "official", {})
     _, setup = resolve("corollaries", "official", {})
