@@ -151,8 +151,12 @@ def official_from(unit: OfficialUnit, module: types.ModuleType, depth: int | Non
 
 def official_note(module: types.ModuleType, official: OfficialRun | None) -> str:
     """What a page says below its table beside the authors' numbers when no verdict is drawn from its official run
-    (why, and the command that runs the authors' experiment); '' otherwise."""
-    return "" if official is None else official.guard.note(full_size_command(module))
+    (why, the command that runs the authors' experiment, and where its models did not learn the cause a chapter
+    names, ``NOT_LEARNED_UNDER_OFFICIAL``); '' otherwise."""
+    if official is None:
+        return ""
+    note, cause = official.guard.note(full_size_command(module)), getattr(module, "NOT_LEARNED_UNDER_OFFICIAL", "")
+    return f"{note} Why its models did not learn: {cause}" if note and cause and not official.evidence else note
 
 
 def compared(per_seed: pd.DataFrame | None, stored: str, official: OfficialRun | None = None) -> pd.DataFrame:

@@ -88,6 +88,15 @@ def test_a_scaled_down_official_run_gives_no_verdict_and_the_page_says_why(tmp_p
     assert (compared(per_seed, "squad", read)[VERDICT_COLUMN] == "undecided").all()
 
 
+def test_a_page_names_why_its_official_models_did_not_learn_where_the_chapter_knows():
+    per_seed = squad_per_seed()
+    unlearned = official_note(sva, OfficialRun(per_seed, evidence=False))
+    assert "not evidence: its models did not learn the task" in unlearned
+    assert unlearned.endswith("Why its models did not learn: " + sva.NOT_LEARNED_UNDER_OFFICIAL)
+    assert official_note(sva, OfficialRun(per_seed, evidence=True)) == ""  # learned: nothing to say
+    assert "Why its models" not in official_note(squad, OfficialRun(per_seed, evidence=False))  # no cause named
+
+
 def test_a_quantity_official_cannot_measure_their_way_gets_no_verdict_and_says_how_it_differs():
     per_seed = squad_per_seed()
     full = OfficialRun(per_seed, evidence=True)
