@@ -414,5 +414,5 @@ def interleave(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
 
 
 # the committed store's size for both profiles (tests/project/test_committed_store.py): default holds about 31 MB,
-# two thirds of it the corollaries' update ratios (a row every 50 steps of 45 runs)
+# two thirds of it the corollaries' update ratios (a row every 50 steps of 45 runs), official about 19 MB
 BUDGET_MB = 60
