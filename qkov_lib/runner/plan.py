@@ -3,6 +3,8 @@ budget (a stale chapter that would not fit is deferred), and the page a deferred
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import tempfile
 from collections.abc import Sequence
@@ -130,7 +132,18 @@ def defer(
         )
     if not show_last(final, chapter, note, out_dir):
         heading = f"# {title(chapter, catalog.source(chapter).parent)}\n\n"
-        write_page(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(heading + missing)]), chapter, out_dir)
+        text = heading + missing + (f"\n\n{extra}" if (extra := absent_note(chapter, profile)) else "")
+        write_page(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)]), chapter, out_dir)
+
+
+def absent_note(chapter: str, profile: str) -> str:
+    """What a chapter says on its page when it is not computed under ``profile``: its ``absent(profile)`` (for a
+    chapter that is a package, its ``pages`` module's), '' when it has none."""
+    module = catalog.chapter_module(chapter)
+    if hasattr(module, "__path__") and importlib.util.find_spec(f"{module.__name__}.pages"):
+        module = importlib.import_module(f"{module.__name__}.pages")
+    absent = getattr(module, "absent", None)
+    return str(absent(profile)) if absent else ""
 
 
 def show_last(final: Path, chapter: str, note: str, out_dir: Path) -> bool:

@@ -18,6 +18,7 @@ from ...present.tables import listed
 from ...present.text import power
 from .. import fig2_dtap
 from .ablation import budget, decided, factor, flips
+from .cost import official_cost
 from .grid import RUN, SETTING, rows_of, where_claims_hold
 from .setup import FACTOR_KEYS, PAPER_LR, Setup, shared
 
@@ -30,6 +31,12 @@ SHORT = {
 }
 SYMBOL = {HOLDS: "✓", FAILS: "✗", UNDECIDED: "?"}  # a verdict in a cell of a verdict map
 START = {"paper": "the paper's settings", "authors": "the authors' settings"}
+
+
+def absent(profile: str) -> str:
+    """Why the page is missing under ``profile``, for the runner's page of a chapter not computed: the cost under
+    ``official`` (``cost.official_cost``); '' otherwise."""
+    return official_cost() if profile == "official" else ""
 
 
 def clock(setup: Setup) -> str:
