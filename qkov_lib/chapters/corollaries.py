@@ -135,7 +135,7 @@ def effective_ratios(ratios: pd.DataFrame, runs: Sequence[Panel]) -> pd.DataFram
             continue
         half = part.groupby("seed")["step"].transform("max") / 2
         row = {"panel": panel.key, "optimizer": panel.optimizer, "lr": panel.rates.lr, "nominal ratio": _nominal(panel)}
-        row["records, fewest a seed"] = int(part.groupby("seed").size().min())
+        row["records, fewest a seed"] = _fewest_records(part)
         for name, sel in (
             ("whole run", part),
             ("first half", part[part["step"] <= half]),
@@ -146,6 +146,11 @@ def effective_ratios(ratios: pd.DataFrame, runs: Sequence[Panel]) -> pd.DataFram
             row[f"effective, {name}"], row[f"± 95% CI, {name}"] = mean, ci
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _fewest_records(rows: pd.DataFrame) -> int:
+    """The fewest ``UpdateRatios`` records any seed of these rows (one run's) holds."""
+    return int(rows.groupby("seed").size().min())
 
 
 def _nominal(panel: Panel) -> float:
@@ -195,7 +200,6 @@ def claims(effects: pd.DataFrame, updates: pd.DataFrame, runs: Sequence[Panel], 
             )
         )
     medians = updates.groupby(["panel", "seed"])["effective_ratio"].median()
-    records = updates.groupby("panel")["seed"].value_counts()
     for (_opt, lr), group in _by_optimiser(runs).items():
         base = next((panel for panel in group if panel.rates.qk_mult == 1 and panel.rates.ov_mult == 1), None)
         for panel in group:
@@ -203,7 +207,7 @@ def claims(effects: pd.DataFrame, updates: pd.DataFrame, runs: Sequence[Panel], 
             if base is None or k == 1 or panel.key not in medians or base.key not in medians:
                 continue
             realised = Interval.of((medians[panel.key] / medians[base.key]).dropna() / k)
-            fewest = int(min(records[panel.key].min(), records[base.key].min()))
+            fewest = min(_fewest_records(updates[updates["panel"] == key]) for key in (panel.key, base.key))
             few = f"; only {fewest} record{'s' * (fewest != 1)} in a seed's run" if fewest < MIN_RECORDS else ""
             rows.append(
                 Claim(
