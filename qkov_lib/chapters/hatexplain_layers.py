@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -29,6 +30,7 @@ class Setup(hatexplain.Setup):
     stated, so the 1-layer chapter's)."""
 
     layer_counts: tuple[int, ...] = (2, 4)  # Table 5's depths
+    depth_settings: dict[str, dict[str, Any]] = field(default_factory=dict)  # depth ("4") -> its own settings
     n_layers: int = field(init=False, default=0)  # the deepest of ``layer_counts`` (its checks use it)
 
     def __post_init__(self) -> None:
@@ -36,22 +38,49 @@ class Setup(hatexplain.Setup):
         if not (counts and all(map(is_positive_int, counts)) and len(set(counts)) == len(counts)):
             raise ValueError(f"layer_counts must be a non-empty list of distinct integers >= 1 (got {list(counts)!r})")
         object.__setattr__(self, "n_layers", max(counts))
+        _check_depth_settings(self.depth_settings, counts)
         super().__post_init__()
+        for n in counts:
+            self.at_depth(n)  # each depth's own settings checked as the 1-layer chapter checks them
 
     def at_depth(self, n: int) -> hatexplain.Setup:
-        """The 1-layer chapter's setup with ``n`` layers."""
+        """The 1-layer chapter's setup with ``n`` layers and that depth's own settings (``depth_settings``)."""
         shared = {f.name: getattr(self, f.name) for f in fields(hatexplain.Setup) if f.init}
-        return hatexplain.Setup(**shared | {"n_layers": n})
+        return hatexplain.Setup(**shared | self.depth_settings.get(str(n), {}) | {"n_layers": n})
+
+
+# the settings that make the chapter's data: one encoding serves every depth (``run``), so no depth sets its own
+DATA_SETTINGS = {"download", "rationale_rule", "max_len", "min_freq", "max_train", "max_test", "data_seed"}
+SETTABLE = {f.name for f in fields(hatexplain.Setup) if f.init} - DATA_SETTINGS - {"n_layers", "seeds"}
+
+
+def _check_depth_settings(value: Mapping[str, Mapping[str, Any]], counts: tuple[int, ...]) -> None:
+    """Each of ``depth_settings``' depths one of ``counts`` (as text, a notebook's JSON keys), naming only settings
+    of the 1-layer chapter (``SETTABLE``: not the depth, the seeds or the data's)."""
+    for depth, settings in value.items():
+        if depth not in map(str, counts) or not set(settings) <= SETTABLE:
+            raise ValueError(
+                f"depth_settings must map depths of layer_counts {list(counts)} to settings of the 1-layer chapter "
+                f"other than n_layers, seeds and the data's ({', '.join(sorted(DATA_SETTINGS))}), like "
+                f"{{'4': {{'faster_frozen': 'none'}}}} (got {depth!r}: {sorted(settings)})"
+            )
 
 
 PROFILES = {
     "default": dict(max_len=64, lr=1e-3, epochs=1),
     "smoke": dict(hatexplain.PROFILES["smoke"], layer_counts=(2,)),
-    # the 1-layer chapter's `official` training (the 2-layer training cells are not published); the stored
-    # 2-layer models' sizes (HateXplain_heatmaps_2_layers.ipynb, cell 41, In [64]: d_model 32, d_head 8,
-    # MLP 128, max_length = n_ctx = 96); only the depth the authors stored numbers for
+    # the 1-layer chapter's `official` training and sizes, with each depth as the authors ran it. Two layers:
+    # the stored models' sizes (HateXplain_heatmaps_2_layers.ipynb, cell 41, In [64]: d_model 32, d_head 8,
+    # MLP 128, max_length = n_ctx = 96), trained as the 1-layer notebooks train (the 2-layer training cells are
+    # not published). Four layers: the 4-layer notebooks (HateXplain_Same_LR-4-Layers.ipynb and
+    # HateXplain_Faster_QK_LR_Final_4-Layers.ipynb, cell 60, never executed): the 1-layer sizes and training,
+    # but the faster run's optimiser holds the MLP, so it trains; their 128 tokens read as 96, the length of
+    # the one encoding every depth shares
     "official": dict(
-        hatexplain.PROFILES["official"], layer_counts=(STORED_DEPTH,), d_model=32, d_head=8, d_mlp=128, max_len=96
+        hatexplain.PROFILES["official"],
+        layer_counts=(STORED_DEPTH, 4),
+        max_len=96,
+        depth_settings={str(STORED_DEPTH): dict(d_model=32, d_head=8, d_mlp=128), "4": dict(faster_frozen="none")},
     ),
 }
 

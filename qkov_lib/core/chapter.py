@@ -101,7 +101,7 @@ def _describe(hint: Any) -> str:
         return f"a list of {_plural(_describe(args[0]))}" if args[-1] is Ellipsis else f"a list of {len(args)} values"
     if origin is dict:
         return f"a mapping to {_plural(_describe(args[1]))}"
-    return {bool: "a bool", int: "an int", float: "a float", str: "a str"}.get(hint, str(hint))
+    return {bool: "a bool", int: "an int", float: "a float", str: "a str", Any: "a value"}.get(hint, str(hint))
 
 
 def _plural(description: str) -> str:
@@ -115,7 +115,10 @@ def _plural(description: str) -> str:
 
 def _coerce(value: Any, hint: Any) -> Any:
     """``value`` as the type ``hint`` asks for (a list becomes a tuple, an int a float where a float is asked);
-    TypeError when it is not one, OverflowError for an integer beyond 64 bits."""
+    TypeError when it is not one, OverflowError for an integer beyond 64 bits. ``Any``: the value as it is (the
+    setup checks it)."""
+    if hint is Any:
+        return value
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
