@@ -9,9 +9,8 @@ import torch
 
 from ..core.device import pick_device
 from ..data import sva
-from ..runs.real_data import RealRun, prepare, run_all
+from ..runs.real_data import RealRun, prepare, run_conditions
 from ..runs.real_setup import SMOKE, Prepared, RealSetup
-from ..runs.real_start import check_init, task_for
 
 DATASETS = ("sva",)  # its files are part of the chapter's fingerprint
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
@@ -33,13 +32,11 @@ class Setup(RealSetup):
     heldout_fraction: float = 0.1  # of each training file, held out (seeded) for accuracy by attractors
     sentences: str = "prefixes"  # sva.SENTENCES: the prefixes before the verb; "whole": the colorlessgreen sentences
     # with their verb, as the authors train (a named variant of `official`, -p sentences whole)
-    init: str = "normal"  # the classifier's start (models.pytorch_start.INITS); "pytorch": the authors' layers' default
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not 0 < self.heldout_fraction < 1:
             raise ValueError(f"heldout_fraction must lie in (0, 1) (got {self.heldout_fraction!r})")
-        check_init(self.init)
         if self.sentences not in sva.SENTENCES:
             raise ValueError(f"sentences must be one of {sva.SENTENCES} (got {self.sentences!r})")
 
@@ -68,8 +65,6 @@ PROFILES = {
         max_len=128,
         k_percents=(5.0,),
         bins=(0.0, 0.1, 0.5, 1.0),
-        # their layers (cell 11) start as PyTorch's do by default: embeddings normal(0, 1), linear layers uniform
-        init="pytorch",
     ),
 }
 
@@ -106,7 +101,6 @@ def data(setup: Setup) -> Prepared:
 
 
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> RealRun:
-    """Both conditions on the chapter's data (``data``), from the setup's start (``init``), side by side on the CPU's
-    cores; the run carries the data. ``device`` None: ``pick_device()``."""
-    device = pick_device() if device is None else device
-    return run_all(data(setup), [setup], device, progress, task=task_for(setup.init))[0]
+    """Both conditions on the chapter's data (``data``), side by side on the CPU's cores; the run carries the data.
+    ``device`` None: ``pick_device()``."""
+    return run_conditions(data(setup), setup, pick_device() if device is None else device, progress)
