@@ -215,3 +215,24 @@ def test_figure2_profiles():
 def test_bad_figure3_parameters(overrides, message):
     with pytest.raises(ParameterError, match=message):
         resolve("fig3_incentive", "default", overrides)
+
+
+def test_table5_sets_each_depth_as_the_authors_did_under_official_and_checks_depth_settings():
+    """``depth_settings``: a depth's own settings over the chapter's. ``official``: two layers at the stored models'
+    sizes with the MLP frozen in the faster run (the 1-layer notebooks' training), four at the 1-layer sizes with it
+    trained (the 4-layer notebooks), one encoding of 96 tokens for both."""
+    s = resolve("hatexplain_layers", "official")[1]
+    two, four = s.at_depth(2), s.at_depth(4)
+    assert s.layer_counts == (2, 4) and (two.n_layers, four.n_layers) == (2, 4)
+    assert (two.d_model, two.d_head, two.d_mlp, two.faster_frozen) == (32, 8, 128, "mlp")
+    assert (four.d_model, four.d_head, four.d_mlp, four.faster_frozen) == (64, 64, 256, "none")
+    assert two.max_len == four.max_len == 96 and two.lr == four.lr == 5e-5
+    notebook = resolve("hatexplain_layers", "smoke", {"depth_settings": {"2": {"epochs": 2}}})[1]  # JSON's text keys
+    assert notebook.at_depth(2).epochs == 2 and notebook.epochs != 2
+    for bad in ({"3": {"epochs": 2}}, {"2": {"max_len": 64}}, {"2": {"n_layers": 3}}, {"2": {"seeds": [1]}}):
+        with pytest.raises(ParameterError, match="depth_settings must map depths of layer_counts"):
+            resolve("hatexplain_layers", "smoke", {"depth_settings": bad})
+    with pytest.raises(ParameterError, match="depth_settings"):
+        resolve("hatexplain_layers", "smoke", {"depth_settings": {"2": 3}})
+    with pytest.raises(ParameterError, match="epochs"):  # a depth's value is checked as the 1-layer chapter checks it
+        resolve("hatexplain_layers", "smoke", {"depth_settings": {"2": {"epochs": 0}}})
