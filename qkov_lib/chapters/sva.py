@@ -68,7 +68,7 @@ PROFILES = {
     ),
 }
 
-# Why this chapter's baseline under `official` stays at the majority class (the page says it below the authors' numbers).
+# Why this chapter's baseline under `official` stays at the majority class (the page says it below the table).
 NOT_LEARNED_UNDER_OFFICIAL = (
     "most likely the number of steps. The offline data are 66,356 prefixes, so the authors' 15 epochs of batch 32 "
     "make about 31,100 steps of plain SGD here, where their 157,721 whole sentences made 73,935. From the authors' "
