@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import torch
 
+from ..core.chapter import typed
 from ..core.device import pick_device
 from ..core.validation import is_positive_int
 from ..present.prose import figure
@@ -46,7 +47,8 @@ class Setup(hatexplain.Setup):
     def at_depth(self, n: int) -> hatexplain.Setup:
         """The 1-layer chapter's setup with ``n`` layers and that depth's own settings (``depth_settings``)."""
         shared = {f.name: getattr(self, f.name) for f in fields(hatexplain.Setup) if f.init}
-        return hatexplain.Setup(**shared | self.depth_settings.get(str(n), {}) | {"n_layers": n})
+        own = typed(hatexplain.Setup, self.depth_settings.get(str(n), {}))  # a notebook's lists as tuples
+        return hatexplain.Setup(**shared | own | {"n_layers": n})
 
 
 # the settings that make the chapter's data: one encoding serves every depth (``run``), so no depth sets its own

@@ -113,6 +113,19 @@ def _plural(description: str) -> str:
     return f"values, each {description}"
 
 
+def typed(setup_type: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` as ``setup_type``'s fields take them (``_coerce``), for settings a setup holds for a part of
+    itself (Table 5's ``depth_settings``); ValueError naming a value of the wrong type."""
+    hints = typing.get_type_hints(setup_type)
+    out = {}
+    for name, value in values.items():
+        try:
+            out[name] = _coerce(value, hints[name])
+        except (TypeError, OverflowError):
+            raise ValueError(f"{name} must be {_describe(hints[name])} (got {value!r})") from None
+    return out
+
+
 def _coerce(value: Any, hint: Any) -> Any:
     """``value`` as the type ``hint`` asks for (a list becomes a tuple, an int a float where a float is asked);
     TypeError when it is not one, OverflowError for an integer beyond 64 bits. ``Any``: the value as it is (the

@@ -236,3 +236,7 @@ def test_table5_sets_each_depth_as_the_authors_did_under_official_and_checks_dep
         resolve("hatexplain_layers", "smoke", {"depth_settings": {"2": 3}})
     with pytest.raises(ParameterError, match="epochs"):  # a depth's value is checked as the 1-layer chapter checks it
         resolve("hatexplain_layers", "smoke", {"depth_settings": {"2": {"epochs": 0}}})
+    with pytest.raises(ParameterError, match="epochs must be an int"):
+        resolve("hatexplain_layers", "smoke", {"depth_settings": {"2": {"epochs": "two"}}})
+    listed = resolve("hatexplain_layers", "smoke", {"depth_settings": {"2": {"k_percents": [5, 10]}}})[1]
+    assert listed.at_depth(2).k_percents == (5.0, 10.0)  # typed as the field is: a tuple of floats
