@@ -75,9 +75,10 @@ TEST_JOBS ?= 3
 PYTEST = OMP_NUM_THREADS=1 $(PY) -m pytest -n $(TEST_JOBS) --dist worksteal
 # the library's bytecode, written once: the tests start hundreds of processes (kernels, workers, runners) that import it
 LIBRARY_BYTECODE = $(PY) -m compileall -q qkov_lib
+# The whole run ends with its 25 slowest steps (set-up and calls), so that any run's log says where its time went.
 test: venv
 	$(LIBRARY_BYTECODE)
-	$(PYTEST)
+	$(PYTEST) --durations=25
 
 # The fast tier (a few minutes): tests/unit and tests/project; tests/integration and tests/book are marked slow
 # (tests/conftest.py: the folder decides).
