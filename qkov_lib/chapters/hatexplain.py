@@ -105,10 +105,17 @@ def reading(setup: Setup) -> str:
     )
 
 
-def official_reading(chapter: types.ModuleType) -> str:
-    """``reading`` of ``chapter``'s ``official`` profile (this chapter or ``hatexplain_layers``): the words on the
-    column its pages set beside this run."""
-    return reading(chapter.Setup(**chapter.PROFILES["official"]))
+def readings(setup: Setup, chapter: types.ModuleType) -> str:
+    """How the column "this run" (``setup``) and the column "this book under official" (``chapter``'s ``official``
+    profile: this chapter or ``hatexplain_layers``) read attention, in sentences for the page: one sentence when both
+    read it alike (a run under ``official`` itself)."""
+    mine, official = reading(setup), reading(chapter.Setup(**chapter.PROFILES["official"]))
+    if mine == official:
+        return f'Both columns, "this run" and "this book under official", measure attention {mine}.'
+    return (
+        f'The column "this run" measures attention {mine}. '
+        f'The column "this book under official" measures it {official}.'
+    )
 
 
 def data(setup: Setup) -> Prepared:
