@@ -196,12 +196,23 @@ def why_differs(keys: Sequence[str], verdicts: Sequence[str], names: Sequence[st
     ]
 
 
+def _informative_counts(verdicts: Sequence[str], informative_words: Sequence[str]) -> tuple[int, int, int]:
+    """(n, k, d): the informative stored numbers (``informative``), how many reproduce, how many differ."""
+    useful = [v for v, i in zip(verdicts, informative_words) if i == INFORMATIVE]
+    return len(useful), useful.count(REPRODUCES), useful.count(DIFFERS)
+
+
+def _differ(d: int) -> str:
+    return f"{d} {'differs' if d == 1 else 'differ'}"
+
+
 def tally(verdicts: Sequence[str], informative_words: Sequence[str]) -> str:
-    """'reproduces k of n informative (m compared)': of the stored numbers compared (a verdict reproduces or
-    differs), the informative ones (``informative``) and how many of those reproduce."""
-    pairs = [(v, i == INFORMATIVE) for v, i in zip(verdicts, informative_words) if v in (REPRODUCES, DIFFERS)]
-    useful = [v for v, i in pairs if i]
-    return f"reproduces {useful.count(REPRODUCES)} of {len(useful)} informative ({len(pairs)} compared)"
+    """'reproduces k of n informative (d differ, u undecided; m compared)': the informative stored numbers
+    (``informative``), as ``code_replication`` counts them, and how many stored numbers, informative or not, got a
+    verdict (reproduces or differs)."""
+    n, k, d = _informative_counts(verdicts, informative_words)
+    m = sum(v in (REPRODUCES, DIFFERS) for v in verdicts)
+    return f"reproduces {k} of {n} informative ({_differ(d)}, {n - k - d} undecided; {m} compared)"
 
 
 CODE_RULE = (  # the mark under the authors' code, as the summary and the report's title state it
@@ -215,12 +226,11 @@ def code_replication(verdicts: Sequence[str], informative_words: Sequence[str]) 
     """ReScience's mark under the authors' code (``CODE_RULE``) over every chapter's stored numbers, and its count
     in words ('3 of 5 informative stored numbers reproduce, 1 differs, 1 undecided'); None without an informative
     number compared."""
-    useful = [v for v, i in zip(verdicts, informative_words) if i == INFORMATIVE]
-    k, d = useful.count(REPRODUCES), useful.count(DIFFERS)
-    words = f"{k} of {len(useful)} informative stored numbers reproduce, {d} differ, {len(useful) - k - d} undecided"
-    if not useful or k + d == 0:
+    n, k, d = _informative_counts(verdicts, informative_words)
+    words = f"{k} of {n} informative stored numbers reproduce, {_differ(d)}, {n - k - d} undecided"
+    if not n or k + d == 0:
         return None, words
-    return ("[Re]" if d == 0 and 2 * k > len(useful) else "[¬Re]"), words
+    return ("[Re]" if d == 0 and 2 * k > n else "[¬Re]"), words
 
 
 # ---- both sides' spread: the authors' per-seed numbers against this book's, where they printed them ----

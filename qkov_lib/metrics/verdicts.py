@@ -376,9 +376,9 @@ def counts(verdicts: Iterable[str]) -> dict[str, int]:
 
 def tally_line(table: pd.DataFrame, after: str = "") -> str:
     """A comparison table's tally for a page, in Markdown (``official.tally``): 'Under official: reproduces k of n
-    informative (m compared), of N stored numbers', the informative rule and ``after`` (the page's own rule or
-    note); then, each as a paragraph, the quantities official measures another way and why official differs from
-    each number it differs from, one item each."""
+    informative (d differ, u undecided; m compared), of N stored numbers', the informative rule and ``after`` (the
+    page's own rule or note); then, each as a paragraph, the quantities official measures another way and why
+    official differs from each number it differs from, one item each."""
     told = tally(list(table[VERDICT_COLUMN]), list(table[INFORMATIVE_COLUMN]))
     keys = table.attrs.get("keys", [])
     names = [f"{authors.table().loc[k, 'condition']}, {authors.table().loc[k, 'quantity']}" for k in keys]

@@ -212,7 +212,8 @@ def code_mark(root: Path, profile: str) -> tuple[str | None, str]:
 
 
 def tally_of(table: pd.DataFrame) -> str:
-    """A comparison's tally (``official.tally``): 'reproduces k of n informative (m compared)'."""
+    """A comparison's tally (``official.tally``): 'reproduces k of n informative (d differ, u undecided; m
+    compared)'."""
     return tally(list(table[VERDICT_COLUMN]), list(table[INFORMATIVE_COLUMN]))
 
 

@@ -28,11 +28,12 @@ def test_a_number_any_model_reaches_is_not_informative_and_one_that_discriminate
     assert informative("hatexplain.accuracy.baseline", apart) == INFORMATIVE
 
 
-def test_the_tally_counts_the_informative_numbers_among_those_compared():
+def test_the_tally_counts_every_informative_number_as_the_mark_does_and_those_compared():
     words = [REPRODUCES, DIFFERS, REPRODUCES, UNDECIDED, REPRODUCES]
     useful = [INFORMATIVE, INFORMATIVE, "no: a share within 1 point of 100%", INFORMATIVE, "no: nothing stored"]
-    assert tally(words, useful) == "reproduces 1 of 2 informative (4 compared)"
-    assert tally([UNDECIDED], [INFORMATIVE]) == "reproduces 0 of 0 informative (0 compared)"
+    assert tally(words, useful) == "reproduces 1 of 3 informative (1 differs, 1 undecided; 4 compared)"
+    assert code_replication(words, useful)[1] == "1 of 3 informative stored numbers reproduce, 1 differs, 1 undecided"
+    assert tally([UNDECIDED], [INFORMATIVE]) == "reproduces 0 of 1 informative (0 differ, 1 undecided; 0 compared)"
     assert official.UNDECIDED_WORD == UNDECIDED and official.REPRODUCES == verdicts.REPRODUCES
 
 
