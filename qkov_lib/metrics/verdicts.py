@@ -335,7 +335,7 @@ def rule(claimed: str, quantity: str, threshold: str, paired: bool = False) -> s
     }[claimed]
     return (
         f"holds if {what} {side[0]} {threshold}; fails if it {side[1]} {threshold}; undecided if it straddles "
-        f"{threshold}"
+        f"{threshold} or the run has one seed (no interval)"
     )
 
 
