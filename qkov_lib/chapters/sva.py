@@ -9,6 +9,7 @@ import torch
 
 from ..core.device import pick_device
 from ..data import sva
+from ..metrics.rationale import authors_k
 from ..runs.real_data import RealRun, prepare, run_conditions
 from ..runs.real_setup import SMOKE, Prepared, RealSetup
 
@@ -89,6 +90,16 @@ DIFFERENT_UNDER_OFFICIAL = {
     "AC": "the mean over heads on the subject alone; theirs: head 0 on the subject and the verb",
     "above_10": "the mean over heads on the subject alone; theirs: head 0 on the subject and the verb",
 }
+
+
+def erasure(setup: Setup) -> str:
+    """How this run keeps or removes tokens for sufficiency and comprehensiveness, in words (for the page): the
+    authors' one share of the padded length (``measure``), or the companion's shares of each sentence's words."""
+    if setup.measure == "authors":
+        k = ", ".join(f"{authors_k(p, setup.max_len)} of the {setup.max_len}" for p in setup.k_percents)
+        return f"this run does the same ({k} padded positions the read-out attends to most)"
+    shares = ", ".join(f"{p:g}" for p in setup.k_percents)
+    return f"this run averages over shares of {shares}% of each sentence's words"
 
 
 def data(setup: Setup) -> Prepared:

@@ -1,11 +1,9 @@
 """Table 5's claims (Appendix D.5): Table 1's claims checked at each depth on hand-made per-seed rows, each claim
-named with its depth, and a depth whose models do not beat the majority class 'not evidence' on its own; the page's
-sentence on how its columns read attention."""
+named with its depth, and a depth whose models do not beat the majority class 'not evidence' on its own."""
 
 from fake_chapters import table1_rows
 
-from qkov_lib.chapters import hatexplain, hatexplain_layers
-from qkov_lib.runner.catalog import resolve
+from qkov_lib.chapters import hatexplain_layers
 from qkov_lib.runs.real_verdicts import Majority
 
 
@@ -28,11 +26,3 @@ def test_a_depth_that_does_not_beat_the_majority_class_is_not_evidence_alone():
     by_depth = table.groupby(table["id"].str.split("_").str[0])["verdict"].agg(set)
     assert by_depth["2"] == {"holds"} and by_depth["4"] == {"not evidence"}
 
-
-def test_the_measurement_sentence_names_both_columns_once_when_they_read_attention_alike():
-    official = hatexplain.readings(resolve("hatexplain_layers", "official")[1], hatexplain_layers)
-    assert official.startswith('Both columns, "this run" and "this book under official", measure attention')
-    assert official.count("the authors' way") == 1 and "96 positions" in official
-    default = hatexplain.readings(resolve("hatexplain", "default")[1], hatexplain)
-    assert default.count("the companion's way") == 1 and default.count("the authors' way") == 1
-    assert "128 positions" in default and "Both columns" not in default
