@@ -1,5 +1,5 @@
 """The folded box under a chapter's title: how it ran (profile, device, versions), the settings that differ from
-the paper's (all of them a click further) and the command that reruns it; and ``begin``, the first call of every
+the defaults (all of them a click further) and the command that reruns it; and ``begin``, the first call of every
 chapter page, which starts the chapter (``core.chapter.start``) and shows the box."""
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ def begin(module: types.ModuleType, profile: str = "default", overrides: Mapping
 
 
 def settings_box(chapter: Chapter, setup_type: type) -> str:
-    """The folded box under a chapter's title: how it ran, its settings against the paper's (those that differ
-    shown first, the rest a click further) and the command that reruns it, with the parameters' names."""
+    """The folded box under a chapter's title: how it ran, its settings against the defaults (the paper's where it
+    states them, this book's choices where it is silent; the page's text describes them), those that differ shown
+    first, the rest a click further, and the command that reruns it, with the parameters' names."""
     env, params, paper = chapter.environment, chapter.params, as_dict(setup_type())
     differ = [k for k in params if params[k] != paper[k]]
 
@@ -36,7 +37,7 @@ def settings_box(chapter: Chapter, setup_type: type) -> str:
             for k in names
         )
         return (
-            f"<table><thead><tr><th>parameter</th><th>this run</th><th>the paper's</th></tr></thead>"
+            f"<table><thead><tr><th>parameter</th><th>this run</th><th>the default</th></tr></thead>"
             f"<tbody>{cells}</tbody></table>"
         )
 
@@ -47,7 +48,7 @@ def settings_box(chapter: Chapter, setup_type: type) -> str:
     if not params:
         shown = "<p>This chapter takes no parameters.</p>"
     else:
-        shown = (rows(differ) if differ else "<p>Every setting is the paper's.</p>") + (
+        shown = (rows(differ) if differ else "<p>Every setting is the default.</p>") + (
             f"<details><summary>All {len(params)} settings</summary>{rows(list(params))}</details>"
         )
     command = f"python -m qkov_lib reproduce --profile {chapter.profile} --only {chapter.name}"
@@ -60,7 +61,12 @@ def settings_box(chapter: Chapter, setup_type: type) -> str:
         f"it with <code>-p</code> rather than saving it into the source, which would make the published "
         f"chapter stale (the book's JupyterLab, <code>make lab</code>, never saves on its own).</p>"
     )
-    label = f"{len(differ)} of {len(params)} settings differ from the paper's" if params else "How this page ran"
+    label = (
+        f"{len(differ)} of {len(params)} settings differ from the defaults the text describes (the paper's, where "
+        "it states them)"
+        if params
+        else "How this page ran"
+    )
     return (
         f'<details class="qkov-settings"><summary>{label}; rerun this chapter</summary><p>{ran}</p>{shown}'
         f"{rerun}</details>"
