@@ -25,4 +25,3 @@ def test_a_depth_that_does_not_beat_the_majority_class_is_not_evidence_alone():
     table = hatexplain_layers.claims({2: table1_rows(), 4: unlearned}, floor=Majority(60, 100))
     by_depth = table.groupby(table["id"].str.split("_").str[0])["verdict"].agg(set)
     assert by_depth["2"] == {"holds"} and by_depth["4"] == {"not evidence"}
-
