@@ -27,13 +27,13 @@ def settings_box(chapter: Chapter, setup_type: type) -> str:
     """The folded box under a chapter's title: how it ran, its settings against the defaults (the paper's where it
     states them, this book's choices where it is silent; the page's text describes them), those that differ shown
     first, the rest a click further, and the command that reruns it, with the parameters' names."""
-    env, params, paper = chapter.environment, chapter.params, as_dict(setup_type())
-    differ = [k for k in params if params[k] != paper[k]]
+    env, params, defaults = chapter.environment, chapter.params, as_dict(setup_type())
+    differ = [k for k in params if params[k] != defaults[k]]
 
     def rows(names: Sequence[str]) -> str:
         cells = "".join(
             f"<tr><td><code>{html.escape(k)}</code></td><td>{html.escape(repr(params[k]))}</td>"
-            f"<td>{html.escape(repr(paper[k]))}</td></tr>"
+            f"<td>{html.escape(repr(defaults[k]))}</td></tr>"
             for k in names
         )
         return (
