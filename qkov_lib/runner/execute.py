@@ -129,13 +129,13 @@ def _stored_words(runs: dict[str, Any]) -> str:
     """The banner's words on a page's stored runs (``core.chapter.stored_runs``): the commits they were computed
     at (their number, beyond three), their compute time, how many came from the store."""
     commits = [f"`{c[:12]}{'+dirty' if c.endswith('+dirty') else ''}`" for c in runs.get("commits", [])]
-    at = ", ".join(commits) or "an unknown commit"
+    at, named = ", ".join(commits) or "an unknown commit", ""
     if len(commits) > 3:  # a page computed in pieces over many commits: a count, not a wall of hashes
-        at = f"{len(commits)} commits (`python -m qkov_lib results status` names each run's)"
+        at, named = f"{len(commits)} commits", "; `python -m qkov_lib results status` names each run's commit"
     minutes = float(runs.get("compute_s", 0)) / 60
     return (
         f"its {runs['runs']} training runs computed at {at} ({minutes:.1f} min of "
-        f"compute; {runs.get('from_store', 0)} of them read from the store)"
+        f"compute; {runs.get('from_store', 0)} of them read from the store{named})"
     )
 
 
