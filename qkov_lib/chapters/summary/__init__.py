@@ -117,8 +117,8 @@ HEADLINES = (
 
 def results_table(claims: pd.DataFrame) -> pd.DataFrame:
     """One row per headline: the claim, the verdict (all its parts must hold; a part that is not evidence makes it
-    so), the authors' stored numbers, this build's numbers, and the reason with a link to the chapter's section
-    that decides it. ``claims`` is the scorecard's table (``scorecard.gather``)."""
+    so), the authors' stored numbers, this build's numbers, and the reason (after the label of the part that
+    decides it) with a link to the chapter's section. ``claims`` is the scorecard's table (``scorecard.gather``)."""
     rows = []
     for h in HEADLINES:
         parts = claims[(claims["page"] == h.page) & claims["id"].isin(h.ids)]
@@ -144,12 +144,19 @@ def results_table(claims: pd.DataFrame) -> pd.DataFrame:
                 "verdict": verdict,
                 "authors": _joined(parts, "authors", h) or "not recorded",
                 "this run": _joined(parts, "this run", h),
-                "reason": reason(decisive["verdict"], decisive["rule"]),
+                "reason": _labelled(h, decisive["id"], reason(decisive["verdict"], decisive["rule"]), verdicts),
                 "page": h.page,
                 "results": parts["results"].iloc[0] if "results" in parts else PUBLISHED,
             }
         )
     return pd.DataFrame(rows)
+
+
+def _labelled(h: Headline, claim_id: str, text: str, verdicts: list[str]) -> str:
+    """``text`` after the label of the part it is about ('4 layers: ...'), where the headline labels its parts and
+    they differ in verdict (one part decides the headline)."""
+    label = dict(zip(h.ids, h.labels)).get(claim_id)
+    return f"{label}: {text}" if label and len(set(verdicts)) > 1 else text
 
 
 def _joined(parts: pd.DataFrame, column: str, h: Headline) -> str:

@@ -45,8 +45,9 @@ def test_a_headline_holds_only_if_every_part_holds_and_names_each_parts_numbers(
     assert hatexplain["verdict"] == UNDECIDED  # one part undecided, none failing
     assert hatexplain["this run"] == "accuracy: 62.3 → 61.9. ACMC: 14.8 → 41.1"
     assert hatexplain["authors"] == "accuracy: baseline 57.5%"
-    assert hatexplain["reason"].startswith("the 95% interval of X") and "straddles 0" in hatexplain["reason"]
-    assert row(table, "sva")["verdict"] == HOLDS
+    assert hatexplain["reason"].startswith("accuracy: the 95% interval of X")  # the part that decides, named
+    assert "straddles 0" in hatexplain["reason"]
+    assert row(table, "sva")["verdict"] == HOLDS and not row(table, "sva")["reason"].startswith("ACMC")  # both hold
     assert row(table, "squad")["verdict"] == NOT_EVIDENCE  # a model that did not learn outweighs a failure
     fafo = table[table["claim"].str.contains("both circuits factorised")].iloc[0]
     assert fafo["verdict"] == FAILS and fafo["this run"] == "99.1" and fafo["authors"] == "not recorded"
