@@ -113,7 +113,7 @@ def banner(meta: dict[str, Any]) -> str:
     if "device" in meta:
         parts.append(f"{meta['device']} ({meta.get('device_name', '?')})")
     if commit := meta.get("git_commit"):
-        parts.append(f"commit `{commit[:12]}{'+dirty' if commit.endswith('+dirty') else ''}`")
+        parts.append(f"commit {_short(commit)}")
     if "date" in meta:
         parts.append(meta["date"])
     if "wall_time_s" in meta:
@@ -128,7 +128,7 @@ def banner(meta: dict[str, Any]) -> str:
 def _stored_words(runs: dict[str, Any]) -> str:
     """The banner's words on a page's stored runs (``core.chapter.stored_runs``): the commits they were computed
     at (their number, beyond three), their compute time, how many came from the store."""
-    commits = [f"`{c[:12]}{'+dirty' if c.endswith('+dirty') else ''}`" for c in runs.get("commits", [])]
+    commits = [_short(c) for c in runs.get("commits", [])]
     at, named = ", ".join(commits) or "an unknown commit", ""
     if len(commits) > 3:  # a page computed in pieces over many commits: a count, not a wall of hashes
         at, named = f"{len(commits)} commits", "; `python -m qkov_lib results status` names each run's commit"
@@ -137,6 +137,11 @@ def _stored_words(runs: dict[str, Any]) -> str:
         f"its {runs['runs']} training runs computed at {at} ({minutes:.1f} min of "
         f"compute; {runs.get('from_store', 0)} of them read from the store{named})"
     )
+
+
+def _short(commit: str) -> str:
+    """A commit as the banner shows it: its first 12 characters, '+dirty' kept, in backticks."""
+    return f"`{commit[:12]}{'+dirty' if commit.endswith('+dirty') else ''}`"
 
 
 def under_title(nb: nbformat.NotebookNode, text: str) -> None:

@@ -41,6 +41,10 @@ class Headline:
     statement: str
     labels: tuple[str, ...] = ()
 
+    def label(self, claim_id: str) -> str:
+        """The label of one part ('' where the headline labels none)."""
+        return dict(zip(self.ids, self.labels)).get(claim_id, "")
+
 
 HEADLINES = (
     Headline(
@@ -155,16 +159,15 @@ def results_table(claims: pd.DataFrame) -> pd.DataFrame:
 def _labelled(h: Headline, claim_id: str, text: str, verdicts: list[str]) -> str:
     """``text`` after the label of the part it is about ('4 layers: ...'), where the headline labels its parts and
     they differ in verdict (one part decides the headline)."""
-    label = dict(zip(h.ids, h.labels)).get(claim_id)
+    label = h.label(claim_id)
     return f"{label}: {text}" if label and len(set(verdicts)) > 1 else text
 
 
 def _joined(parts: pd.DataFrame, column: str, h: Headline) -> str:
     """A column's texts of a headline's parts on one line: each after its label ('ACMC: ...'), where the headline
     labels its parts, else joined by semicolons."""
-    labels = dict(zip(h.ids, h.labels))
-    texts = [(labels.get(i, ""), t) for i, t in zip(parts["id"], parts[column].fillna("")) if t]
-    if labels:
+    texts = [(h.label(i), t) for i, t in zip(parts["id"], parts[column].fillna("")) if t]
+    if h.labels:
         return ". ".join(f"{label}: {t}" for label, t in texts)
     return "; ".join(t for _, t in texts)
 
