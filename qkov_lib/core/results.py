@@ -99,6 +99,25 @@ class ResultsError(RuntimeError):
     """A chapter's results that are missing, incomplete or changed since they were written."""
 
 
+class UnsafeName(ResultsError):
+    """A file name read from a stored file (a metadata's ``files``, a manifest, a bundle, the site's index) that is
+    not one plain name inside its folder: refused before it becomes a path."""
+
+
+def plain_name(name: object, folder: Path, source: Path | str) -> Path:
+    """``folder / name`` for a file name read from ``source`` (a metadata, a manifest, an index), after checking that
+    it is one plain name: a non-empty string without ``/``, ``\\``, ``:`` or NUL, not ``.`` or ``..``, whose path
+    stays inside ``folder`` once resolved (no link out of it); else UnsafeName naming ``source`` and the name."""
+    if isinstance(name, str) and name not in ("", ".", "..") and not any(c in name for c in "/\\:\0"):
+        path = folder / name
+        if path.resolve().parent == folder.resolve():
+            return path
+    raise UnsafeName(
+        f"{source} names {name!r} as one of its files, which is not a plain file name inside {folder} (a path, "
+        f"'..', a link out of it or empty); refusing it: the file was altered, remove it or write it again"
+    )
+
+
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -108,18 +127,26 @@ def sha256_file(path: Path) -> str:
 
 
 def table_path(folder: Path, chapter: str, table: str) -> Path:
-    return folder / (f"{chapter}.csv" if table == "main" else f"{chapter}.{table}.csv")
+    return folder / table_name(chapter, table)
+
+
+def table_name(chapter: str, table: str) -> str:
+    """The file name of a chapter's table: ``<chapter>.csv`` for ``main``, else ``<chapter>.<table>.csv``."""
+    return f"{chapter}.csv" if table == "main" else f"{chapter}.{table}.csv"
 
 
 def read_meta(folder: Path, chapter: str) -> dict[str, Any]:
     """A chapter's metadata; ResultsError when it is missing or unreadable."""
     path = folder / f"{chapter}.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ResultsError(f"no results for {chapter!r} in {folder}") from None
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:
         raise ResultsError(f"{path} is unreadable ({type(err).__name__}); rerun the chapter with --force") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("files", {}), dict):
+        raise ResultsError(f"{path} is no results' metadata (a JSON object listing its files); rerun the chapter")
+    return meta
 
 
 def _seal(meta: dict[str, Any]) -> str:
@@ -142,7 +169,7 @@ def check(folder: Path, chapter: str) -> dict[str, Any]:
             f"hand?); rerun the chapter"
         )
     for name, digest in meta.get("files", {}).items():
-        path = folder / name
+        path = plain_name(name, folder, folder / f"{chapter}.json")
         if not path.is_file():
             raise ResultsError(f"{path} is missing; rerun the chapter")
         if sha256_file(path) != digest:
@@ -174,7 +201,8 @@ def write_meta(folder: Path, chapter: str, meta: dict[str, Any]) -> Path:
 def load(folder: Path, chapter: str) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     """Read back what ``save`` wrote, after ``check``."""
     meta = check(folder, chapter)
-    tables = {name: pd.read_csv(table_path(folder, chapter, name)) for name in meta["tables"]}
+    where = folder / f"{chapter}.json"
+    tables = {name: pd.read_csv(plain_name(table_name(chapter, name), folder, where)) for name in meta["tables"]}
     return tables, meta
 
 

@@ -123,7 +123,8 @@ def move_in(staged: Path, profile: str, results_root: Path) -> int:
         target.mkdir(parents=True, exist_ok=True)
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         for name in [*meta["files"], meta_path.name]:
-            os.replace(meta_path.parent / name, target / name)
+            source = results.plain_name(name, meta_path.parent, meta_path)
+            os.replace(source, results.plain_name(name, target, meta_path))
         moved += 1
     return moved
 

@@ -230,7 +230,7 @@ def _take(
                 )
             except Unreachable:
                 raise
-            except (FetchError, bundle.BundleError) as err:
+            except (FetchError, bundle.BundleError, results.ResultsError) as err:
                 say(f"published {chapter} not used: {err}")
                 if not stale:
                     done.refused.append(chapter)
@@ -266,7 +266,7 @@ def _take_one(
     """Download one chapter's archive and move its unit in through the bundle's checks, refusing it unless its
     own metadata carries this checkout's fingerprint; the stored runs it carries go to the scratch store even then
     (each is taken where its key matches). What was moved in."""
-    archive = tmp / entry["file"]
+    archive = results.plain_name(entry["file"], tmp, f"{url}'s index entry")
     download(url, archive, entry, timeout)
 
     def accept(name: str, meta: dict[str, Any]) -> str | None:

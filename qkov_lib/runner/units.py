@@ -175,9 +175,10 @@ def move_unit(staged: Path, final: Path, chapter: str) -> None:
     for old in final.glob(f"{chapter}.*"):
         if old.name not in listed:
             old.unlink()
-    for name in listed:
-        if (staged / name).exists():
-            os.replace(staged / name, final / name)
+    for name in listed:  # each one plain name (checked again: the move never leaves the two folders)
+        source = results.plain_name(name, staged, staged / meta)
+        if source.exists():
+            os.replace(source, results.plain_name(name, final, staged / meta))
     os.replace(staged / meta, final / meta)
 
 

@@ -193,7 +193,7 @@ def _refused(staged: Path, accept: Accept | None, source: Path, keep_runs: bool)
                 raise BundleError(f"{source}'s unit {chapter} is refused ({why}); nothing was restored")
             refused[chapter] = why
             for name in [*results.read_meta(staged, chapter).get("files", {}), f"{chapter}.json"]:
-                (staged / name).unlink(missing_ok=True)
+                results.plain_name(name, staged, staged / f"{chapter}.json").unlink(missing_ok=True)
     return refused
 
 

@@ -178,6 +178,34 @@ def _tamper(site: Site) -> None:
     )
 
 
+def _names_beside(site: Site) -> None:
+    """tiny's sealed metadata made to list a file beside the results folder (its sha256 right), the archive and the
+    index matching it: only the name can tell, and nothing beside the results may move."""
+    import tarfile
+
+    archive = site.results / "tiny.tar.gz"
+    work = archive.parent / "work"
+    with tarfile.open(archive) as tar:
+        tar.extractall(work, filter="data")
+    meta_path = next(work.rglob("tiny.json"))
+    meta = json.loads(meta_path.read_text())
+    meta["files"]["../../../beside/other.json"] = hashlib.sha256(b"{}\n").hexdigest()
+    meta.pop(results.SEAL)
+    meta_path.write_text(json.dumps({**meta, results.SEAL: results._seal(meta)}))
+    manifest = json.loads((work / bundle.MANIFEST).read_text())
+    for entry in manifest["files"]:
+        path = work / entry["path"]
+        entry["sha256"], entry["size"] = results.sha256_file(path), path.stat().st_size
+    (work / bundle.MANIFEST).write_text(json.dumps(manifest))
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in [bundle.MANIFEST] + [e["path"] for e in manifest["files"]]:
+            tar.add(work / name, arcname=name)
+    shutil.rmtree(work)
+    site.rewrite_index(
+        lambda ix: ix["chapters"]["tiny"].update(size=archive.stat().st_size, sha256=results.sha256_file(archive))
+    )
+
+
 def _no_unit(site: Site) -> None:
     """tiny's archive rewritten as a well-formed bundle that holds no unit at all (nothing to accept), the index
     matching it: nothing is taken, and the count does not say otherwise."""
@@ -222,6 +250,12 @@ SITE_FAULTS = [
         _tamper,
         r"published tiny not used: .*tiny\.tar\.gz holds smoke/tiny\.csv, which its unit's "
         r"metadata does not list \(or lists with another sha256\).*",
+    ),
+    (
+        "a unit naming a file beside the results",
+        _names_beside,
+        r"published tiny not used: .*tiny\.tar\.gz's unit tiny fails its own check \(.*tiny\.json names "
+        r"'\.\./\.\./\.\./beside/other\.json' as one of its files, .*",
     ),
     ("an archive without its unit", _no_unit, r"published tiny not used: its archive holds no unit of tiny"),
     (

@@ -312,7 +312,21 @@ def _hand_edited_unit(manifest, files):
     files["smoke/alpha.json"] = json.dumps(meta).encode()
 
 
+def _names_outside(manifest, files):
+    """alpha's sealed metadata lists a file beside the results (with its sha256): the seal holds, the name does not."""
+    meta = json.loads(files["smoke/alpha.json"])
+    meta["files"]["../../../outside/alpha.csv"] = hashlib.sha256(b"keep me\n").hexdigest()
+    meta.pop(results.SEAL)
+    files["smoke/alpha.json"] = json.dumps({**meta, results.SEAL: results._seal(meta)}).encode()
+
+
 HOSTILE = [
+    (
+        "a unit naming a file beside the results",
+        lambda root: _names_outside,
+        r"unit alpha fails its own check \(.*alpha\.json names '\.\./\.\./\.\./outside/alpha\.csv' as one of its "
+        r"files, which is not a plain file name",
+    ),
     (
         "profile an absolute folder",
         lambda root: _profile(str(root / "outside")),

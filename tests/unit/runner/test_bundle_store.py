@@ -191,3 +191,22 @@ def test_a_bundle_never_replaces_a_whole_run_held_here_nor_writes_through_a_link
     with pytest.raises(bundle.BundleError, match="is a symbolic link, not a folder of the results store"):
         unpack.unpack(book / "b.tar.gz", book / "fresh")
     assert list(outside.iterdir()) == [] and not (book / "fresh" / "default").exists()
+
+
+def test_a_stored_run_naming_a_file_outside_its_folder_moves_nothing(book):
+    """A stored run whose sealed metadata lists a file beside the results (its sha256 right): refused whole."""
+    bundle.pack("default", book / "b.tar.gz", book / "res")
+    (book / "victim.txt").write_text("keep me\n")
+
+    def names_outside(files):
+        meta_name = _run(files, ".json")
+        meta = json.loads(files[meta_name])
+        meta["files"]["../../../../../victim.txt"] = hashlib.sha256(b"keep me\n").hexdigest()
+        meta.pop(results.SEAL)
+        files[meta_name] = json.dumps({**meta, results.SEAL: results._seal(meta)}).encode()
+
+    rewrite(book / "b.tar.gz", names_outside)
+    before = tree(book)
+    with pytest.raises(bundle.BundleError, match=r"names '\.\./\.\./\.\./\.\./\.\./victim\.txt' as one of its files"):
+        unpack.unpack(book / "b.tar.gz", book / "fresh")
+    assert tree(book) == before
