@@ -89,10 +89,30 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        umask_mode(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def umask_mode(path: str | Path) -> None:
+    """Give a file made by ``tempfile.mkstemp`` (mode 0600) the mode ``open`` gives a new file: 0666 less the
+    umask (0644 under the usual 022)."""
+    os.chmod(path, 0o666 & ~_umask())
+
+
+def _umask() -> int:
+    """The process's umask, read where Linux states it (setting it to read it back races other threads)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 class ResultsError(RuntimeError):

@@ -136,6 +136,7 @@ def _write(target: Path, profile: str, paths: dict[str, Path]) -> dict[str, Any]
         raise BundleError(f"cannot write {target} ({err.strerror}); name a file in a writable folder") from None
     try:
         _write_bundle(tmp, manifest, paths)
+        results.umask_mode(tmp)
         os.replace(tmp, target)
     except OSError as err:
         raise BundleError(

@@ -25,6 +25,7 @@ import jupytext
 import nbformat
 
 from .. import chapters
+from ..core import results
 from ..core.chapter import ParameterError
 from ..core.contents import NOTEBOOKS_DIR, chapter_names
 
@@ -61,6 +62,7 @@ def _write(name: str, nb: Any, target: Path | str | None) -> Path:
     os.close(fd)
     try:
         jupytext.write(nb, tmp, fmt="ipynb")
+        results.umask_mode(tmp)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

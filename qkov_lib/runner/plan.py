@@ -166,6 +166,7 @@ def write_page(nb: nbformat.NotebookNode, chapter: str, out_dir: Path) -> None:
     os.close(fd)
     try:
         nbformat.write(nb, tmp)
+        results.umask_mode(tmp)
         os.replace(tmp, out_dir / f"{chapter}.ipynb")
     finally:
         Path(tmp).unlink(missing_ok=True)

@@ -159,6 +159,7 @@ def copy_in(source: Path, target: Path) -> None:
     os.close(fd)
     try:
         shutil.copyfile(source, tmp)
+        results.umask_mode(tmp)
         os.replace(tmp, target)
     finally:
         Path(tmp).unlink(missing_ok=True)

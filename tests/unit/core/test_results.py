@@ -1,6 +1,9 @@
 """Tidy results on disk (``qkov_lib.core.results``): a file name read from a metadata becomes a path only as one
 plain name inside its folder (``plain_name``), so a sealed metadata listing ``../README.md`` is refused before
-anything outside is read."""
+anything outside is read; files written atomically keep the umask's mode."""
+
+import json
+import os
 
 import pandas as pd
 import pytest
@@ -60,3 +63,15 @@ def test_a_metadata_that_is_no_json_object_is_one_results_error(tmp_path, body):
     (tmp_path / "run.json").write_text(body)
     with pytest.raises(results.ResultsError, match=r"run\.json is no results' metadata"):
         results.check(tmp_path, "run")
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+def test_a_file_written_atomically_keeps_the_umasks_mode(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        results.write_atomic(tmp_path / "a.json", json.dumps({}))
+        results.save(tmp_path, "run", {"main": pd.DataFrame({"x": [1]})}, {})
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "a.json", tmp_path / "run.csv", tmp_path / "run.json"):
+        assert path.stat().st_mode & 0o777 == mode, path

@@ -449,3 +449,15 @@ def test_pack_onto_a_folder_a_file_or_a_full_disk_is_one_error(res, tmp_path, mo
     assert main(["results", "pack", "smoke", str(tmp_path / "b.tar.gz"), "--results", str(res)]) == 1
     assert re.search(r"cannot write .*b\.tar\.gz \(No space left on device\); free space", capsys.readouterr().err)
     assert sha_tree(tmp_path) == before
+
+
+def test_a_bundle_and_a_page_copied_in_keep_the_umasks_mode(res, tmp_path):
+    """Written through a temporary file (mode 0600), then given the mode a plain ``open`` gives: 0644 under 022."""
+    old = os.umask(0o022)
+    try:
+        bundle.pack("smoke", tmp_path / "b.tar.gz", res)
+        units.copy_in(res / "smoke" / "alpha.ipynb", tmp_path / "book" / "alpha.ipynb")
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "b.tar.gz", tmp_path / "book" / "alpha.ipynb"):
+        assert path.stat().st_mode & 0o777 == 0o644, path
