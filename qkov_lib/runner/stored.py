@@ -1,6 +1,7 @@
 """What the results store holds of each chapter (``runs.store``): ``results status`` and the runner's line before a
-chapter runs. A chapter's stored runs are found by running it in planning mode (``store.plan``): its ``run`` goes as
-far as its first stored computation, which names its runs and stops, computing nothing."""
+chapter runs, and ``results repair``. A chapter's stored runs are found by running it in planning mode
+(``store.plan``): its ``run`` goes as far as its first stored computation, which names its runs and stops, computing
+nothing."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..core.chapter import PROFILES, Scope
 from ..core.contents import GATHERERS
 from ..core.device import pick_device
 from ..data.registry import DataUnavailable
-from ..runs import store
+from ..runs import store, store_verify
 from . import catalog
 
 
@@ -101,6 +102,8 @@ def _results_in(root: Path | None) -> Iterator[None]:
 
 
 def _run_line(run: store.RunState) -> str:
+    if run.state == "damaged":
+        return f"  {run.state:8} {run.name}: {'; '.join(run.why)}"
     where = f"computed at {run.commit[:12]}" if run.commit else "never computed"
     took = f" in {run.compute_s:.0f} s" if run.compute_s is not None else ""
     why = f": {', '.join(run.why)} changed" if run.why else ""
@@ -113,7 +116,10 @@ def status(profile: str, chapters: Sequence[str] | None = None, verbose: bool = 
     for chapter in chapters or [c for c in catalog.CHAPTERS if has_stored_runs(c)]:
         found = chapter_runs(chapter, profile)
         out.append(found)
-        counts = ", ".join(f"{found.count(s)} {s}" for s in ("current", "stale", "missing"))
+        shown = (
+            ("current", "stale", "damaged", "missing") if found.count("damaged") else ("current", "stale", "missing")
+        )
+        counts = ", ".join(f"{found.count(s)} {s}" for s in shown)
         print(found.line if found.error else f"{chapter} ({found.profile}): {len(found.runs)} runs, {counts}")
         for run in found.runs if verbose else ():
             print(_run_line(run))
@@ -121,14 +127,40 @@ def status(profile: str, chapters: Sequence[str] | None = None, verbose: bool = 
 
 
 def command(args: Any) -> int:
-    """``results status [--profile P] [--only C,..] [--check] [--brief]``: 1 with ``--check`` when a run is stale or
-    missing, or a chapter's runs cannot be listed."""
+    """``results status [--profile P] [--only C,..] [--check] [--brief]``: 1 with ``--check`` when a run is stale,
+    damaged or missing, a chapter's runs cannot be listed, or a file of the profile's committed store is stray,
+    edited or damaged (``store_verify.verify``, each named)."""
     found = status(args.profile, args.only.split(",") if args.only else None, not args.brief)
     bad = [f for f in found if f.error or f.count("current") < len(f.runs)]
+    problems = store_verify.verify(store.committed_root(), args.profile) if args.check else []
+    for line in problems:
+        print(line)
+    if args.check and problems:
+        print(f"the committed store's {args.profile} folders: {len(problems)} problem(s), named above", file=sys.stderr)
     if args.check and bad:
         print(f"not current: {', '.join(f.chapter for f in bad)}", file=sys.stderr)
+    return int(args.check and bool(bad or problems))
+
+
+def repair(args: Any) -> int:
+    """``results repair [--profile P]``: rebuild the manifest of each folder of the committed store (one profile's, or
+    every stored profile's) from the runs whose seals hold (``store_verify.repair``), a line per folder and per run
+    left out; 1 when a run was left out (its files are strays now: compute it again, or remove them) or a folder is
+    a link."""
+    root, left_out = store.committed_root(), 0
+    try:
+        for profile in [args.profile] if args.profile else store.STORED_PROFILES:
+            for folder in sorted(f for f in (root / profile).glob("*") if f.is_dir()):
+                store_verify.refuse_links(root, folder)
+                kept, left = store_verify.repair(folder)
+                print(f"{folder}: manifest rebuilt from {kept} sealed run(s), {len(left)} left out")
+                for line in left:
+                    print(f"  {line}", file=sys.stderr)
+                left_out += len(left)
+    except results.ResultsError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 1
-    return 0
+    return int(left_out > 0)
 
 
 def add_command(actions: Any) -> None:
@@ -138,3 +170,5 @@ def add_command(actions: Any) -> None:
     st.add_argument("--only", help="comma-separated chapter names (default: every chapter with stored runs)")
     st.add_argument("--check", action="store_true", help="exit 1 when a stored run is stale or missing")
     st.add_argument("--brief", action="store_true", help="one line per chapter")
+    rp = actions.add_parser("repair", help="rebuild the committed store's manifests from the runs whose seals hold")
+    rp.add_argument("--profile", choices=store.STORED_PROFILES, help="one profile (default: every stored profile)")

@@ -213,10 +213,12 @@ def add_commands(sub: Any) -> None:
 
 
 def command(args: Any) -> int:
-    """Run ``results pack``, ``results unpack`` (1 with one message when the bundle is refused) or ``results
-    status`` (``stored.command``)."""
+    """Run ``results pack``, ``results unpack`` (1 with one message when the bundle is refused), ``results status``
+    (``stored.command``) or ``results repair`` (``stored.repair``)."""
     if args.action == "status":
         return stored.command(args)
+    if args.action == "repair":
+        return stored.repair(args)
     try:
         if args.action == "pack":
             packed = pack(args.profile, args.file, folder_path(args.results, "--results"))

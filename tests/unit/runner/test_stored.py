@@ -3,6 +3,7 @@ each, found by planning the chapter (its run stops at its first stored computati
 
 from argparse import Namespace
 
+import pandas as pd
 import pytest
 
 from qkov_lib.core.results import ROOT_ENV
@@ -70,3 +71,70 @@ def test_not_stored_says_what_a_chapter_would_train(empty_store, monkeypatch, tm
     whole = stored.ChapterRuns("x", "smoke", [store.RunState("r", "current")])
     monkeypatch.setattr(stored, "chapter_runs", lambda *a: whole)
     assert stored.not_stored("fig3_incentive", "smoke", {}, root) is None  # the store holds every run
+
+
+def _all_current(monkeypatch):
+    """Every chapter's runs current (the store's files alone then decide ``--check``)."""
+    whole = [stored.ChapterRuns("fig3_incentive", "default", [store.RunState("r", "current")])]
+    monkeypatch.setattr(stored, "status", lambda *a: whole)
+
+
+def _committed_run(root, chapter="fig3_incentive", name="r"):
+    """One stored run in the committed store at ``root``, its folder's manifest naming it."""
+    from qkov_lib.core import results
+    from qkov_lib.runs import store_verify
+
+    folder = root / "default" / chapter
+    results.save(
+        folder, name, {"main": pd.DataFrame({"x": [1]})}, {"run": name, "chapter": chapter, "profile": "default"}
+    )
+    store_verify.write_manifest(folder)
+    return folder
+
+
+def test_status_check_names_each_stray_edited_or_damaged_file_of_the_committed_store(empty_store, monkeypatch, capsys):
+    _all_current(monkeypatch)
+    folder = _committed_run(empty_store / "store")
+    args = Namespace(profile="default", only=None, check=True, brief=True)
+    assert stored.command(args) == 0
+    (folder / "extra.csv").write_text("x\n9\n")
+    (folder / "r.csv").write_text("x\n2\n")
+    assert stored.command(args) == 1
+    out = capsys.readouterr()
+    assert f"{folder}: extra.csv is named by no manifest (a stray file)" in out.out
+    assert f"{folder}: r.csv differs from its manifest (edited?)" in out.out
+    assert "the committed store's default folders: 3 problem(s), named above" in out.err
+    (folder / "manifest.json").write_text("[]")
+    assert stored.command(args) == 1
+    assert f"{folder / 'manifest.json'} is damaged (not a manifest); rebuild it from the sealed runs: " in (
+        capsys.readouterr().out
+    )
+
+
+def test_a_damaged_run_is_called_damaged_not_never_computed(monkeypatch, capsys):
+    runs = [store.RunState("q", "current"), store.RunState("r", "damaged", ("x.csv changed",))]
+    monkeypatch.setattr(stored, "chapter_runs", lambda chapter, profile: stored.ChapterRuns(chapter, profile, runs))
+    stored.status("default", ["fig3_incentive"])
+    assert (
+        capsys.readouterr().out.splitlines()[0]
+        == "fig3_incentive (default): 2 runs, 1 current, 0 stale, 1 damaged, 0 missing"
+    )
+    assert stored._run_line(store.RunState("r", "damaged", ("x.csv changed",))) == "  damaged  r: x.csv changed"
+    assert stored._run_line(store.RunState("r", "missing")) == "  missing  r (never computed)"
+
+
+def test_results_repair_rebuilds_the_manifests_and_names_what_it_leaves_out(empty_store, capsys):
+    from qkov_lib.__main__ import main
+
+    folder = _committed_run(empty_store / "store")
+    _committed_run(empty_store / "store", name="s")
+    sealed = (folder / "manifest.json").read_bytes()
+    (folder / "manifest.json").write_text("<<<<<<< HEAD\n{}\n=======\n")
+    assert main(["results", "repair", "--profile", "default"]) == 0
+    assert capsys.readouterr().out == f"{folder}: manifest rebuilt from 2 sealed run(s), 0 left out\n"
+    assert (folder / "manifest.json").read_bytes() == sealed
+    (folder / "s.csv").write_text("x\n5\n")
+    assert main(["results", "repair"]) == 1
+    out = capsys.readouterr()
+    assert out.out == f"{folder}: manifest rebuilt from 1 sealed run(s), 1 left out\n"
+    assert out.err.startswith(f"  left out {folder / 's.json'}: {folder / 's.csv'} changed after it was written")
