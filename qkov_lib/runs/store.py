@@ -24,6 +24,7 @@ import io
 import json
 import os
 import re
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +62,25 @@ ORCHESTRATION = (
 # of them)
 PAGE = ("qkov_lib.present", "qkov_lib.metrics.verdicts", "qkov_lib.metrics.official", "qkov_lib.chapters.atlas.pages")
 Tables = dict[str, pd.DataFrame]
+
+
+def computed_at() -> str | None:
+    """The commit a run is computed at: HEAD, with '+dirty' when a tracked file outside the committed store differs
+    from it (the store's own files, which the runs of this computation rewrite, are no part of the code that makes
+    them); None outside git."""
+    store = committed_root().resolve()
+    outside = [f":(exclude){store.relative_to(paths.REPO_ROOT)}"] if store.is_relative_to(paths.REPO_ROOT) else []
+    try:
+        head, dirty = (
+            subprocess.run(cmd, cwd=paths.REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
+            for cmd in (
+                ["git", "rev-parse", "HEAD"],
+                ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *outside],
+            )
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 def committed_root() -> Path:
@@ -263,7 +283,7 @@ def write(
         "code": key.code.as_meta(),
         "computed_by": key.computed_by,
         "arithmetic": portable.effective(),
-        "git_commit": results.git_commit(),
+        "git_commit": computed_at(),
         "date": time.strftime("%Y-%m-%d"),
         "compute_s": round(compute_s, 1),
         **{k: v for k, v in (made or {}).items() if k in ("git_commit", "date", "compute_s")},
@@ -371,7 +391,7 @@ class Batch:
             self.found[i] = round_trip(tables)
             return
         self.found[i] = write(self.scope, self.pieces[i], self.keys[i], tables, compute_s)
-        commit = results.git_commit()
+        commit = computed_at()
         self.scope.used.append(
             {
                 "name": self.pieces[i].name,
