@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ..core.device import pick_device
-from ..data import hatexplain
+from ..data import hatexplain, wordpiece
 from ..metrics.rationale import authors_k
 from ..runs.real_data import RealRun, prepare, run_conditions
 from ..runs.real_setup import SMOKE, Prepared, RealSetup
@@ -25,6 +25,7 @@ class Setup(RealSetup):
     rationales count as relevant."""
 
     rationale_rule: str = "union"  # relevant tokens: any annotator's rationale (the ERASER files); "mean": the authors'
+    tokens: str = "words"  # a post's tokens: its words (the paper states none); "wordpiece": the authors' BERT pieces
     max_len: int = 128  # the authors' BERT length (the paper states none)
     n_layers: int = 1  # "1-layer" (Section 7)
     mlp: bool = True  # the authors' block: attention and MLP
@@ -39,6 +40,8 @@ class Setup(RealSetup):
             raise ValueError(
                 f"rationale_rule must be one of {hatexplain.RATIONALE_RULES} (got {self.rationale_rule!r})"
             )
+        if self.tokens not in wordpiece.TOKENS:
+            raise ValueError(f"tokens must be one of {wordpiece.TOKENS} (got {self.tokens!r})")
 
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -65,6 +68,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         faster_frozen="mlp",
         rationale_rule="mean",
         unannotated="zero",
+        # their tokeniser: bert-base-uncased WordPieces of length 128, [CLS] first and [SEP] last
+        tokens="wordpiece",
         # their measurement (cells 22, 55 and 69): attention read at the last padded position, padding unmasked
         # (their padding is their read-out); 5% of the padded length (7 of 128 positions) erased
         measure="authors",
@@ -120,7 +125,7 @@ def readings(setup: Setup, chapter: types.ModuleType) -> str:
 
 def data(setup: Setup) -> Prepared:
     """HateXplain's official splits, encoded (offline copies, the cache, or a download)."""
-    splits, info = hatexplain.load(setup.rationale_rule, download=setup.download)
+    splits, info = hatexplain.load(setup.rationale_rule, download=setup.download, tokens=setup.tokens)
     return prepare(splits, info, hatexplain.CLASSES, setup)
 
 

@@ -52,7 +52,7 @@ class Setup(hatexplain.Setup):
 
 
 # the settings that make the chapter's data: one encoding serves every depth (``run``), so no depth sets its own
-DATA_SETTINGS = {"download", "rationale_rule", "max_len", "min_freq", "max_train", "max_test", "data_seed"}
+DATA_SETTINGS = {"download", "rationale_rule", "tokens", "max_len", "min_freq", "max_train", "max_test", "data_seed"}
 SETTABLE = {f.name for f in fields(hatexplain.Setup) if f.init} - DATA_SETTINGS - {"n_layers", "seeds"}
 
 

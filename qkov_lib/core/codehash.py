@@ -268,10 +268,11 @@ def notebook_modules(path: Path, package_dir: Path | None = None) -> set[str]:
     return out
 
 
-def library_versions() -> dict[str, str]:
-    """The installed version of each numerical library in NUMERICAL (one that is not installed is left out)."""
+def library_versions(names: Iterable[str] = NUMERICAL) -> dict[str, str]:
+    """The installed version of each library named (by default the numerical ones, NUMERICAL); one that is not
+    installed is left out."""
     out = {}
-    for name in NUMERICAL:
+    for name in names:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -23,6 +23,7 @@ import numpy as np
 
 from .registry import DataError, canonical_file, not_found, offline_file, read_json, read_text
 from .text import TextSplit
+from .wordpiece import TOKENS, tokenised
 
 CLASSES = ("hatespeech", "normal", "offensive")  # the Hugging Face codes 0, 1, 2
 RATIONALE_RULES = ("union", "majority", "mean")
@@ -34,6 +35,12 @@ RULE_WORDS = {  # each rule in words, for a page (glued): what counts as relevan
     "authors' notebooks)",
 }
 DOCS = "Model_Eval/docs"  # where the ERASER archive keeps one file of tokens per post id
+
+
+TOKEN_WORDS = {
+    "words": "the posts' words as the dataset gives them",
+    "wordpiece": "bert-base-uncased WordPieces, [CLS] first and [SEP] last (the authors' tokeniser)",
+}
 
 
 def majority(labels: list[int]) -> int | None:
@@ -230,13 +237,16 @@ def _canonical(rule: str, download: bool) -> tuple[dict[str, TextSplit], dict] |
     return splits, info
 
 
-def load(rule: str = "union", download: bool = False) -> tuple[dict[str, TextSplit], dict]:
+def load(rule: str = "union", download: bool = False, tokens: str = "words") -> tuple[dict[str, TextSplit], dict]:
     """Train, validation and test splits and a short provenance record; offline copies first, then the cache
     (downloading when ``download``); one clear error when neither is there. Every file's sha256 is checked
-    (``registry``)."""
+    (``registry``). ``tokens``: the posts' words as the dataset gives them, or their WordPieces (``wordpiece``)."""
     if rule not in RATIONALE_RULES:
         raise ValueError(f"rationale rule must be one of {', '.join(RATIONALE_RULES)} (got {rule!r})")
+    if tokens not in TOKENS:
+        raise ValueError(f"tokens must be one of {', '.join(TOKENS)} (got {tokens!r})")
     found = _offline(rule) or _canonical(rule, download)
     if found is None:
         raise not_found("hatexplain")
-    return found
+    splits, info = found
+    return tokenised(splits, tokens), info | {"tokens": TOKEN_WORDS[tokens]}

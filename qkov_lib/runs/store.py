@@ -3,10 +3,11 @@ panel and seed), each keyed by exactly what it depends on, so that a page is re-
 change recomputes only the runs it touches.
 
 A stored run's key has five parts: ``setup`` (the setup values that reach the computation: the page's own fields,
-``PAGE_FIELDS``, are left out), ``code`` (the library modules the computation can execute, docstrings aside, and
-the numerical libraries' versions; not the page's code, ``present/``, nor the verdict rules), ``data`` (the
-identity of the datasets it reads), ``arithmetic`` (the portable mode's settings) and ``engine`` (the device, and
-the synthetic engine where the code reaches it). Its tables are plain CSV beside a sealed JSON
+``PAGE_FIELDS``, are left out), ``code`` (the library modules the computation can execute and those its datasets are
+read through, docstrings aside; the versions of the numerical libraries and of the datasets' tokenisers and taggers;
+not the page's code, ``present/``, nor the verdict rules), ``data`` (the identity of the datasets it reads),
+``arithmetic`` (the portable mode's settings) and ``engine`` (the device, and the synthetic engine where the code
+reaches it). Its tables are plain CSV beside a sealed JSON
 (``core.results.save``): the key, the values, the code's module digests, the commit it was computed at, its compute
 time.
 
@@ -23,6 +24,7 @@ import io
 import json
 import os
 import re
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +39,7 @@ from ..core.budget import OutOfTime, deadline
 from ..core.chapter import Scope, as_dict, current_scope, scoped
 from ..core.device import engine_backend
 from ..core.workers import run_each
+from ..data.loaders import ENGINES, loader
 from ..data.registry import data_identity
 from . import store_columns
 from .store_verify import manifested, write_manifest
@@ -59,6 +62,25 @@ ORCHESTRATION = (
 # of them)
 PAGE = ("qkov_lib.present", "qkov_lib.metrics.verdicts", "qkov_lib.metrics.official", "qkov_lib.chapters.atlas.pages")
 Tables = dict[str, pd.DataFrame]
+
+
+def computed_at() -> str | None:
+    """The commit a run is computed at: HEAD, with '+dirty' when a tracked file outside the committed store differs
+    from it (the store's own files, which the runs of this computation rewrite, are no part of the code that makes
+    them); None outside git."""
+    store = committed_root().resolve()
+    outside = [f":(exclude){store.relative_to(paths.REPO_ROOT)}"] if store.is_relative_to(paths.REPO_ROOT) else []
+    try:
+        head, dirty = (
+            subprocess.run(cmd, cwd=paths.REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
+            for cmd in (
+                ["git", "rev-parse", "HEAD"],
+                ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *outside],
+            )
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 def committed_root() -> Path:
@@ -135,10 +157,14 @@ def make_key(piece: Piece, code: codehash.CodeState, datasets: Sequence[str], de
     return Key(parts, code, by)
 
 
-def code_of(modules: Sequence[str]) -> codehash.CodeState:
-    """The code a run can execute: the closure of ``modules`` less the orchestration (``ORCHESTRATION``) and the
-    page's modules (``PAGE``)."""
-    return codehash.code_state(modules, exclude=excluded())
+def code_of(modules: Sequence[str], datasets: Sequence[str] = ()) -> codehash.CodeState:
+    """The code a run can execute: the closure of ``modules`` and of the loaders of the ``datasets`` it reads
+    (``registry.loader``: how their files become tokens), less the orchestration (``ORCHESTRATION``) and the page's
+    modules (``PAGE``); with the versions of the numerical libraries and of what makes the datasets' tokens
+    (``registry.ENGINES``: the tokeniser's model, the tagger)."""
+    state = codehash.code_state([*modules, *map(loader, datasets)], exclude=excluded())
+    engines = codehash.library_versions([p for d in datasets for p in ENGINES.get(d, ())])
+    return codehash.CodeState(state.modules, state.versions | engines)
 
 
 def excluded() -> set[str]:
@@ -257,7 +283,7 @@ def write(
         "code": key.code.as_meta(),
         "computed_by": key.computed_by,
         "arithmetic": portable.effective(),
-        "git_commit": results.git_commit(),
+        "git_commit": computed_at(),
         "date": time.strftime("%Y-%m-%d"),
         "compute_s": round(compute_s, 1),
         **{k: v for k, v in (made or {}).items() if k in ("git_commit", "date", "compute_s")},
@@ -305,7 +331,7 @@ class Batch:
             raise ValueError("two stored runs of one computation share a name")
         if self.scope is None:
             return
-        code = code_of(self.modules)
+        code = code_of(self.modules, self.scope.datasets)
         self.keys = [make_key(p, code, self.scope.datasets, self.device) for p in self.pieces]
         states = []
         for i, (piece, key) in enumerate(zip(self.pieces, self.keys)):
@@ -365,7 +391,7 @@ class Batch:
             self.found[i] = round_trip(tables)
             return
         self.found[i] = write(self.scope, self.pieces[i], self.keys[i], tables, compute_s)
-        commit = results.git_commit()
+        commit = computed_at()
         self.scope.used.append(
             {
                 "name": self.pieces[i].name,
