@@ -89,53 +89,14 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
-        umask_mode(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def umask_mode(path: str | Path) -> None:
-    """Give a file made by ``tempfile.mkstemp`` (mode 0600) the mode ``open`` gives a new file: 0666 less the
-    umask (0644 under the usual 022)."""
-    os.chmod(path, 0o666 & ~_umask())
-
-
-def _umask() -> int:
-    """The process's umask, read where Linux states it (setting it to read it back races other threads)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 class ResultsError(RuntimeError):
     """A chapter's results that are missing, incomplete or changed since they were written."""
-
-
-class UnsafeName(ResultsError):
-    """A file name read from a stored file (a metadata's ``files``, a manifest, a bundle, the site's index) that is
-    not one plain name inside its folder: refused before it becomes a path."""
-
-
-def plain_name(name: object, folder: Path, source: Path | str) -> Path:
-    """``folder / name`` for a file name read from ``source`` (a metadata, a manifest, an index), after checking that
-    it is one plain name: a non-empty string without ``/``, ``\\``, ``:`` or NUL, not ``.`` or ``..``, whose path
-    stays inside ``folder`` once resolved (no link out of it); else UnsafeName naming ``source`` and the name."""
-    if isinstance(name, str) and name not in ("", ".", "..") and not any(c in name for c in "/\\:\0"):
-        path = folder / name
-        if path.resolve().parent == folder.resolve():
-            return path
-    raise UnsafeName(
-        f"{source} names {name!r} as one of its files, which is not a plain file name inside {folder} (a path, "
-        f"'..', a link out of it or empty); refusing it: the file was altered, remove it or write it again"
-    )
 
 
 def sha256_file(path: Path) -> str:
@@ -147,26 +108,18 @@ def sha256_file(path: Path) -> str:
 
 
 def table_path(folder: Path, chapter: str, table: str) -> Path:
-    return folder / table_name(chapter, table)
-
-
-def table_name(chapter: str, table: str) -> str:
-    """The file name of a chapter's table: ``<chapter>.csv`` for ``main``, else ``<chapter>.<table>.csv``."""
-    return f"{chapter}.csv" if table == "main" else f"{chapter}.{table}.csv"
+    return folder / (f"{chapter}.csv" if table == "main" else f"{chapter}.{table}.csv")
 
 
 def read_meta(folder: Path, chapter: str) -> dict[str, Any]:
     """A chapter's metadata; ResultsError when it is missing or unreadable."""
     path = folder / f"{chapter}.json"
     try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ResultsError(f"no results for {chapter!r} in {folder}") from None
-    except (OSError, ValueError, RecursionError) as err:
+    except (OSError, ValueError) as err:
         raise ResultsError(f"{path} is unreadable ({type(err).__name__}); rerun the chapter with --force") from None
-    if not isinstance(meta, dict) or not isinstance(meta.get("files", {}), dict):
-        raise ResultsError(f"{path} is no results' metadata (a JSON object listing its files); rerun the chapter")
-    return meta
 
 
 def _seal(meta: dict[str, Any]) -> str:
@@ -189,7 +142,7 @@ def check(folder: Path, chapter: str) -> dict[str, Any]:
             f"hand?); rerun the chapter"
         )
     for name, digest in meta.get("files", {}).items():
-        path = plain_name(name, folder, folder / f"{chapter}.json")
+        path = folder / name
         if not path.is_file():
             raise ResultsError(f"{path} is missing; rerun the chapter")
         if sha256_file(path) != digest:
@@ -221,8 +174,7 @@ def write_meta(folder: Path, chapter: str, meta: dict[str, Any]) -> Path:
 def load(folder: Path, chapter: str) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     """Read back what ``save`` wrote, after ``check``."""
     meta = check(folder, chapter)
-    where = folder / f"{chapter}.json"
-    tables = {name: pd.read_csv(plain_name(table_name(chapter, name), folder, where)) for name in meta["tables"]}
+    tables = {name: pd.read_csv(table_path(folder, chapter, name)) for name in meta["tables"]}
     return tables, meta
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core import results
+from ..core import files, results
 from ..core.paths import RESULTS_ROOT
 from . import bundle_store
 
@@ -54,7 +54,7 @@ def unit_files(folder: Path) -> tuple[dict[str, list[Path]], dict[str, str]]:
         if "." in chapter or chapter.startswith("."):
             continue
         try:
-            listed = results.check(folder, chapter).get("files", {})
+            listed = files.check(folder, chapter).get("files", {})
         except results.ResultsError as err:
             left_out[chapter] = str(err)
             continue
@@ -106,7 +106,7 @@ def pack(
             f"{'; '.join(left_out.values()) or 'none found'}); rerun the chapters first"
         )
     with tempfile.TemporaryDirectory(prefix="qkov-pack-") as runs:
-        metas = {c: results.read_meta(folder, c) for c in units}
+        metas = {c: files.read_meta(folder, c) for c in units}
         exported = {
             p.relative_to(runs).as_posix(): p for p in bundle_store.export(profile, metas, results_root, Path(runs))
         }
@@ -136,7 +136,7 @@ def _write(target: Path, profile: str, paths: dict[str, Path]) -> dict[str, Any]
         raise BundleError(f"cannot write {target} ({err.strerror}); name a file in a writable folder") from None
     try:
         _write_bundle(tmp, manifest, paths)
-        results.umask_mode(tmp)
+        files.umask_mode(tmp)
         os.replace(tmp, target)
     except OSError as err:
         raise BundleError(

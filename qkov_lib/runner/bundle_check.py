@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from ..core import results
+from ..core import files, results
 from ..core.chapter import PROFILES
 from . import bundle_store, catalog
 from .bundle import (
@@ -240,7 +240,7 @@ def _extract(
     for meta in units:
         chapter = PurePosixPath(meta["path"]).stem
         try:
-            results.check(into / profile, chapter)
+            files.check(into / profile, chapter)
         except results.ResultsError as err:
             raise BundleError(
                 f"{where}'s unit {chapter} fails its own check ({err}); nothing was restored, the "

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..core import results
+from ..core import files, results
 from ..runs import store
 from . import catalog, units
 
@@ -48,7 +48,7 @@ def find(profile: str, chapter: str, name: str, digest: str, results_root: Path)
         (results_root / STORE / profile / chapter, _stem(name, digest)),
     ):
         try:
-            meta = results.check(folder, stem)
+            meta = files.check(folder, stem)
         except (results.ResultsError, OSError):
             continue
         if store.sha(meta.get("key")) == digest:
@@ -72,14 +72,14 @@ def export(profile: str, unit_metas: Mapping[str, Mapping[str, Any]], results_ro
 def _copy(folder: Path, stem: str, target: Path, new_stem: str) -> list[Path]:
     """A stored run's files under another stem: the tables' bytes as they are, the metadata listing their new names
     (sealed again)."""
-    meta = results.read_meta(folder, stem)
+    meta = files.read_meta(folder, stem)
     target.mkdir(parents=True, exist_ok=True)
-    files = {}
+    copied = {}
     for table in meta["tables"]:
         source, dest = results.table_path(folder, stem, table), results.table_path(target, new_stem, table)
         shutil.copyfile(source, dest)
-        files[dest.name] = meta["files"][source.name]
-    return [*(target / f for f in files), results.write_meta(target, new_stem, {**meta, "files": files})]
+        copied[dest.name] = meta["files"][source.name]
+    return [*(target / f for f in copied), results.write_meta(target, new_stem, {**meta, "files": copied})]
 
 
 def check(staged: Path, profile: str) -> str | None:
@@ -92,7 +92,7 @@ def check(staged: Path, profile: str) -> str | None:
         for meta_path in sorted(folder.glob("*.json")):
             stem = meta_path.stem
             try:
-                meta = results.check(folder, stem)
+                meta = files.check(folder, stem)
             except results.ResultsError as err:
                 return f"its stored run {folder.name}/{stem} is unusable ({err})"
             want = _stem(str(meta.get("run")), store.sha(meta.get("key")))
@@ -123,15 +123,15 @@ def move_in(staged: Path, profile: str, results_root: Path) -> int:
         target.mkdir(parents=True, exist_ok=True)
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         for name in [*meta["files"], meta_path.name]:
-            source = results.plain_name(name, meta_path.parent, meta_path)
-            os.replace(source, results.plain_name(name, target, meta_path))
+            source = files.plain_name(name, meta_path.parent, meta_path)
+            os.replace(source, files.plain_name(name, target, meta_path))
         moved += 1
     return moved
 
 
 def _whole(folder: Path, stem: str) -> bool:
     try:
-        results.check(folder, stem)
+        files.check(folder, stem)
     except results.ResultsError:
         return False
     return True

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..core import codehash, portable, results
+from ..core import codehash, files, portable, results
 from ..core.contents import GATHERERS
 from ..core.device import engine_backend, pick_device
 from ..core.paths import RESULTS_ROOT
@@ -107,7 +107,7 @@ def stale_reason(final: Path, chapter: str, fp: dict[str, str]) -> tuple[str | N
     """Why the published unit cannot be reused (missing, damaged, or an input changed), None when it can; and
     its metadata ({} when unreadable)."""
     try:
-        meta = results.check(final, chapter)
+        meta = files.check(final, chapter)
     except results.ResultsError as err:
         return str(err), {}
     return unit_reason(meta, chapter, fp), meta

@@ -25,7 +25,7 @@ import jupytext
 import nbformat
 
 from .. import chapters
-from ..core import results
+from ..core import files
 from ..core.chapter import ParameterError
 from ..core.contents import NOTEBOOKS_DIR, chapter_names
 
@@ -62,7 +62,7 @@ def _write(name: str, nb: Any, target: Path | str | None) -> Path:
     os.close(fd)
     try:
         jupytext.write(nb, tmp, fmt="ipynb")
-        results.umask_mode(tmp)
+        files.umask_mode(tmp)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

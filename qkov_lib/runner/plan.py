@@ -14,7 +14,7 @@ from typing import Any
 
 import nbformat
 
-from ..core import results
+from ..core import files, results
 from ..core.chapter import as_dict
 from ..core.contents import GATHERERS, title
 from ..core.paths import RESULTS_ROOT
@@ -41,7 +41,7 @@ class Plan:
 def last_wall_time(final: Path, chapter: str) -> float | None:
     """The runner's wall time of the chapter's last unit in ``final``, None when there is none."""
     try:
-        wall = results.read_meta(final, chapter).get("runner_wall_time_s")
+        wall = files.read_meta(final, chapter).get("runner_wall_time_s")
     except results.ResultsError:
         return None
     return float(wall) if isinstance(wall, (int, float)) else None
@@ -150,7 +150,7 @@ def show_last(final: Path, chapter: str, note: str, out_dir: Path) -> bool:
     """Make the book's page of ``chapter`` its last intact unit's notebook with ``note`` under the title; False (and
     nothing written) when there is no intact unit."""
     try:
-        results.check(final, chapter)
+        files.check(final, chapter)
         nb = nbformat.read(final / f"{chapter}.ipynb", as_version=4)
     except (results.ResultsError, OSError, ValueError):
         return False
@@ -166,7 +166,7 @@ def write_page(nb: nbformat.NotebookNode, chapter: str, out_dir: Path) -> None:
     os.close(fd)
     try:
         nbformat.write(nb, tmp)
-        results.umask_mode(tmp)
+        files.umask_mode(tmp)
         os.replace(tmp, out_dir / f"{chapter}.ipynb")
     finally:
         Path(tmp).unlink(missing_ok=True)

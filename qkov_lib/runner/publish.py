@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core import results
+from ..core import files, results
 from ..core.chapter import PROFILES, ParameterError
 from ..core.contents import chapter_names
 from ..core.paths import HTML, REPO_ROOT, RESULTS_ROOT
@@ -140,7 +140,7 @@ def place_site(
         shutil.rmtree(staged, ignore_errors=True)
     (site / ".nojekyll").touch()  # serve folders starting with _ (Sphinx's _static)
     index = site / "index.html"
-    results.write_atomic(index, index_page(site))
+    files.write_atomic(index, index_page(site))
     return index
 
 

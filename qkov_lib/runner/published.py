@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core import results
+from ..core import files, results
 from ..core.chapter import as_dict
 from ..core.contents import GATHERERS
 from ..core.paths import REPO_ROOT
@@ -62,7 +62,7 @@ def write(folder: Path, profile: str, results_root: Path) -> dict[str, Any]:
     units, _ = bundle.unit_files(results_root / profile)
     entries = {}
     for chapter in units:
-        meta = results.read_meta(results_root / profile, chapter)
+        meta = files.read_meta(results_root / profile, chapter)
         if meta.get("status") == results.UNAVAILABLE:
             continue
         target = folder / ARCHIVE.format(chapter=chapter)
@@ -86,7 +86,7 @@ def write(folder: Path, profile: str, results_root: Path) -> dict[str, Any]:
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "chapters": entries,
     }
-    results.write_atomic(folder / INDEX, json.dumps(index, indent=1, sort_keys=True) + "\n")
+    files.write_atomic(folder / INDEX, json.dumps(index, indent=1, sort_keys=True) + "\n")
     return index
 
 
@@ -266,7 +266,7 @@ def _take_one(
     """Download one chapter's archive and move its unit in through the bundle's checks, refusing it unless its
     own metadata carries this checkout's fingerprint; the stored runs it carries go to the scratch store even then
     (each is taken where its key matches). What was moved in."""
-    archive = results.plain_name(entry["file"], tmp, f"{url}'s index entry")
+    archive = files.plain_name(entry["file"], tmp, f"{url}'s index entry")
     download(url, archive, entry, timeout)
 
     def accept(name: str, meta: dict[str, Any]) -> str | None:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..core import results
+from ..core import files, results
 from .execute import ChapterFailed, tidy
 from .fingerprint import chapter_code, computed_by, data_identities
 
@@ -125,7 +125,7 @@ def with_results(final: Path, chapter: str) -> dict[str, Any] | None:
     """The metadata of the chapter's intact unit in ``final`` when it holds results (not a page saying the data was
     missing), else None."""
     try:
-        meta = results.check(final, chapter)
+        meta = files.check(final, chapter)
     except results.ResultsError:
         return None
     return None if meta.get("status") == results.UNAVAILABLE else meta
@@ -137,7 +137,7 @@ def seal(staging: Path, chapter: str, fp: dict[str, str], wall: float) -> None:
     strays = [p.name for p in staging.iterdir() if not p.name.startswith(f"{chapter}.")]
     if strays:
         raise ChapterFailed(f"chapter {chapter!r} wrote files not named {chapter}.*: {', '.join(strays)}")
-    meta = results.read_meta(staging, chapter)
+    meta = files.read_meta(staging, chapter)
     code = chapter_code(chapter)
     meta.update(
         fingerprint=fp,
@@ -149,7 +149,7 @@ def seal(staging: Path, chapter: str, fp: dict[str, str], wall: float) -> None:
     if identities := data_identities(chapter):
         meta["data_identity"] = identities  # which release and files: what ``fingerprint.same_data`` compares
     results.write_meta(staging, chapter, meta)
-    results.check(staging, chapter)
+    files.check(staging, chapter)
 
 
 def copy_in(source: Path, target: Path) -> None:
@@ -159,7 +159,7 @@ def copy_in(source: Path, target: Path) -> None:
     os.close(fd)
     try:
         shutil.copyfile(source, tmp)
-        results.umask_mode(tmp)
+        files.umask_mode(tmp)
         os.replace(tmp, target)
     finally:
         Path(tmp).unlink(missing_ok=True)
@@ -170,16 +170,16 @@ def move_unit(staged: Path, final: Path, chapter: str) -> None:
     as absent, never as mixed, until it lands). Resumable: a move cut short (a kill) is finished by calling it again,
     since a file the staged metadata lists that is no longer staged was moved already."""
     meta = f"{chapter}.json"
-    listed = results.read_meta(staged, chapter).get("files", {})
+    listed = files.read_meta(staged, chapter).get("files", {})
     final.mkdir(parents=True, exist_ok=True)
     (final / meta).unlink(missing_ok=True)
     for old in final.glob(f"{chapter}.*"):
         if old.name not in listed:
             old.unlink()
     for name in listed:  # each one plain name (checked again: the move never leaves the two folders)
-        source = results.plain_name(name, staged, staged / meta)
+        source = files.plain_name(name, staged, staged / meta)
         if source.exists():
-            os.replace(source, results.plain_name(name, final, staged / meta))
+            os.replace(source, files.plain_name(name, final, staged / meta))
     os.replace(staged / meta, final / meta)
 
 

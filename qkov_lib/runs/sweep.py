@@ -30,8 +30,9 @@ from ..core import portable
 from ..core.budget import OutOfTime, deadline
 from ..core.chapter import current_scope
 from ..core.codehash import task_fingerprint
+from ..core.files import write_atomic
 from ..core.progress import bar
-from ..core.results import results_root, write_atomic
+from ..core.results import results_root
 from ..core.workers import run_each, timed
 from .store import Batch, Done, Executor, Piece
 
