@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..core import codehash, results
+from ..core import codehash, files, results
 from ..core.paths import PACKAGE_DIR, REPO_ROOT
 from ..runs import store
 from ..runs.store_verify import MANIFEST, write_manifest
@@ -62,7 +62,7 @@ def rekey_folder(folder: Path, datasets: tuple[str, ...]) -> tuple[int, int]:
     """Re-key the folder's runs that ``proof`` covers; (re-keyed, left as they were). The manifest is rewritten."""
     done = left = 0
     for path in sorted(p for p in folder.glob("*.json") if p.name != MANIFEST):
-        meta = results.check(folder, path.stem)
+        meta = files.check(folder, path.stem)
         code = store.code_of(sorted(meta["code"]["modules"]), datasets)
         if meta["key"].get("code") == code.digest:
             continue
@@ -71,7 +71,11 @@ def rekey_folder(folder: Path, datasets: tuple[str, ...]) -> tuple[int, int]:
             left += 1
             continue
         old = meta["key"]["code"]
-        meta |= {"key": meta["key"] | {"code": code.digest}, "code": code.as_meta(), "rekeyed": {"from": old, "why": why}}
+        meta |= {
+            "key": meta["key"] | {"code": code.digest},
+            "code": code.as_meta(),
+            "rekeyed": {"from": old, "why": why},
+        }
         results.write_meta(folder, path.stem, meta)
         done += 1
     if done:
@@ -94,4 +98,3 @@ def add_command(actions: Any) -> None:
     """``results rekey`` on the ``results`` command's subparsers."""
     rk = actions.add_parser("rekey", help="re-key committed runs git proves were computed by today's code")
     rk.add_argument("--profile", choices=store.STORED_PROFILES, help="one profile (default: every stored profile)")
-

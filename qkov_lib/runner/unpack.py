@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core import results
+from ..core import files
 from ..core.chapter import PROFILES, ParameterError
 from ..core.paths import RESULTS_ROOT
-from . import bundle_store, stored, units
+from . import bundle_store, rekey, stored, units
 from .bundle import BundleError, pack
 from .bundle_check import check_into
 from .checks import folder_path
@@ -170,7 +170,7 @@ def unpack(
                 f"{final} is a file, not the folder of profile {name}'s results; move it away, then unpack again"
             )
         refused = _refused(tmp / name, accept, source, runs_of_refused and bundle_store.count(manifest) > 0)
-        results.write_atomic(
+        files.write_atomic(
             tmp / READY, json.dumps({"source": str(source), "profile": name, "commit": manifest.get("commit")})
         )
         moved, runs = _move_all(tmp, name, results_root)
@@ -188,12 +188,12 @@ def _refused(staged: Path, accept: Accept | None, source: Path, keep_runs: bool)
     if accept is None:
         return refused
     for chapter in sorted(p.stem for p in staged.glob("*.json")):
-        if why := accept(chapter, results.read_meta(staged, chapter)):
+        if why := accept(chapter, files.read_meta(staged, chapter)):
             if not keep_runs:
                 raise BundleError(f"{source}'s unit {chapter} is refused ({why}); nothing was restored")
             refused[chapter] = why
-            for name in [*results.read_meta(staged, chapter).get("files", {}), f"{chapter}.json"]:
-                results.plain_name(name, staged, staged / f"{chapter}.json").unlink(missing_ok=True)
+            for name in [*files.read_meta(staged, chapter).get("files", {}), f"{chapter}.json"]:
+                files.plain_name(name, staged, staged / f"{chapter}.json").unlink(missing_ok=True)
     return refused
 
 
@@ -210,15 +210,18 @@ def add_commands(sub: Any) -> None:
     for p in (pk, up):
         p.add_argument("--results", default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
     stored.add_command(actions)
+    rekey.add_command(actions)
 
 
 def command(args: Any) -> int:
     """Run ``results pack``, ``results unpack`` (1 with one message when the bundle is refused), ``results status``
-    (``stored.command``) or ``results repair`` (``stored.repair``)."""
+    (``stored.command``), ``results repair`` (``stored.repair``) or ``results rekey`` (``rekey.command``)."""
     if args.action == "status":
         return stored.command(args)
     if args.action == "repair":
         return stored.repair(args)
+    if args.action == "rekey":
+        return rekey.command(args)
     try:
         if args.action == "pack":
             packed = pack(args.profile, args.file, folder_path(args.results, "--results"))

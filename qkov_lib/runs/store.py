@@ -24,7 +24,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..core import codehash, paths, portable, results
+from ..core import codehash, files, paths, portable, results
 from ..core.budget import OutOfTime, deadline
 from ..core.chapter import Scope, as_dict, current_scope, scoped
 from ..core.device import engine_backend
@@ -42,7 +41,7 @@ from ..core.workers import run_each
 from ..data.loaders import ENGINES, loader
 from ..data.registry import data_identity
 from . import store_columns
-from .store_verify import manifested, write_manifest
+from .store_verify import check_writable, computed_at, damage, manifested, refuse_links, write_manifest
 
 STORED_PROFILES = ("default", "official")  # the profiles whose runs are committed
 ROOT_ENV = "QKOV_STORE_ROOT"  # moves the committed store (tests)
@@ -62,25 +61,6 @@ ORCHESTRATION = (
 # of them)
 PAGE = ("qkov_lib.present", "qkov_lib.metrics.verdicts", "qkov_lib.metrics.official", "qkov_lib.chapters.atlas.pages")
 Tables = dict[str, pd.DataFrame]
-
-
-def computed_at() -> str | None:
-    """The commit a run is computed at: HEAD, with '+dirty' when a tracked file outside the committed store differs
-    from it (the store's own files, which the runs of this computation rewrite, are no part of the code that makes
-    them); None outside git."""
-    store = committed_root().resolve()
-    outside = [f":(exclude){store.relative_to(paths.REPO_ROOT)}"] if store.is_relative_to(paths.REPO_ROOT) else []
-    try:
-        head, dirty = (
-            subprocess.run(cmd, cwd=paths.REPO_ROOT, capture_output=True, text=True, check=True).stdout.strip()
-            for cmd in (
-                ["git", "rev-parse", "HEAD"],
-                ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *outside],
-            )
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("+dirty" if dirty else "")
 
 
 def committed_root() -> Path:
@@ -191,8 +171,9 @@ _COMPUTING: list[bool] = []  # non-empty while a batch computes its runs here (a
 
 @dataclass(frozen=True)
 class RunState:
-    """What the store holds of one run: ``current``, ``stale`` (``why``: the parts of its key that changed) or
-    ``missing``; the commit it was computed at and its compute time, where stored."""
+    """What the store holds of one run: ``current``, ``stale`` (``why``: the parts of its key that changed),
+    ``damaged`` (``why``: what is wrong with its files) or ``missing``; the commit it was computed at and its compute
+    time, where stored."""
 
     name: str
     state: str
@@ -202,7 +183,16 @@ class RunState:
 
 
 def _folder(root: Path, scope: Scope) -> Path:
-    return root / scope.profile / scope.chapter
+    """A chapter's folder of the store at ``root``; StoreError when it, or a folder above it in the store, is a link."""
+    folder = root / scope.profile / scope.chapter
+    refuse_links(root, folder)
+    return folder
+
+
+def _target(scope: Scope) -> tuple[Path, bool]:
+    """Where the runs of ``scope`` computed here go, and whether that is the committed store (``commits``)."""
+    committed = commits(scope)
+    return _folder(committed_root() if committed else scratch_root(), scope), committed
 
 
 def _stem(piece: Piece, key: Key, committed: bool) -> str:
@@ -216,7 +206,7 @@ def _read(folder: Path, stem: str, committed: bool = False) -> tuple[Tables, dic
     if committed and not manifested(folder, stem):
         return None
     try:
-        tables, meta = results.load(folder, stem)
+        tables, meta = files.load(folder, stem)
         return store_columns.restore(tables, meta), meta
     except (results.ResultsError, OSError, ValueError, KeyError, IndexError, TypeError):
         return None
@@ -246,8 +236,11 @@ def lookup(scope: Scope, piece: Piece, key: Key) -> tuple[Found | None, RunState
     """A run where the store holds it under ``key`` (the committed store first), and its state."""
     stale: RunState | None = None
     for root, committed in ((committed_root(), True), (scratch_root(), False)):
-        found = _read(_folder(root, scope), _stem(piece, key, committed), committed)
+        folder, stem = _folder(root, scope), _stem(piece, key, committed)
+        found = _read(folder, stem, committed)
         if found is None:
+            if committed and (why := damage(folder, stem)):
+                stale = RunState(piece.name, "damaged", (why,))
             continue
         tables, meta = found
         state = RunState(piece.name, "current", (), meta.get("git_commit"), meta.get("compute_s"))
@@ -270,8 +263,7 @@ def write(
     """Store a computed run (the committed store for the runner's run of a stored profile, else the scratch store)
     and return its tables as read back from the files. ``made``: where and when a run found in the scratch store was
     computed (its commit, date and compute time), kept as it is committed."""
-    committed = commits(scope)
-    folder = _folder(committed_root() if committed else scratch_root(), scope)
+    folder, committed = _target(scope)
     stem = _stem(piece, key, committed)
     before = _read(folder, stem)
     meta = {
@@ -283,7 +275,7 @@ def write(
         "code": key.code.as_meta(),
         "computed_by": key.computed_by,
         "arithmetic": portable.effective(),
-        "git_commit": computed_at(),
+        "git_commit": computed_at(committed_root()),
         "date": time.strftime("%Y-%m-%d"),
         "compute_s": round(compute_s, 1),
         **{k: v for k, v in (made or {}).items() if k in ("git_commit", "date", "compute_s")},
@@ -292,7 +284,7 @@ def write(
     results.save(folder, stem, kept, meta | ({store_columns.META_KEY: constants} if constants else {}))
     if before is not None:  # files of the run's last version that this one no longer has
         for name in set(before[1].get("files", {})) - {results.table_path(folder, stem, t).name for t in tables}:
-            (folder / name).unlink(missing_ok=True)
+            files.plain_name(name, folder, folder / f"{stem}.json").unlink(missing_ok=True)
     if committed:
         write_manifest(folder)
     found = _read(folder, stem)
@@ -365,6 +357,8 @@ class Batch:
         deadline: ``OutOfTime``, the finished runs kept for the next run (outside a chapter, where nothing is kept,
         and inside a stored run, the budget is its caller's to keep)."""
         end = deadline() if self.scope is not None else None
+        if self.scope is not None and self.missing:  # a store that cannot take the runs is said before training
+            check_writable(*_target(self.scope))
 
         def done(t: int, result: Any, seconds: float) -> None:
             runs = split(t, result)
@@ -391,7 +385,7 @@ class Batch:
             self.found[i] = round_trip(tables)
             return
         self.found[i] = write(self.scope, self.pieces[i], self.keys[i], tables, compute_s)
-        commit = computed_at()
+        commit = computed_at(committed_root())
         self.scope.used.append(
             {
                 "name": self.pieces[i].name,

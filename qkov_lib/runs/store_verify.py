@@ -3,17 +3,18 @@ sha256, written as runs are stored; a run is read only where its folder's manife
 ``verify`` finds every stray, missing or edited file and every broken seal (tests/project/test_committed_store.py
 runs it over the repository's store; ``results status --check`` too). ``repair`` rebuilds a folder's manifest from
 the runs whose seals hold. Every name read from a metadata or a manifest is one plain name in its folder
-(``results.plain_name``), and no store folder is a link (``refuse_links``): nothing outside the store is written."""
+(``files.plain_name``), and no store folder is a link (``refuse_links``): nothing outside the store is written."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core import results
+from ..core import files, paths, results
 
 MANIFEST = "manifest.json"
 REPAIR = "python -m qkov_lib results repair"
@@ -103,11 +104,11 @@ def write_manifest(folder: Path, stems: Sequence[str] | None = None) -> None:
     listed: dict[str, str] = {}
     for stem in _stems(folder) if stems is None else stems:
         meta_path = folder / f"{stem}.json"
-        files = _meta(meta_path).get("files", {})
-        for name in files:
-            results.plain_name(name, folder, meta_path)
-        listed |= dict(files) | {meta_path.name: results.sha256_file(meta_path)}
-    results.write_atomic(folder / MANIFEST, json.dumps(listed, indent=1, sort_keys=True) + "\n")
+        named = _meta(meta_path).get("files", {})
+        for name in named:
+            files.plain_name(name, folder, meta_path)
+        listed |= dict(named) | {meta_path.name: results.sha256_file(meta_path)}
+    files.write_atomic(folder / MANIFEST, json.dumps(listed, indent=1, sort_keys=True) + "\n")
 
 
 def manifested(folder: Path, stem: str) -> bool:
@@ -128,7 +129,7 @@ def damage(folder: Path, stem: str) -> str | None:
         read_manifest(folder)
         if not manifested(folder, stem):
             return f"{folder / MANIFEST} does not name {stem}.json with its sha256 (a stray or an edit)"
-        results.check(folder, stem)
+        files.check(folder, stem)
     except results.ResultsError as err:
         return str(err)
     return None
@@ -141,7 +142,7 @@ def repair(folder: Path) -> tuple[int, list[str]]:
     kept, left = [], []
     for stem in _stems(folder):
         try:
-            meta = results.check(folder, stem)
+            meta = files.check(folder, stem)
             where = (meta.get("run"), meta.get("chapter"), meta.get("profile"))
             if where != (stem, folder.name, folder.parent.name):
                 raise results.ResultsError(f"{folder / f'{stem}.json'} names another run, chapter or profile {where}")
@@ -183,8 +184,8 @@ def _folder_problems(folder: Path) -> list[str]:
     problems += [f"{folder}: {name} is named by no manifest (a stray file)" for name in sorted(present - listed.keys())]
     for name, digest in sorted(listed.items()):
         try:
-            path = results.plain_name(name, folder, folder / MANIFEST)
-        except results.UnsafeName as err:
+            path = files.plain_name(name, folder, folder / MANIFEST)
+        except files.UnsafeName as err:
             problems.append(f"{err} ({REPAIR})")
             continue
         if name not in present:
@@ -193,7 +194,29 @@ def _folder_problems(folder: Path) -> list[str]:
             problems.append(f"{folder}: {name} differs from its manifest (edited?)")
     for meta in sorted(n for n in present & listed.keys() if n.endswith(".json")):
         try:
-            results.check(folder, meta.removesuffix(".json"))
+            files.check(folder, meta.removesuffix(".json"))
         except results.ResultsError as err:
             problems.append(f"{folder}: {err}")
     return problems
+
+
+def computed_at(store: Path) -> str | None:
+    """The commit a run is computed at (``results.git_commit``), without '+dirty' where the only tracked files that
+    differ from it lie in the committed ``store``: the runs of one computation rewrite them as each finishes, and
+    they are no part of the code that makes the runs."""
+    commit = results.git_commit()
+    if commit is None or not commit.endswith("+dirty"):
+        return commit
+    root, store = paths.REPO_ROOT, store.resolve()
+    outside = [f":(exclude){store.relative_to(root)}"] if store.is_relative_to(root) else []
+    try:
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *outside],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return commit
+    return commit if dirty else commit.removesuffix("+dirty")

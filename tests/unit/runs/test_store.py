@@ -3,6 +3,7 @@ missing or stale computed; staleness named part by part; the committed store's m
 and an interruption keep every finished run. Everything here computes in this process (one worker)."""
 
 import json
+import shutil
 import time
 
 import pandas as pd
@@ -102,8 +103,8 @@ def test_a_code_change_names_the_module_that_changed(roots, monkeypatch):
         compute([0])
     real = store.code_of
 
-    def edited(modules):
-        state = real(modules)
+    def edited(modules, datasets=()):
+        state = real(modules, datasets)
         return codehash.CodeState({**state.modules, "qkov_lib.metrics.stats": "edited"}, state.versions)
 
     monkeypatch.setattr(store, "code_of", edited)
@@ -247,3 +248,51 @@ def test_a_sealed_run_its_manifest_does_not_name_is_never_read(roots):
     with scoped(Scope("tiny", "default")):
         tables = compute([0])
     assert CALLS == [0, 0] and tables[0]["main"]["label"].iloc[0] == "x y"
+
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """A copy of qkov_lib under tmp_path, the code fingerprint pointed at it."""
+    copy = tmp_path / "qkov_lib"
+    shutil.copytree(codehash.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(codehash, "PACKAGE_DIR", copy)
+    return copy
+
+
+# what each kind of stored run executes (``real_data.run_all``'s modules; a synthetic run's) and the data it reads
+RUNS = {
+    "hatexplain": (["qkov_lib.runs.real_data"], ("hatexplain",)),
+    "sva": (["qkov_lib.runs.real_data"], ("sva",)),
+    "squad": (["qkov_lib.runs.real_data", "qkov_lib.runs.squad_runs"], ("squad",)),
+    "synthetic": (["qkov_lib.runs.synthetic_runs"], ()),
+}
+
+
+@pytest.mark.parametrize(
+    ("loader", "stale"),
+    [
+        ("hatexplain.py", {"hatexplain"}),
+        ("sva.py", {"sva"}),
+        ("pos_tags.py", {"sva"}),
+        ("squad.py", {"squad"}),
+        ("text.py", {"hatexplain", "sva", "squad"}),
+        ("registry.py", {"hatexplain", "sva", "squad"}),
+    ],
+)
+def test_an_edit_of_a_loader_stales_exactly_the_runs_that_read_it(package, loader, stale):
+    before = {name: store.code_of(*run).digest for name, run in RUNS.items()}
+    path = package / "data" / loader
+    path.write_text(path.read_text() + "\nEDITED = 1\n")
+    after = {name: store.code_of(*run).digest for name, run in RUNS.items()}
+    assert {name for name in RUNS if before[name] != after[name]} == stale
+
+
+def test_the_tokenisers_and_taggers_versions_are_in_the_key_of_the_runs_that_read_them(monkeypatch):
+    real = codehash.library_versions
+
+    def upgraded(names=codehash.NUMERICAL):
+        return real(names) | ({"spacy": "9.9"} if "spacy" in names else {})
+
+    monkeypatch.setattr(codehash, "library_versions", upgraded)
+    assert store.code_of(*RUNS["sva"]).versions["spacy"] == "9.9"
+    assert "spacy" not in store.code_of(*RUNS["hatexplain"]).versions
