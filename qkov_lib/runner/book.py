@@ -16,11 +16,13 @@ from pathlib import Path
 import plotly
 import yaml
 
-from ..core import results
+from ..core import files
 from ..core.chapter import ParameterError
 from ..core.contents import chapter_names
 from ..core.paths import REPO_ROOT
 from . import book_ext
+from .book_ext import REPOSITORY
+from .published import origin_url, repository_url
 
 REPO_URL_ENV = "QKOV_REPO_URL"  # the repository's web address, e.g. https://github.com/OWNER/REPO
 BRANCH_ENV = "QKOV_BRANCH"  # the branch the chapters' launch and source links name (default: main)
@@ -91,6 +93,8 @@ def _book_config(root: Path, repo_url: str | None, branch: str) -> Path:
         raise ParameterError(f"repository URL {repo_url!r} is not an http(s) URL, e.g. https://github.com/OWNER/REPO")
     settings = yaml.safe_load(config.read_text())
     settings["repository"] = {"url": repo_url.rstrip("/"), "branch": branch}
+    # the launch links' repository (book_ext): Jupyter Book's own default fills html_theme_options' otherwise
+    settings.setdefault("sphinx", {}).setdefault("config", {})[REPOSITORY] = repo_url.rstrip("/")
     settings.setdefault("html", {})["use_repository_button"] = True
     derived = root / "_build" / "_config.repository.yml"
     derived.parent.mkdir(parents=True, exist_ok=True)
@@ -151,8 +155,9 @@ def build_book(
     branch: str | None = None,
 ) -> Path:
     """Render the book with Jupyter Book 1.x from executed chapters (no execution at build time); returns index.html.
-    ``repo_url`` (default $QKOV_REPO_URL) adds the repository link and each chapter's launch links, which name
-    ``branch`` (default $QKOV_BRANCH, else main)."""
+    ``repo_url`` (default $QKOV_REPO_URL, else the clone's own ``origin`` where it is a GitHub repository) adds the
+    repository link and each chapter's launch links, which name ``branch`` (default $QKOV_BRANCH, else main); without
+    one the pages have neither."""
     out_dir = out_dir or root / "book" / "chapters"
     missing = [c for c in chapter_names() if not (out_dir / f"{c}.ipynb").exists()]
     if missing:
@@ -163,7 +168,8 @@ def build_book(
     copy_plotly(static)
     if not copy_mathjax(static):
         print(f"no local MathJax (install libjs-mathjax, or set {MATHJAX_ENV}): formulas will load it from a CDN")
-    config = _book_config(root, repo_url or os.environ.get(REPO_URL_ENV), link_branch(branch))
+    repo = repo_url or os.environ.get(REPO_URL_ENV) or repository_url(origin_url())
+    config = _book_config(root, repo, link_branch(branch))
     stamp, inputs = root / "_build" / BUILD_STAMP, book_inputs(root, config)
     full = needs_full_build(stamp, inputs, strict)
     stamp.unlink(missing_ok=True)  # a failed or interrupted build leaves none: the next one rebuilds every page
@@ -172,7 +178,7 @@ def build_book(
     cmd += ["-W", "-n", "--keep-going"] if strict else []
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode == 0:
-        results.write_atomic(stamp, json.dumps({"inputs": inputs, "strict": strict}) + "\n")
+        files.write_atomic(stamp, json.dumps({"inputs": inputs, "strict": strict}) + "\n")
     else:
         raise RuntimeError(
             f"jupyter-book build failed (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"

@@ -15,6 +15,7 @@ from ..present.site_html import BANNER_COMMIT, older_note, with_launch_links
 from .notebooks import colab_link
 
 BOOK_COMMIT = "qkov_book_commit"  # a config value: the commit the book is built at (a change rewrites every page)
+REPOSITORY = "qkov_repository"  # a config value: the repository the book names ('' : none, so no launch links)
 PLOTLY_JS = "plotly.min.js"
 FIGURE_MARK = "plotly-graph-div"  # the class of the div each figure's HTML draws into (plots.show)
 CHAPTER_PAGES = "book/chapters/"  # where the executed chapters are; their sources are notebooks/<name>.md
@@ -50,15 +51,14 @@ def _page(app: Any, pagename: str, templatename: str, context: dict[str, Any], d
         app.builder.add_js_file(PLOTLY_JS, priority=800)  # this page only: Sphinx resets the list per page
     if pagename.startswith(CHAPTER_PAGES):
         body = context["body"] = mark_older(body, app.config[BOOK_COMMIT])
-    options = app.config.html_theme_options
-    if pagename.startswith(CHAPTER_PAGES) and options.get("repository_url"):
-        links = launch_links(
-            options["repository_url"], options.get("repository_branch") or "main", pagename[len(CHAPTER_PAGES) :]
-        )
-        context["body"] = with_launch_links(body, links)
+    repository = app.config[REPOSITORY]  # the book's own repository only: Jupyter Book fills in one of its own
+    if pagename.startswith(CHAPTER_PAGES) and repository:
+        branch = app.config.html_theme_options.get("repository_branch") or "main"
+        context["body"] = with_launch_links(body, launch_links(repository, branch, pagename[len(CHAPTER_PAGES) :]))
 
 
 def setup(app: Any) -> dict[str, Any]:
     app.add_config_value(BOOK_COMMIT, git_commit(), "html")
+    app.add_config_value(REPOSITORY, "", "html")
     app.connect("html-page-context", _page)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

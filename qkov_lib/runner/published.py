@@ -102,6 +102,12 @@ def pages_url(remote: str | None) -> str | None:
     return f"https://{owner}.github.io" if repo.lower() == f"{owner}.github.io" else f"https://{owner}.github.io/{repo}"
 
 
+def repository_url(remote: str | None) -> str | None:
+    """The web address of a GitHub repository's remote URL (https or ssh), None for any other remote."""
+    match = GITHUB.fullmatch(remote or "")
+    return f"https://github.com/{match['owner']}/{match['repo']}" if match else None
+
+
 def origin_url() -> str | None:
     """The checkout's ``origin`` remote, None outside git or without one."""
     try:
