@@ -27,9 +27,15 @@ def _models() -> tuple[Any, Any, Any]:
     try:
         import blingfire  # lazy: only WordPiece tokens need it
     except ImportError:
-        raise DataError("WordPiece tokens need blingfire: pip install -r requirements.txt (it pins blingfire)") from None
+        raise DataError(
+            "WordPiece tokens need blingfire: pip install -r requirements.txt (it pins blingfire)"
+        ) from None
     folder = Path(blingfire.__file__).parent
-    return blingfire, blingfire.load_model(str(folder / f"{MODEL}.bin")), blingfire.load_model(str(folder / f"{MODEL}.i2w"))
+    return (
+        blingfire,
+        blingfire.load_model(str(folder / f"{MODEL}.bin")),
+        blingfire.load_model(str(folder / f"{MODEL}.i2w")),
+    )
 
 
 @functools.cache
@@ -57,7 +63,7 @@ def pieces(word: str) -> list[str]:
 def split_pieces(split: TextSplit) -> TextSplit:
     """Every example of ``split`` as ``[CLS]``, its words' WordPieces, ``[SEP]``; each piece relevant as its word
     was (relevance weights kept as they are: 0/1 or the annotators' mean)."""
-    tokens, relevant = [], []
+    tokens, relevant = [], []  # type: list[list[str]], list[np.ndarray | None]
     for words, rel in zip(split.tokens, split.relevant):
         per_word = [pieces(w) for w in words]
         tokens.append([CLS, *(p for ps in per_word for p in ps), SEP])

@@ -235,13 +235,23 @@ def code_replication(verdicts: Sequence[str], informative_words: Sequence[str]) 
 
 # ---- both sides' spread: the authors' per-seed numbers against this book's, where they printed them ----
 
-WELCH_TOLERANCE = {"%": 2.0, "": 0.02}  # by unit: the difference that counts as a different number
+TOLERANCE = {"%": 2.0, "": 0.02}  # by unit: the widest difference that still counts as the same number
+RELATIVE_TOLERANCE = 0.10  # ... and never more than this share of the authors' number (a small share stays small)
+TOLERANCE_WORDS = (
+    "the smaller of 2 points (0.02 for a probability difference) and a tenth of the authors' number, so that a small "
+    "share is held to a small band"
+)
 WELCH_RULE = (
     "Where the authors printed each seed's number, both sides' spread decides: the 95% Welch interval of the "
     "difference of means (this book under official minus the authors') reproduces when it lies within the "
-    "tolerance (2 points for a percentage, 0.02 for a probability difference), differs when it lies wholly beyond "
-    "it, and is undecided when it reaches across it"
+    f"tolerance ({TOLERANCE_WORDS}), differs when it lies wholly beyond it, and is undecided when it reaches across it"
 )
+
+
+def tolerance(theirs: float, unit: str) -> float:
+    """The difference from the authors' number ``theirs`` that still counts as the same number (``TOLERANCE_WORDS``):
+    ``TOLERANCE[unit]``, at most ``RELATIVE_TOLERANCE`` of ``theirs``."""
+    return min(TOLERANCE[unit], RELATIVE_TOLERANCE * abs(theirs))
 
 
 def welch(ours: Sequence[float], theirs: Sequence[float]) -> tuple[float, float, float]:
@@ -260,7 +270,7 @@ def welch(ours: Sequence[float], theirs: Sequence[float]) -> tuple[float, float,
 def welch_verdict(ours: Sequence[float], theirs: Sequence[float], unit: str) -> str:
     """``WELCH_RULE``'s word for this book's per-seed values against the authors'."""
     _, low, high = welch(ours, theirs)
-    tol = WELCH_TOLERANCE[unit]
+    tol = tolerance(float(np.mean(theirs)), unit)
     if -tol <= low and high <= tol:
         return REPRODUCES
     return DIFFERS if low > tol or high < -tol else UNDECIDED_WORD

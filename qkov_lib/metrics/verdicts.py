@@ -32,10 +32,12 @@ from .official import (
     INFORMATIVE_COLUMN,
     INFORMATIVE_RULE,
     REPRODUCES,
+    TOLERANCE_WORDS,
     different_quantity,
     informative,
     other_quantities,
     tally,
+    tolerance,
     welch_verdict,
     why_differs,
 )
@@ -179,11 +181,10 @@ def at_most(interval: Interval, threshold: float) -> str:
 
 
 # REPRODUCES, DIFFERS (``official``): whether the `official` profile gives back an authors' number
-SINGLE_SEED_TOLERANCE = {"%": 2.0, "": 0.02}  # by unit: percentage points; a probability difference
 REPRODUCTION_RULE = (
     "reproduces: the authors' stored number lies inside this book's 95% interval over seeds under the official "
-    "profile (a number the authors stored for one seed: inside that interval widened by 2 points for a percentage, "
-    "0.02 for a probability difference, since one seed's value scatters around the mean); differs: it lies outside; "
+    f"profile (a number the authors stored for one seed: inside that interval widened by {TOLERANCE_WORDS}, since "
+    "one seed's value scatters around the mean); differs: it lies outside; "
     "undecided: the official profile has not been run, its run departs from the official profile's settings (an "
     "override, or a size scaled down: not the authors' experiment), its models did not learn the task (not "
     "evidence), it has one seed (no interval), or the authors stored no number"
@@ -209,7 +210,7 @@ def reproduces(
     notebooks stored (``REPRODUCTION_RULE``): ``authors`` (None: nothing stored), the mean over ``authors_seeds``
     seeds, against ``official``, this build's 95% interval over seeds (None: not run); ``evidence`` False when
     the official models did not learn the task. A number over several seeds reproduces when it lies inside the
-    interval; a single seed's number when it lies inside the interval widened by ``SINGLE_SEED_TOLERANCE[unit]``
+    interval; a single seed's number when it lies inside the interval widened by ``official.tolerance``
     (one seed scatters around the mean by more than the mean's interval does). With ``single_runs``, a number of
     one authors' run against one official seed (no interval on either side) is compared within
     ``SINGLE_RUN_TOLERANCE`` of the authors' number (``SINGLE_RUN_RULE``)."""
@@ -219,7 +220,7 @@ def reproduces(
         return REPRODUCES if abs(official.mean - authors) <= SINGLE_RUN_TOLERANCE * abs(authors) else DIFFERS
     if official.n < 2:
         return UNDECIDED
-    slack = SINGLE_SEED_TOLERANCE[unit] if authors_seeds == 1 else 0.0
+    slack = tolerance(authors, unit) if authors_seeds == 1 else 0.0
     return REPRODUCES if official.low - slack <= authors <= official.high + slack else DIFFERS
 
 

@@ -132,3 +132,14 @@ def test_a_number_official_differs_from_is_explained_or_said_to_be_unexplained()
     line = verdicts.tally_line(table, "The page's rule.")
     assert line.split("\n\n")[0].endswith("The page's rule.")  # the page's own words close the tally's paragraph
     assert line.split("\n\n")[-1].startswith("- ") and line.endswith(f"): {told[key][1]}.")  # one item each
+
+
+def test_the_tolerance_scales_with_a_small_number():
+    # the 1-layer baseline's attention mass on words against the authors' on WordPieces: 0.7 points on 2.67% is
+    # over a quarter of the number, not the same number
+    ours, theirs = [1.951, 1.954, 1.957, 1.953, 1.955], [2.67] * 5
+    assert official.tolerance(2.67, "%") == pytest.approx(0.267)
+    assert official.tolerance(57.5, "%") == 2.0 and official.tolerance(0.17, "") == pytest.approx(0.017)
+    assert welch_verdict(ours, theirs, "%") == DIFFERS
+    assert welch_verdict([2.6, 2.7, 2.65, 2.68, 2.62], theirs, "%") == REPRODUCES
+    assert verdicts.reproduces(2.67, verdicts.Interval(1.954, 1.951, 1.957, 5), 1) == DIFFERS
