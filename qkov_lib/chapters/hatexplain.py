@@ -83,6 +83,11 @@ def relevance_words(setup: Setup) -> str:
     return hatexplain.RULE_WORDS[setup.rationale_rule]
 
 
+def token_words(setup: Setup) -> str:
+    """What a post's tokens are under this setup, in words (for the page)."""
+    return hatexplain.TOKEN_WORDS[setup.tokens]
+
+
 def measured_posts(setup: Setup) -> str:
     """The test posts the attention measures average over, in words (for the page)."""
     if setup.unannotated == "zero":

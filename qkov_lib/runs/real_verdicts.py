@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 from scipy.stats import binomtest
 
 from ..data import authors
 from ..metrics import mean_ci, paired_effects
 from ..metrics.official import Guard, OfficialUnit, departures, full_size_command
 from ..metrics.stats import Majority
+from ..metrics.uniform import uniform_mrta
 from ..metrics.verdicts import (
     NOT_EVIDENCE,
     PERCENT,
@@ -32,6 +34,7 @@ from ..metrics.verdicts import (
 )
 from ..present.table1 import DIGITS, TABLE_METRICS, interval_words
 from .official_read import official_unit
+from .real_setup import Prepared, RealSetup
 
 LEARNED_ALPHA = 0.05  # the level of the one-sided exact binomial test of each seed against the majority share
 
@@ -135,7 +138,8 @@ def official_run(
 def official_from(unit: OfficialUnit, module: types.ModuleType, depth: int | None = None) -> OfficialRun | None:
     """An official unit of chapter ``module`` as an ``OfficialRun``: its per-seed rows, its guard, and the quantities
     the chapter cannot measure the authors' way (its ``DIFFERENT_UNDER_OFFICIAL``, if any); ``depth``: that depth's
-    rows and claims only. None when it has no rows (of that depth)."""
+    rows and claims only. None when it has no rows (of that depth). A chapter whose authors' run is not published
+    names why in its ``STAND_IN_UNDER_OFFICIAL``: its official run is a stand-in, and no verdict is drawn from it."""
     if "per_seed" not in unit.tables or "claims" not in unit.tables:
         return None
     rows, verdicts = unit.tables["per_seed"], unit.tables["claims"]
@@ -144,7 +148,8 @@ def official_from(unit: OfficialUnit, module: types.ModuleType, depth: int | Non
         verdicts = verdicts[verdicts["id"].str.startswith(f"{depth}_layers_")]
     if rows.empty:
         return None
-    reduced = ", ".join(unit.guard.departures) or None
+    stand_in = getattr(module, "STAND_IN_UNDER_OFFICIAL", "")  # the authors' experiment is not published
+    reduced = ", ".join((*unit.guard.departures, *([stand_in] if stand_in else []))) or None
     evidence = not (verdicts["verdict"] == NOT_EVIDENCE).any()
     return OfficialRun(rows, evidence, reduced, getattr(module, "DIFFERENT_UNDER_OFFICIAL", {}))
 
@@ -155,7 +160,8 @@ def official_note(module: types.ModuleType, official: OfficialRun | None) -> str
     names, ``NOT_LEARNED_UNDER_OFFICIAL``); '' otherwise."""
     if official is None:
         return ""
-    note, cause = official.guard.note(full_size_command(module)), getattr(module, "NOT_LEARNED_UNDER_OFFICIAL", "")
+    command = "" if getattr(module, "STAND_IN_UNDER_OFFICIAL", "") else full_size_command(module)
+    note, cause = official.guard.note(command), getattr(module, "NOT_LEARNED_UNDER_OFFICIAL", "")
     return f"{note} Why its models did not learn: {cause}" if note and cause and not official.evidence else note
 
 
@@ -306,3 +312,37 @@ def claims(
                 table, f"the {cond} model's {performance} ({score.text()}) does not beat {floor_name} ({floor:.1f})"
             )
     return table
+
+
+def uniform_mrta_of(data: Prepared, s: RealSetup) -> float:
+    """The MRTA (%) this run's reading of attention gives a model that learned no attention (``metrics.uniform``):
+    every head uniform over the positions it may see (padding masked; no causal mask, as this book's classifier),
+    rolled out over ``s.n_layers`` layers and read as ``s.measure`` reads it, on the same test posts and tokens."""
+    test = data.test
+    measured = torch.ones_like(test.has_relevance) if s.unannotated == "zero" else test.has_relevance
+    return uniform_mrta(
+        test.ids,
+        test.relevant,
+        measured,
+        s.n_layers,
+        measure=s.measure,
+        causal=False,
+        identity_weight=s.identity_weight,
+    )
+
+
+def uniform_sentence(
+    per_seed: pd.DataFrame, uniform: float, relevant: str = "relevant tokens", examples: str = "posts"
+) -> str:
+    """A sentence setting each condition's MRTA beside the uniform-attention value ``uniform`` (``uniform_mrta_of``):
+    how far training moved attention from where a model that learned none would put it."""
+    rows = table1(per_seed, metrics=("MRTA",))
+    each = "; ".join(
+        f"the {name.split(' (')[0]} model's is {mrta:.2f}% ({mrta / uniform:.1f} times that)"
+        for name, mrta in zip(rows["condition"], rows["MRTA"])
+    )
+    return (
+        f"A model that learned no attention (every head uniform over the positions it may see, read as this run reads "
+        f"it) would put {uniform:.2f}% of its attention on the {relevant} of these {examples} and tokens; "
+        f"{each}."
+    )
