@@ -19,6 +19,7 @@ from scipy import stats
 
 from ..core.chapter import as_dict, name_of, resolve
 from ..data import authors
+from .chance import HOLM_WORDS, beyond_chance
 
 OFFICIAL = "official"  # the profile of the authors' setup
 AUTHORS_SCALE: dict[str, dict[str, Any]] = {  # per chapter, the sizes of the authors' run its `official` profile
@@ -217,20 +218,28 @@ def tally(verdicts: Sequence[str], informative_words: Sequence[str]) -> str:
 
 CODE_RULE = (  # the mark under the authors' code, as the summary and the report's title state it
     "marked [Re] if none of the informative stored numbers differs and more than half of them reproduce (an "
-    "undecided one counts as not reproducing), otherwise [¬Re]; no mark until an official run gives an informative "
-    "number to compare"
+    f"undecided one counts as not reproducing), otherwise [¬Re]; {HOLM_WORDS}; no mark until an official run "
+    "gives an informative number to compare"
 )
 
 
-def code_replication(verdicts: Sequence[str], informative_words: Sequence[str]) -> tuple[str | None, str]:
+def code_replication(
+    verdicts: Sequence[str], informative_words: Sequence[str], p_values: Sequence[float] | None = None
+) -> tuple[str | None, str]:
     """ReScience's mark under the authors' code (``CODE_RULE``) over every chapter's stored numbers, and its count
     in words ('3 of 5 informative stored numbers reproduce, 1 differs, 1 undecided'); None without an informative
-    number compared."""
+    number compared. ``p_values``: each number's p-value where it differs (NaN elsewhere, or for a deterministic
+    'differs'); a 'differs' that Holm's correction does not keep (``chance.beyond_chance``) is not counted, and
+    the words say how many."""
     n, k, d = _informative_counts(verdicts, informative_words)
-    words = f"{k} of {n} informative stored numbers reproduce, {_differ(d)}, {n - k - d} undecided"
+    useful = [i for i, (v, w) in enumerate(zip(verdicts, informative_words)) if w == INFORMATIVE and v == DIFFERS]
+    ps = [p_values[i] if p_values is not None and np.isfinite(p_values[i]) else 0.0 for i in useful]
+    chance = d - sum(beyond_chance(ps, k + d))
+    within = f" ({chance} more within chance)" if chance else ""
+    words = f"{k} of {n} informative stored numbers reproduce, {_differ(d - chance)}{within}, {n - k - d} undecided"
     if not n or k + d == 0:
         return None, words
-    return ("[Re]" if d == 0 and 2 * k > n else "[¬Re]"), words
+    return ("[Re]" if d - chance == 0 and 2 * k > n else "[¬Re]"), words
 
 
 # ---- both sides' spread: the authors' per-seed numbers against this book's, where they printed them ----

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..data import authors
+from .chance import interval_p, welch_p
 from .official import (
     DIFFERS,
     INFORMATIVE_COLUMN,
@@ -272,6 +273,7 @@ def beside_official(
     stored one (``official.different_quantity``): not informative, and undecided. ``others``: key -> the keys of
     the same number under the other condition, where they are not '<stem>.baseline|faster' (``informative``)."""
     different = different or {}
+    chance: dict[str, float] = {}  # key -> the p-value of its 'differs' (``metrics.chance``; 0: deterministic)
 
     def verdict(key: str) -> str:
         if key in different:
@@ -282,8 +284,15 @@ def beside_official(
             return as_printed(theirs, None if ours is None or not evidence else ours.mean)
         spread, mine = authors.per_seed(key), (samples or {}).get(key)
         if evidence and spread is not None and mine is not None and len(mine) > 1:
-            return welch_verdict(mine, spread, unit)
-        return reproduces(theirs, ours, seeds, unit, evidence=evidence, single_runs=single_runs)
+            word = welch_verdict(mine, spread, unit)
+            if word == DIFFERS:
+                chance[key] = welch_p(mine, spread, tolerance(float(np.mean(spread)), unit))
+            return word
+        word = reproduces(theirs, ours, seeds, unit, evidence=evidence, single_runs=single_runs)
+        if word == DIFFERS and theirs is not None and ours is not None:
+            slack = tolerance(theirs, unit) if seeds == 1 else 0.0
+            chance[key] = interval_p(theirs, ours.mean, ours.low, ours.high, ours.n, slack) if ours.n > 1 else 0.0
+        return word
 
     def shown(key: str, interval: Interval) -> str:
         return (text[key] if isinstance(text, Mapping) else text)(interval)
@@ -303,6 +312,7 @@ def beside_official(
         }
     )
     out.attrs["keys"] = list(keys)  # which stored number each row is (``tally_line`` names those that differ)
+    out.attrs["p"] = chance  # the p-value of each 'differs' (the summary's mark weighs them against chance)
     out.attrs["different"] = {k: different[k] for k in keys if k in different}  # and those measured another way
     return out
 

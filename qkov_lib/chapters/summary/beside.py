@@ -4,6 +4,7 @@ is informative (``metrics.official``), and the tallies."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,6 +115,9 @@ BESIDE_OFFICIAL = {  # every chapter whose numbers the authors' notebooks stored
 }
 
 
+P_COLUMN = "p"  # a comparison's p-value where it differs (``metrics.chance``): read by the mark, not shown
+
+
 def _by_number(table: pd.DataFrame) -> pd.DataFrame:
     """A comparison table indexed by (quantity, condition), whatever its shape (``authors.three_way``: one quantity
     names the index; several are a column, or the first level of the index)."""
@@ -142,6 +146,8 @@ def beside_authors(root: Path, profile: str, page: str) -> pd.DataFrame | None:
     if compared is None:
         return None
     table, guard = compared
+    chance, keys = table.attrs.get("p", {}), table.attrs.get("keys", [])  # by stored number (``beside_official``)
+    table = table.assign(**{P_COLUMN: [chance.get(k, math.nan) for k in keys] if len(keys) == len(table) else math.nan})
     rows = _by_number(table)
     out = rows[["the paper", "the authors' notebooks", OFFICIAL_COLUMN, INFORMATIVE_COLUMN]].copy()
     if not guard.comparable:
@@ -156,6 +162,7 @@ def beside_authors(root: Path, profile: str, page: str) -> pd.DataFrame | None:
             here = _by_number(mine[0])["this run"]
         out[f"this book under {profile}"] = here.reindex(out.index).fillna("not run")
     out[VERDICT_COLUMN] = rows[VERDICT_COLUMN] if guard.comparable else UNDECIDED
+    out.attrs[P_COLUMN] = list(rows[P_COLUMN])  # row by row: the mark weighs each 'differs' against chance
     return out
 
 
@@ -208,7 +215,8 @@ def code_mark(root: Path, profile: str) -> tuple[str | None, str]:
     if not tables:
         return None, "no chapter has run under official yet"
     both = pd.concat(tables)
-    return code_replication(list(both[VERDICT_COLUMN]), list(both[INFORMATIVE_COLUMN]))
+    chance = [p for t in tables for p in t.attrs.get(P_COLUMN, [math.nan] * len(t))]
+    return code_replication(list(both[VERDICT_COLUMN]), list(both[INFORMATIVE_COLUMN]), chance)
 
 
 def tally_of(table: pd.DataFrame) -> str:
