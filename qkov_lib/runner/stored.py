@@ -111,7 +111,8 @@ def _run_line(run: store.RunState) -> str:
 
 
 def status(profile: str, chapters: Sequence[str] | None = None, verbose: bool = True) -> list[ChapterRuns]:
-    """Every chapter's stored runs under ``profile``, printed: a line per chapter and, with ``verbose``, one per run."""
+    """Every chapter's stored runs under ``profile``, printed: a line per chapter, with ``verbose`` one per run that
+    is not current (why), and a last line counting them all (``total_line``)."""
     out = []
     for chapter in chapters or [c for c in catalog.CHAPTERS if has_stored_runs(c)]:
         found = chapter_runs(chapter, profile)
@@ -122,8 +123,19 @@ def status(profile: str, chapters: Sequence[str] | None = None, verbose: bool = 
         counts = ", ".join(f"{found.count(s)} {s}" for s in shown)
         print(found.line if found.error else f"{chapter} ({found.profile}): {len(found.runs)} runs, {counts}")
         for run in found.runs if verbose else ():
-            print(_run_line(run))
+            if run.state != "current":  # a current run needs no line: the chapter's count says it
+                print(_run_line(run))
+    print(total_line(profile, out))
     return out
+
+
+def total_line(profile: str, found: Sequence[ChapterRuns]) -> str:
+    """The last line of ``results status``: the profile's runs over every chapter listed, by state."""
+    runs = [r for f in found for r in f.runs]
+    states = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("current", "stale", "damaged", "missing"))
+    unlisted = sum(f.error is not None for f in found)
+    cannot = f"; {unlisted} chapter(s) whose runs cannot be listed (above)" if unlisted else ""
+    return f"{profile}: {len(found)} chapters, {len(runs)} stored runs: {states}{cannot}"
 
 
 def command(args: Any) -> int:

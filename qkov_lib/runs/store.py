@@ -212,14 +212,20 @@ def _read(folder: Path, stem: str, committed: bool = False) -> tuple[Tables, dic
         return None
 
 
-def changed_parts(meta: Mapping[str, Any], key: Key) -> tuple[str, ...]:
-    """The parts of ``key`` a stored run's metadata differs in; the code's with the modules that changed."""
+def changed_parts(meta: Mapping[str, Any], key: Key, values: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The parts of ``key`` a stored run's metadata differs in; the code's with the modules that changed, the
+    setup's with the parameters whose values differ from ``values`` (the run's setup values now)."""
     old: dict[str, Any] = meta["key"] if isinstance(meta.get("key"), dict) else {}
     out = []
     for part in KEY_PARTS:
         if old.get(part) != key.parts[part]:
-            modules = codehash.what_changed(meta.get("code") or {}, key.code) if part == "code" else []
-            out.append(f"code ({', '.join(modules)})" if modules else part)
+            named = []
+            if part == "code":
+                named = codehash.what_changed(meta.get("code") or {}, key.code)
+            elif part == "setup" and values is not None and isinstance(meta.get("values"), dict):
+                was = meta["values"]
+                named = sorted(k for k in was.keys() | values.keys() if sha(was.get(k)) != sha(values.get(k)))
+            out.append(f"{part} ({', '.join(named)})" if named else part)
     return tuple(out)
 
 
@@ -247,7 +253,7 @@ def lookup(scope: Scope, piece: Piece, key: Key) -> tuple[Found | None, RunState
         if meta.get("key") == key.parts:
             return Found(tables, meta, committed), state
         if committed:
-            stale = RunState(piece.name, "stale", changed_parts(meta, key), state.commit, state.compute_s)
+            stale = RunState(piece.name, "stale", changed_parts(meta, key, piece.values), state.commit, state.compute_s)
     return None, stale or RunState(piece.name, "missing")
 
 

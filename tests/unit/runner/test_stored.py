@@ -138,3 +138,14 @@ def test_results_repair_rebuilds_the_manifests_and_names_what_it_leaves_out(empt
     out = capsys.readouterr()
     assert out.out == f"{folder}: manifest rebuilt from 1 sealed run(s), 1 left out\n"
     assert out.err.startswith(f"  left out {folder / 's.json'}: {folder / 's.csv'} changed after it was written")
+
+
+def test_the_last_line_counts_every_run_by_state():
+    found = [
+        stored.ChapterRuns("a", "official", (store.RunState("r0", "current"), store.RunState("r1", "stale", ("x",)))),
+        stored.ChapterRuns("b", "official", error="its data is missing"),
+    ]
+    assert stored.total_line("official", found) == (
+        "official: 2 chapters, 2 stored runs: 1 current, 1 stale, 0 damaged, 0 missing; 1 chapter(s) whose runs "
+        "cannot be listed (above)"
+    )
