@@ -12,7 +12,17 @@ import pandas as pd
 import torch
 
 from ...core.contents import chapter_names, title
-from ...core.results import PUBLISHED, ResultsError, Sources, folder_of, load, read_meta, results_root, sources
+from ...core.results import (
+    PUBLISHED,
+    UNAVAILABLE,
+    ResultsError,
+    Sources,
+    folder_of,
+    load,
+    read_meta,
+    results_root,
+    sources,
+)
 from ...metrics.verdicts import NOT_EVIDENCE, PAPER, UNDECIDED, counts, every, reason
 from .. import scorecard
 from .beside import code_mark, official_html
@@ -135,7 +145,7 @@ def results_table(claims: pd.DataFrame) -> pd.DataFrame:
                     "verdict": UNDECIDED,
                     "authors": "",
                     "this run": "",
-                    "reason": "not in this build's results",
+                    "reason": NOT_HERE,
                     "page": h.page,
                     "results": PUBLISHED,
                 }
@@ -156,6 +166,30 @@ def results_table(claims: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+NOT_HERE = "not in this build's results"  # a headline whose chapter gave this build no claims
+
+
+def not_computed(results: pd.DataFrame, where: Path | Sources) -> str:
+    """The sentence the summary says before its marks when some central claims were not computed in this build
+    (``results_table``'s rows ``NOT_HERE``): how many, and for each chapter why (its data was not available where
+    it ran, or it has not run); '' when every one was computed."""
+    missing = results[results["reason"] == NOT_HERE]
+    if missing.empty:
+        return ""
+    why = {}
+    for page in dict.fromkeys(missing["page"]):
+        try:
+            stopped = read_meta(folder_of(where, page), page).get("status") == UNAVAILABLE
+        except ResultsError:
+            stopped = False
+        why[page] = "its data was not available where it ran" if stopped else "it has not run in this build"
+    each = "; ".join(f"{title(page)}: {w}" for page, w in why.items())
+    return (
+        f"{len(missing)} of the {len(results)} central claims {'was' if len(missing) == 1 else 'were'} not computed "
+        f"in this build, so {'it reads' if len(missing) == 1 else 'they read'} undecided ({each})."
+    )
 
 
 def _labelled(h: Headline, claim_id: str, text: str, verdicts: list[str]) -> str:
@@ -233,8 +267,8 @@ class Summary(NamedTuple):
     """What the summary shows: every chapter's claims (the scorecard's table), the headlines (``results_table``)
     and how many have each verdict, the same count over the paper's claims, Figure 2's claims across the atlas
     (``scorecard.atlas_share``), how many errata there are (None: not run), the official comparisons
-    (``official_html``), how each chapter ran (``methodology``) and the mark under the authors' code with its
-    count (``code_mark``)."""
+    (``official_html``), how each chapter ran (``methodology``), the mark under the authors' code with its
+    count (``code_mark``) and which central claims this build did not compute (``not_computed``)."""
 
     claims: pd.DataFrame
     results: pd.DataFrame
@@ -245,6 +279,7 @@ class Summary(NamedTuple):
     official: str
     methodology: pd.DataFrame
     code_mark: tuple[str | None, str]
+    not_computed: str
 
 
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> Summary:
@@ -263,4 +298,5 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
         official_html(root, setup.profile),
         methodology(where, [n for n in chapter_names() if n != "summary"]),
         code_mark(root, setup.profile),
+        not_computed(results, where),
     )

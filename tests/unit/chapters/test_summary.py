@@ -6,6 +6,8 @@ import re
 import pandas as pd
 
 from qkov_lib.chapters import summary
+from qkov_lib.chapters.summary import NOT_HERE, not_computed
+from qkov_lib.core.results import UNAVAILABLE, write_meta
 from qkov_lib.data import authors
 from qkov_lib.metrics.verdicts import FAILS, HOLDS, NOT_EVIDENCE, UNDECIDED
 
@@ -109,3 +111,14 @@ def test_every_stored_number_names_its_notebook_its_cell_and_how_many_seeds_it_c
         assert rows.loc[key, "seeds"] == "1 (1238)" and authors.stored(key) == "100% (seed 1238, stored)"
     assert authors.stored("fig4.alpha.0.01") == "0.149 (deterministic, stored)"
     assert authors.stored("hatexplain.accuracy.baseline") == "57.5% (mean of 5 seeds, 1234-1238, derived)"
+
+
+def test_the_claims_not_computed_are_counted_and_their_reason_named(tmp_path):
+    write_meta(tmp_path, "sva", {"status": UNAVAILABLE})  # its run stopped: no data where it ran
+    rows = pd.DataFrame(
+        {"page": ["fig2_dtap", "sva", "squad", "squad"], "reason": ["holds because", NOT_HERE, NOT_HERE, NOT_HERE]}
+    )
+    line = not_computed(rows, tmp_path)
+    assert line.startswith("3 of the 4 central claims were not computed in this build, so they read undecided (")
+    assert ": its data was not available where it ran;" in line and line.endswith(": it has not run in this build).")
+    assert not_computed(rows.iloc[:1], tmp_path) == ""
