@@ -14,6 +14,8 @@ import torch
 
 from .rationale import relevant_mass, rollout
 
+CHUNK = 256  # examples whose attention maps are formed at once
+
 
 def visible(ids: torch.Tensor, measure: str, causal: bool) -> torch.Tensor:
     """Which positions each position may attend to, [N, T, T]: every padded position (``authors``) or the post's own
@@ -45,12 +47,15 @@ def uniform_mass(
     weights [N, T] (``relevant_mass``)."""
     if layers < 1:
         raise ValueError(f"layers must be >= 1 (got {layers})")
-    seen = visible(ids, measure, causal).to(torch.float64)
-    rows = seen / seen.sum(-1, keepdim=True).clamp(min=1)
-    rolled = rollout([rows[:, None]] * layers, identity_weight)  # one head: [N, T, T]
-    at = read_position(ids, measure)
-    read = rolled[torch.arange(ids.shape[0]), at]
-    return relevant_mass(read, relevant.to(torch.float64))
+    parts = []
+    for start in range(0, ids.shape[0], CHUNK):  # [chunk, T, T] at a time: a test set's maps would take gigabytes
+        part = ids[start : start + CHUNK]
+        seen = visible(part, measure, causal).to(torch.float64)
+        rows = seen / seen.sum(-1, keepdim=True).clamp(min=1)
+        rolled = rollout([rows[:, None]] * layers, identity_weight)  # one head: [chunk, T, T]
+        read = rolled[torch.arange(part.shape[0]), read_position(part, measure)]
+        parts.append(relevant_mass(read, relevant[start : start + CHUNK].to(torch.float64)))
+    return torch.cat(parts)
 
 
 def uniform_mrta(

@@ -14,7 +14,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -153,17 +153,16 @@ def test_a_unit_current_here_is_never_replaced(book, capsys):
     assert "every chapter is current here already" in capsys.readouterr().out and local(root) == before
 
 
-def _tamper(site: Site) -> None:
-    """Rewrite a file inside tiny's archive and give the index the new archive's size and sha256: only the unit's
-    own seal can tell."""
+def _repacked(site: Site, edit: Callable[[Path], None]) -> None:
+    """tiny's archive unpacked, changed by ``edit`` (given the unpacked folder), packed again with a manifest that
+    matches its files, and the index given the new archive's size and sha256."""
     import tarfile
 
     archive = site.results / "tiny.tar.gz"
     work = archive.parent / "work"
     with tarfile.open(archive) as tar:
         tar.extractall(work, filter="data")
-    csv = next(work.rglob("tiny.csv"))
-    csv.write_text(csv.read_text().replace("1", "7"))
+    edit(work)
     manifest = json.loads((work / bundle.MANIFEST).read_text())
     for entry in manifest["files"]:
         path = work / entry["path"]
@@ -176,34 +175,31 @@ def _tamper(site: Site) -> None:
     site.rewrite_index(
         lambda ix: ix["chapters"]["tiny"].update(size=archive.stat().st_size, sha256=results.sha256_file(archive))
     )
+
+
+def _tamper(site: Site) -> None:
+    """Rewrite a file inside tiny's archive and give the index the new archive's size and sha256: only the unit's
+    own seal can tell."""
+
+    def edit(work: Path) -> None:
+        csv = next(work.rglob("tiny.csv"))
+        csv.write_text(csv.read_text().replace("1", "7"))
+
+    _repacked(site, edit)
 
 
 def _names_beside(site: Site) -> None:
     """tiny's sealed metadata made to list a file beside the results folder (its sha256 right), the archive and the
     index matching it: only the name can tell, and nothing beside the results may move."""
-    import tarfile
 
-    archive = site.results / "tiny.tar.gz"
-    work = archive.parent / "work"
-    with tarfile.open(archive) as tar:
-        tar.extractall(work, filter="data")
-    meta_path = next(work.rglob("tiny.json"))
-    meta = json.loads(meta_path.read_text())
-    meta["files"]["../../../beside/other.json"] = hashlib.sha256(b"{}\n").hexdigest()
-    meta.pop(results.SEAL)
-    meta_path.write_text(json.dumps({**meta, results.SEAL: results._seal(meta)}))
-    manifest = json.loads((work / bundle.MANIFEST).read_text())
-    for entry in manifest["files"]:
-        path = work / entry["path"]
-        entry["sha256"], entry["size"] = results.sha256_file(path), path.stat().st_size
-    (work / bundle.MANIFEST).write_text(json.dumps(manifest))
-    with tarfile.open(archive, "w:gz") as tar:
-        for name in [bundle.MANIFEST] + [e["path"] for e in manifest["files"]]:
-            tar.add(work / name, arcname=name)
-    shutil.rmtree(work)
-    site.rewrite_index(
-        lambda ix: ix["chapters"]["tiny"].update(size=archive.stat().st_size, sha256=results.sha256_file(archive))
-    )
+    def edit(work: Path) -> None:
+        meta_path = next(work.rglob("tiny.json"))
+        meta = json.loads(meta_path.read_text())
+        meta["files"]["../../../beside/other.json"] = hashlib.sha256(b"{}\n").hexdigest()
+        meta.pop(results.SEAL)
+        meta_path.write_text(json.dumps({**meta, results.SEAL: results._seal(meta)}))
+
+    _repacked(site, edit)
 
 
 def _no_unit(site: Site) -> None:

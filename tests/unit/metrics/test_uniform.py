@@ -4,6 +4,7 @@ the positions a uniform row sees, and the causal mask's pull towards the early p
 import pytest
 import torch
 
+from qkov_lib.metrics import uniform
 from qkov_lib.metrics.uniform import uniform_mass, uniform_mrta
 
 # two posts padded to 4 positions (0 = padding): the read-out token is each post's last non-padding position
@@ -40,3 +41,9 @@ def test_mrta_averages_the_measured_posts_in_percent():
     assert uniform_mrta(IDS, RELEVANT, measured, 1, measure="authors", causal=False) == pytest.approx(25.0)
     with pytest.raises(ValueError, match="layers must be >= 1"):
         uniform_mass(IDS, RELEVANT, 0, measure="authors", causal=False)
+
+
+def test_examples_in_chunks_read_as_one(monkeypatch):
+    whole = uniform_mass(IDS, RELEVANT, 2, measure="companion", causal=True)
+    monkeypatch.setattr(uniform, "CHUNK", 1)
+    assert torch.equal(uniform_mass(IDS, RELEVANT, 2, measure="companion", causal=True), whole)
