@@ -103,6 +103,7 @@ class OfficialRun:
     evidence: bool
     reduced: str | None = None
     different: Mapping[str, str] = field(default_factory=dict)  # metric -> how it is another quantity than theirs
+    tables: Mapping[str, pd.DataFrame] = field(default_factory=dict)  # every table of its unit (``official_unit``)
 
     @property
     def comparable(self) -> bool:
@@ -125,12 +126,15 @@ def official_run(
     root: Path | None = None,
     depth: int | None = None,
     parameters: Mapping[str, Any] | None = None,
+    extra: Mapping[str, pd.DataFrame] | None = None,
 ) -> OfficialRun | None:
     """A real-data chapter's run under ``official`` (``official_read.official_unit``, the path the summary reads it by
     too): this run's ``per_seed`` and ``claims`` with its ``parameters`` (``Chapter.params``) when it runs under
-    ``official`` itself, else the unit ``<root>/official/<chapter>``; None when there is none. ``depth``: only that
-    depth's rows and claims (Table 5's chapter)."""
-    here = {"per_seed": per_seed, "claims": claims} if per_seed is not None and claims is not None else None
+    ``official`` itself (with its ``extra`` tables), else the unit ``<root>/official/<chapter>``; None when there is
+    none. ``depth``: only that depth's rows and claims (Table 5's chapter)."""
+    here = None
+    if per_seed is not None and claims is not None:
+        here = {"per_seed": per_seed, "claims": claims, **(extra or {})}
     unit = official_unit(module, profile, here, parameters, root)
     return None if unit is None else official_from(unit, module, depth)
 
@@ -151,17 +155,18 @@ def official_from(unit: OfficialUnit, module: types.ModuleType, depth: int | Non
     stand_in = getattr(module, "STAND_IN_UNDER_OFFICIAL", "")  # the authors' experiment is not published
     reduced = ", ".join((*unit.guard.departures, *([stand_in] if stand_in else []))) or None
     evidence = not (verdicts["verdict"] == NOT_EVIDENCE).any()
-    return OfficialRun(rows, evidence, reduced, getattr(module, "DIFFERENT_UNDER_OFFICIAL", {}))
+    return OfficialRun(rows, evidence, reduced, getattr(module, "DIFFERENT_UNDER_OFFICIAL", {}), unit.tables)
 
 
 def official_note(module: types.ModuleType, official: OfficialRun | None) -> str:
     """What a page says below its table beside the authors' numbers when no verdict is drawn from its official run
     (why, the command that runs the authors' experiment, and where its models did not learn the cause a chapter
-    names, ``NOT_LEARNED_UNDER_OFFICIAL``); '' otherwise."""
+    measures from its official unit's tables, its ``not_learned_cause``); '' otherwise."""
     if official is None:
         return ""
     command = "" if getattr(module, "STAND_IN_UNDER_OFFICIAL", "") else full_size_command(module)
-    note, cause = official.guard.note(command), getattr(module, "NOT_LEARNED_UNDER_OFFICIAL", "")
+    cause_of = getattr(module, "not_learned_cause", None)
+    note, cause = official.guard.note(command), cause_of(official.tables) if cause_of else ""
     return f"{note} Why its models did not learn: {cause}" if note and cause and not official.evidence else note
 
 

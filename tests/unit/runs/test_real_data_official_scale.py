@@ -92,7 +92,20 @@ def test_a_page_names_why_its_official_models_did_not_learn_where_the_chapter_kn
     per_seed = squad_per_seed()
     unlearned = official_note(sva, OfficialRun(per_seed, evidence=False))
     assert "not evidence: its models did not learn the task" in unlearned
-    assert unlearned.endswith("Why its models did not learn: " + sva.NOT_LEARNED_UNDER_OFFICIAL)
+    assert unlearned.endswith("Why its models did not learn: not measured here. " + unlearned.split("here. ")[-1])
+    assert "(`match_steps`) is not in this build" in unlearned  # no stored runs at the authors' steps: no cause
+    matched = pd.DataFrame(
+        {"condition": ["baseline"] * 2 + ["faster QK (x100)"] * 2, "seed": [1, 2] * 2, "epochs": 36, "steps": 74_628}
+        | {"accuracy": [70.5, 62.3, 80.0, 81.0], "majority": 62.3, "learned": [True, False, True, True]}
+    )
+    measured = official_note(sva, OfficialRun(per_seed, evidence=False, tables={"matched": matched}))
+    assert measured.endswith(
+        "Why its models did not learn: the number of steps, on some seeds: trained for 74,628 steps (36 epochs), at "
+        "least the authors' 73,935, the baseline learned the task on 1 of its 2 seeds (accuracy 70.5, 62.3% against "
+        "the majority class's 62.3%)."
+    )
+    assert "learned the task on 2 of its 2" in sva.not_learned_cause({"matched": matched.assign(learned=True)})
+    assert sva.not_learned_cause({"matched": matched.assign(learned=False)}).startswith("not the number of steps")
     assert official_note(sva, OfficialRun(per_seed, evidence=True)) == ""  # learned: nothing to say
     assert "Why its models" not in official_note(squad, OfficialRun(per_seed, evidence=False))  # no cause named
 
