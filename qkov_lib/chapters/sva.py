@@ -12,7 +12,7 @@ from typing import ClassVar
 import pandas as pd
 import torch
 
-from ..core.chapter import current_scope, scoped
+from ..core.chapter import apart, current_scope, scoped
 from ..core.device import pick_device
 from ..core.validation import is_positive_int
 from ..data import sva
@@ -42,7 +42,7 @@ class Setup(RealSetup):
     sentences: str = "prefixes"  # sva.SENTENCES: the prefixes before the verb; "whole": the colorlessgreen sentences
     # with their verb, as the authors train (a named variant of `official`, -p sentences whole)
     match_steps: int | None = None  # also train each condition and seed for the epochs that reach at least this
-    # many mini-batch steps (`official`: the authors' AUTHORS_STEPS), stored apart (MATCHED_FOLDER); None: not
+    # many mini-batch steps (`official`: the authors' AUTHORS_STEPS), stored apart (MATCHED); None: none
     PAGE_FIELDS: ClassVar[tuple[str, ...]] = (*RealSetup.PAGE_FIELDS, "match_steps")  # its runs carry their epochs
 
     def __post_init__(self) -> None:
@@ -58,7 +58,7 @@ class Setup(RealSetup):
 # the authors' mini-batch steps: 15 epochs of batch 32 over their 157,721 training sentences (a random 10% of the
 # 1.58 M rows of agr_50_mostcommon_10K.tsv), 4,929 steps an epoch
 AUTHORS_STEPS = 73_935
-MATCHED_FOLDER = "sva-matched-steps"  # the store folder of the runs at ``match_steps`` (their names are the chapter's)
+MATCHED = "matched-steps"  # the runs at ``match_steps``, stored apart (``core.chapter.apart``): sva--matched-steps
 
 PROFILES = {
     "smoke": dict(SMOKE, max_len=32, lr=1e-3),  # default = paper: 15 epochs at 1e-5
@@ -138,13 +138,13 @@ def at_matched_steps(
 ) -> RealRun | None:
     """Both conditions trained for ``matched_epochs`` of ``match_steps`` (under `official` the authors' number of
     steps, ``AUTHORS_STEPS``), every other setting this run's: does the baseline leave the majority class given as
-    many steps as theirs? Its stored runs lie in their own folder (``MATCHED_FOLDER``); None without
+    many steps as theirs? Its stored runs lie in their own folder (``MATCHED``); None without
     ``match_steps``."""
     if setup.match_steps is None:
         return None
     variant = replace(setup, epochs=matched_epochs(setup, data, setup.match_steps), match_steps=None)
     scope = current_scope()
-    with scoped(replace(scope, chapter=MATCHED_FOLDER)) if scope else contextlib.nullcontext():
+    with scoped(apart(scope, MATCHED)) if scope else contextlib.nullcontext():
         return run_conditions(data, variant, pick_device() if device is None else device, progress)
 
 

@@ -300,6 +300,18 @@ class Scope:
 
 
 _SCOPE: list[Scope] = []  # the chapter this process runs (``start`` sets it), innermost last
+PART = "--"  # a chapter's computation stored apart from its own runs lies in the store folder <chapter>--<part>
+
+
+def apart(scope: Scope, part: str) -> Scope:
+    """``scope`` for a computation of its chapter stored apart (``PART``), under the run names of its own; the runs
+    it uses are recorded in the chapter's list."""
+    return dataclasses.replace(scope, chapter=f"{scope.chapter}{PART}{part}")
+
+
+def folder_chapter(folder: str) -> str:
+    """The chapter whose runs a store folder holds: its name, less any part stored apart (``apart``)."""
+    return folder.split(PART, 1)[0]
 
 
 def current_scope() -> Scope | None:

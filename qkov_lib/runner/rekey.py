@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import codehash, files, results
+from ..core.chapter import folder_chapter
 from ..core.paths import PACKAGE_DIR, REPO_ROOT
 from ..runs import store
 from ..runs.store_verify import MANIFEST, write_manifest
@@ -88,7 +89,7 @@ def command(args: Any) -> int:
     root = store.committed_root()
     for profile in [args.profile] if args.profile else store.STORED_PROFILES:
         for folder in sorted(f for f in (root / profile).glob("*") if f.is_dir()):
-            datasets = tuple(getattr(catalog.chapter_module(folder.name), "DATASETS", ()))
+            datasets = tuple(getattr(catalog.chapter_module(folder_chapter(folder.name)), "DATASETS", ()))
             done, left = rekey_folder(folder, datasets)
             print(f"{profile}/{folder.name}: {done} run(s) re-keyed, {left} left stale (no proof: recompute them)")
     return 0

@@ -9,10 +9,10 @@ import time
 import pandas as pd
 import pytest
 
-from qkov_lib.chapters import fig3_incentive, hatexplain
+from qkov_lib.chapters import fig3_incentive, hatexplain, sva
 from qkov_lib.core import codehash, results
 from qkov_lib.core.budget import DEADLINE_ENV, OutOfTime
-from qkov_lib.core.chapter import Scope, scoped
+from qkov_lib.core.chapter import Scope, apart, folder_chapter, scoped
 from qkov_lib.core.results import RESULTS_ENV, ROOT_ENV
 from qkov_lib.runs import store, store_verify
 from qkov_lib.runs.store import Batch, Piece
@@ -70,6 +70,22 @@ def test_a_run_is_computed_once_then_read_back_the_same(roots, capsys):
         "manifest.json",
         *sorted(f"run-seed{s}.{e}" for s in range(3) for e in ("csv", "json")),
     ]
+    assert store_verify.verify(roots / "store") == []
+
+
+def test_a_computation_stored_apart_keeps_its_own_runs_under_the_same_names(roots):
+    """A chapter's second computation with the same run names (SVA at the authors' number of steps) lies in a
+    folder of its own, read back as such; the runs it used are recorded in the chapter's list."""
+    with scoped(Scope("tiny", "default")) as scope:
+        compute([0, 1])
+        with scoped(apart(scope, "longer")):
+            compute([0, 1], scale=2.0)
+    assert CALLS == [0, 1, 0, 1] and len(scope.used) == 4
+    assert sorted(p.name for p in (roots / "store" / "default").iterdir()) == ["tiny", "tiny--longer"]
+    with scoped(Scope("tiny", "default")) as scope:
+        with scoped(apart(scope, "longer")):
+            assert compute([0, 1], scale=2.0)[1]["main"]["value"].iloc[0] == 2 / 3
+    assert CALLS == [0, 1, 0, 1] and folder_chapter("tiny--longer") == "tiny" == folder_chapter("tiny")
     assert store_verify.verify(roots / "store") == []
 
 
@@ -217,6 +233,7 @@ def test_the_computations_import_no_page_code(module):
 def test_page_fields_are_no_part_of_a_runs_values():
     assert "check_epoch" not in store.setup_values(fig3_incentive.Setup())
     assert "download" not in store.setup_values(hatexplain.Setup()) and "lr" in store.setup_values(hatexplain.Setup())
+    assert "match_steps" not in store.setup_values(sva.Setup(match_steps=sva.AUTHORS_STEPS))
 
 
 def test_the_store_turned_off_computes_everything_and_keeps_nothing(roots, monkeypatch):
