@@ -23,7 +23,7 @@ from typing import Any
 from ..core import files
 from ..core.chapter import PROFILES, ParameterError
 from ..core.paths import RESULTS_ROOT
-from . import bundle_store, rekey, stored, units
+from . import bundle_store, rekey, stored, units, verify
 from .bundle import BundleError, pack
 from .bundle_check import check_into
 from .checks import folder_path
@@ -211,17 +211,21 @@ def add_commands(sub: Any) -> None:
         p.add_argument("--results", default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")
     stored.add_command(actions)
     rekey.add_command(actions)
+    verify.add_command(actions)
 
 
 def command(args: Any) -> int:
     """Run ``results pack``, ``results unpack`` (1 with one message when the bundle is refused), ``results status``
-    (``stored.command``), ``results repair`` (``stored.repair``) or ``results rekey`` (``rekey.command``)."""
+    (``stored.command``), ``results repair`` (``stored.repair``), ``results rekey`` (``rekey.command``) or ``results
+    verify`` (``verify.command``)."""
     if args.action == "status":
         return stored.command(args)
     if args.action == "repair":
         return stored.repair(args)
     if args.action == "rekey":
         return rekey.command(args)
+    if args.action == "verify":
+        return verify.command(args)
     try:
         if args.action == "pack":
             packed = pack(args.profile, args.file, folder_path(args.results, "--results"))

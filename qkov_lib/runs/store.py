@@ -35,12 +35,13 @@ import torch
 
 from ..core import codehash, files, paths, portable, results
 from ..core.budget import OutOfTime, deadline
-from ..core.chapter import Scope, as_dict, current_scope, scoped
+from ..core.chapter import Scope, as_dict, current_scope
 from ..core.device import engine_backend
 from ..core.workers import run_each
 from ..data.loaders import ENGINES, loader
 from ..data.registry import data_identity
-from . import store_columns
+from . import store_columns, store_modes
+from .store_modes import PLANNING, RECHECKING, Planned, Rechecked
 from .store_verify import check_writable, computed_at, damage, manifested, refuse_links, write_manifest
 
 STORED_PROFILES = ("default", "official")  # the profiles whose runs are committed
@@ -52,6 +53,7 @@ KEY_PARTS = ("setup", "code", "data", "arithmetic", "engine")
 ORCHESTRATION = (
     "qkov_lib.runs.store",
     "qkov_lib.runs.store_columns",
+    "qkov_lib.runs.store_modes",
     "qkov_lib.runs.sweep",
     "qkov_lib.core.workers",
     "qkov_lib.core.progress",
@@ -157,15 +159,6 @@ def excluded() -> set[str]:
     return set(ORCHESTRATION) | {n for n in names if any(n == p or n.startswith(p + ".") for p in PAGE)}
 
 
-class Planned(Exception):
-    """Raised by a batch while planning (``plan``): the chapter's stored runs and their states, nothing computed."""
-
-    def __init__(self, states: list[RunState]):
-        super().__init__(f"{len(states)} stored runs planned")
-        self.states = states
-
-
-_PLANNING: list[bool] = []  # non-empty while ``plan`` runs a chapter
 _COMPUTING: list[bool] = []  # non-empty while a batch computes its runs here (a sweep's cell, serially)
 
 
@@ -321,6 +314,7 @@ class Batch:
     device: torch.device = CPU
     found: dict[int, Tables] = field(default_factory=dict)
     keys: list[Key] = field(default_factory=list)
+    rechecks: bool = False  # whether it computes runs afresh to compare with the stored ones (``store_modes``)
 
     def __post_init__(self) -> None:
         off = _COMPUTING or os.environ.get(OFF_ENV, "").lower() == "off"  # a run inside a stored run is part of it
@@ -338,11 +332,12 @@ class Batch:
             if found is None:
                 continue
             self.found[i] = found.tables
-            if not found.committed and commits(self.scope) and not _PLANNING:  # computed elsewhere: committed now
+            if not found.committed and commits(self.scope) and not (PLANNING or RECHECKING):  # committed now
                 self.found[i] = write(self.scope, piece, key, found.tables, 0.0, found.meta)
             self.scope.used.append({"name": piece.name, "key": key.digest, "from_store": True, **_used(state)})
-        if _PLANNING:
+        if PLANNING:
             raise Planned(states)
+        self.rechecks = bool(RECHECKING) and RECHECKING[-1].take([p.name for p in self.pieces], self.found)
         n = len(self.pieces)
         print(
             f"{self.scope.chapter} ({self.scope.profile}): {len(self.found)} of {n} runs from the store, "
@@ -363,7 +358,7 @@ class Batch:
         deadline: ``OutOfTime``, the finished runs kept for the next run (outside a chapter, where nothing is kept,
         and inside a stored run, the budget is its caller's to keep)."""
         end = deadline() if self.scope is not None else None
-        if self.scope is not None and self.missing:  # a store that cannot take the runs is said before training
+        if self.scope is not None and self.missing and not self.rechecks:  # a store that cannot take them: said now
             check_writable(*_target(self.scope))
 
         def done(t: int, result: Any, seconds: float) -> None:
@@ -379,6 +374,8 @@ class Batch:
             ran = execute(fn, tasks, workers, done, go_on) if tasks else 0
         finally:
             _COMPUTING.pop()
+        if self.rechecks:
+            raise Rechecked()
         if self.missing:
             raise OutOfTime(
                 f"the time budget ran out with {len(self.missing)} of {len(self.pieces)} stored runs of "
@@ -387,6 +384,9 @@ class Batch:
             )
 
     def _keep(self, i: int, tables: Tables, compute_s: float) -> None:
+        if self.rechecks and self.scope is not None:  # compared with the stored run, never written
+            RECHECKING[-1].compare(_folder(committed_root(), self.scope), self.pieces[i].name, tables, compute_s)
+            return
         if self.scope is None:
             self.found[i] = round_trip(tables)
             return
@@ -414,19 +414,9 @@ def _used(state: RunState) -> dict[str, Any]:
 
 
 def plan(run: Callable[[], Any], scope: Scope) -> list[RunState] | None:
-    """The stored runs of the chapter whose ``run`` is given, and what the store holds of each, computing nothing;
-    None when it computes without stored runs, or the store is off (``OFF_ENV``: nothing would stop the run)."""
-    if os.environ.get(OFF_ENV, "").lower() == "off":
-        return None
-    _PLANNING.append(True)
-    try:
-        with scoped(scope):
-            run()
-    except Planned as planned:
-        return planned.states
-    finally:
-        _PLANNING.pop()
-    return None
+    """The stored runs of the chapter whose ``run`` is given, and what the store holds of each, computing nothing
+    (``store_modes.plan``); None when it computes without stored runs, or the store is off (``OFF_ENV``)."""
+    return None if os.environ.get(OFF_ENV, "").lower() == "off" else store_modes.plan(run, scope)
 
 
 def interleave(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:

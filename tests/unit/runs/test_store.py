@@ -14,7 +14,7 @@ from qkov_lib.core import codehash, results
 from qkov_lib.core.budget import DEADLINE_ENV, OutOfTime
 from qkov_lib.core.chapter import Scope, apart, folder_chapter, scoped
 from qkov_lib.core.results import RESULTS_ENV, ROOT_ENV
-from qkov_lib.runs import store, store_verify
+from qkov_lib.runs import store, store_modes, store_verify
 from qkov_lib.runs.store import Batch, Piece
 
 CALLS: list[int] = []
@@ -204,6 +204,35 @@ def test_a_forged_seal_is_never_read(roots):
     with scoped(Scope("tiny", "default")):
         compute([0])
     assert CALLS == [0, 0]
+
+
+def test_a_recheck_recomputes_the_chosen_runs_writes_nothing_and_finds_a_resealed_forgery(roots):
+    """``results verify``: a run forged and resealed by hand passes every check of its files; recomputing it from
+    the code shows that the code does not give its numbers. Nothing is written, the chapter stops after the
+    computation that holds the chosen runs, and a run that is not current cannot be rechecked."""
+    with scoped(Scope("tiny", "default")):
+        compute([0, 1, 2])
+    folder = roots / "store" / "default" / "tiny"
+    csv = folder / "run-seed1.csv"
+    csv.write_text(csv.read_text().replace("0.3333333333333333", "0.3333333333333334"))
+    meta = json.loads((folder / "run-seed1.json").read_text())
+    meta["files"]["run-seed1.csv"] = results.sha256_file(csv)
+    results.write_meta(folder, "run-seed1", meta)  # resealed
+    store_verify.write_manifest(folder)
+    assert store_verify.verify(roots / "store") == []  # every file as its seal and manifest say
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    after_batch = []
+
+    def chapter():
+        compute([0, 1, 2])
+        after_batch.append(True)  # never reached
+
+    check = store_modes.recheck(chapter, Scope("tiny", "default"), frozenset({"run-seed0", "run-seed1"}))
+    assert CALLS == [0, 1, 2, 0, 1] and not after_batch
+    assert check.outcomes == {"run-seed0": "", "run-seed1": "files differ: run-seed1.csv"}
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    with pytest.raises(store_modes.RecheckError, match="run-seed3 not current"):
+        store_modes.recheck(lambda: compute([0, 1, 2, 3]), Scope("tiny", "default"), frozenset({"run-seed0"}))
 
 
 def test_a_run_name_is_a_file_stem_and_unique():

@@ -1,0 +1,84 @@
+"""``results verify``: stored runs computed afresh from today's code and compared with the stored ones, file by file.
+
+A seal proves that a run's files are those its metadata lists, untouched since it was sealed; it cannot prove that
+today's code computes those numbers (a run forged and resealed by hand passes it, and so does one whose engine or
+library has since drifted). Recomputing is the one check of that. ``--sample N`` draws N of the profile's current
+runs (seeded, so a rerun draws the same), since recomputing every run takes as long as computing the store. Nothing
+is written; the command exits 1 when a run differs or cannot be rechecked. Only runs ``results status`` lists are
+drawn (a chapter's first stored computation: ``store_modes``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import sys
+import time
+from collections import defaultdict
+from typing import Any
+
+from ..core.chapter import Scope
+from ..core.device import pick_device
+from ..data.registry import DataUnavailable
+from ..runs import store, store_modes
+from . import catalog, stored
+
+
+def drawn(profile: str, chapters: list[str] | None, sample: int | None, seed: int) -> dict[str, list[str]]:
+    """The current runs to recheck, chapter -> run names: ``sample`` of them drawn with ``seed`` (None: all)."""
+    pool = []
+    for chapter in chapters or [c for c in catalog.CHAPTERS if stored.has_stored_runs(c)]:
+        found = stored.chapter_runs(chapter, profile)
+        pool += [(chapter, run.name) for run in found.runs if run.state == "current"]
+    chosen = pool if sample is None else random.Random(seed).sample(pool, min(sample, len(pool)))
+    out: dict[str, list[str]] = defaultdict(list)
+    for chapter, name in sorted(chosen):
+        out[chapter].append(name)
+    return dict(out)
+
+
+def recheck(chapter: str, profile: str, names: list[str]) -> store_modes.Recheck:
+    """The chapter run until its runs ``names`` are recomputed and compared (``store_modes.recheck``)."""
+    concrete, setup = catalog.resolve(chapter, profile, None)
+    if hasattr(setup, "download"):
+        setup = dataclasses.replace(setup, download=False)
+    module = catalog.chapter_module(chapter)
+    scope = Scope(chapter, concrete, getattr(module, "DATASETS", ()), True)
+    run = lambda: module.run(setup, device=pick_device(), progress=False)  # noqa: E731
+    return store_modes.recheck(run, scope, frozenset(names))
+
+
+def command(args: Any) -> int:
+    """``results verify [--profile P] [--only C,..] [--sample N] [--seed S]``: a line per run rechecked ('same' or
+    what differs), and a last line counting them; 1 when one differs or cannot be rechecked."""
+    if args.sample is not None and args.sample < 1:
+        print(f"error: --sample must be an integer >= 1 (got {args.sample})", file=sys.stderr)
+        return 2
+    chosen = drawn(args.profile, args.only.split(",") if args.only else None, args.sample, args.seed)
+    same = bad = 0
+    for chapter, names in chosen.items():
+        print(f"{chapter} ({args.profile}): recomputing {', '.join(names)}", flush=True)
+        start = time.time()
+        try:
+            check = recheck(chapter, args.profile, names)
+        except (store_modes.RecheckError, DataUnavailable) as err:
+            print(f"  cannot recheck: {str(err).splitlines()[0]}", file=sys.stderr)
+            bad += len(names)
+            continue
+        for name in names:
+            why = check.outcomes.get(name)
+            ok = why == ""
+            same, bad = same + ok, bad + (not ok)
+            took = f"{check.seconds[name]:.0f} s" if name in check.seconds else "not computed"
+            print(f"  {'same' if ok else 'DIFFERS'} {name} ({took}){'' if ok else ': ' + (why or 'not reached')}")
+        print(f"  {time.time() - start:.0f} s", flush=True)
+    print(f"{args.profile}: {same + bad} stored runs recomputed, {same} the same byte for byte, {bad} not")
+    return int(bad > 0 or not chosen)
+
+
+def add_command(actions: Any) -> None:
+    """``results verify`` on the ``results`` command's subparsers."""
+    vf = actions.add_parser("verify", help="recompute stored runs and compare them with the stored files")
+    vf.add_argument("--profile", default="default", choices=store.STORED_PROFILES)
+    vf.add_argument("--only", help="comma-separated chapter names (default: every chapter with stored runs)")
+    vf.add_argument("--sample", type=int, help="recheck this many current runs, drawn at random (default: all)")
+    vf.add_argument("--seed", type=int, default=0, help="the draw's seed (default 0)")
