@@ -16,6 +16,7 @@ the engine's kernels", which every worker would otherwise print), on stdout: it 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -124,3 +125,19 @@ def notice(key: str, text: str) -> bool:
     tqdm.write(" ".join(text.split()), file=sys.stdout)
     sys.stdout.flush()
     return True
+
+
+RUNS_ENV = "QKOV_RUNS_LOG"  # a file the runner names (``runner.watch``): the stored computations' progress, in lines
+
+
+def runs_event(**event: object) -> None:
+    """Append one event of a stored computation (``runs.store.Batch``: its start, each run done) to the runner's
+    file (``RUNS_ENV``) as a JSON line, with its time; nothing where no runner asked for them."""
+    path = os.environ.get(RUNS_ENV)
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({**event, "time": time.time()}, default=str) + "\n")
+    except OSError:
+        pass  # progress is news: a run never fails for it

@@ -22,6 +22,7 @@ from ..core.workers import RUN_ENV, run_marker
 from ..data.registry import DataUnavailable
 from ..runs import store
 from . import catalog
+from .watch import watching
 
 
 class ChapterFailed(RuntimeError):
@@ -62,15 +63,16 @@ def run_notebook(
     previous = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # progress off: the runner shows cell progress
     try:
-        papermill.execute_notebook(
-            nb,
-            str(executed),
-            parameters={"profile": profile, "overrides": overrides},
-            kernel_name="python3",
-            cwd=str(catalog.source(chapter).parent),
-            progress_bar=progress and progress_kind() == TERMINAL,  # a log: no cell bar
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],
-        )  # no transport notice
+        with watching(profile):  # the stored computations' progress, as lines on stdout
+            papermill.execute_notebook(
+                nb,
+                str(executed),
+                parameters={"profile": profile, "overrides": overrides},
+                kernel_name="python3",
+                cwd=str(catalog.source(chapter).parent),
+                progress_bar=progress and progress_kind() == TERMINAL,  # a log: no cell bar
+                extra_arguments=["--IPKernelApp.log_level=ERROR"],
+            )  # no transport notice
     except PapermillExecutionError as err:
         if err.ename == DataUnavailable.__name__:
             return str(err.evalue)

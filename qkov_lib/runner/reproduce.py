@@ -26,7 +26,8 @@ from ..core.results import UNAVAILABLE
 from ..core.workers import end_leftovers
 from ..data import DATA_ENV, data_dir
 from ..data.registry import not_found
-from . import execute, published, stored, units
+from ..runs import store
+from . import execute, published, stored, units, watch
 from .bundle import BundleError
 from .catalog import resolve
 from .checks import folder_path, prepare, results_folders, writable_folder
@@ -178,7 +179,7 @@ def reproduce(
     if fetch and not force:
         published.fetch(profile, chapters, per_chapter, results_root, say=tqdm.write)
     summary = Summary()
-    began = time.perf_counter()
+    began, stored_before = time.perf_counter(), watch.snapshot(store.committed_root())
     for c in (bar := progress_bar(chapters, f"chapters ({profile})", unit="chapter")):
         bar.set_postfix_str(c)
         start = time.perf_counter()
@@ -211,6 +212,7 @@ def reproduce(
         else:
             summary.done.setdefault(status, []).append(c)
         tqdm.write(f"{status:>8}  {c}  ({time.perf_counter() - start:.1f} s)")
+    tqdm.write(watch.changed(stored_before, watch.snapshot(store.committed_root())))
     return summary
 
 

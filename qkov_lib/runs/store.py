@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..core import codehash, files, paths, portable, results
+from ..core import codehash, files, paths, portable, progress, results
 from ..core.budget import OutOfTime, deadline
 from ..core.chapter import Scope, as_dict, current_scope
 from ..core.device import engine_backend
@@ -315,6 +315,7 @@ class Batch:
     found: dict[int, Tables] = field(default_factory=dict)
     keys: list[Key] = field(default_factory=list)
     rechecks: bool = False  # whether it computes runs afresh to compare with the stored ones (``store_modes``)
+    stored_s: dict[int, float | None] = field(default_factory=dict)  # each run's compute time, where stored
 
     def __post_init__(self) -> None:
         off = _COMPUTING or os.environ.get(OFF_ENV, "").lower() == "off"  # a run inside a stored run is part of it
@@ -329,6 +330,7 @@ class Batch:
         for i, (piece, key) in enumerate(zip(self.pieces, self.keys)):
             found, state = lookup(self.scope, piece, key)
             states.append(state)
+            self.stored_s[i] = state.compute_s
             if found is None:
                 continue
             self.found[i] = found.tables
@@ -365,6 +367,18 @@ class Batch:
             runs = split(t, result)
             for i, tables in runs.items():
                 self._keep(i, tables, seconds / max(len(runs), 1))
+                progress.runs_event(event="done", run=self.pieces[i].name, seconds=seconds / max(len(runs), 1))
+
+        if self.scope is not None and tasks:  # the runner's progress lines (``runner.watch``)
+            known = [s for i in self.missing if (s := self.stored_s.get(i)) is not None]
+            estimate = sum(known) * len(self.missing) / len(known) if known else None
+            progress.runs_event(
+                event="start",
+                chapter=self.scope.chapter,
+                runs=len(self.missing),
+                workers=min(workers, len(tasks)),
+                estimate_s=estimate,
+            )
 
         def go_on() -> bool:
             return end is None or time.time() < end
