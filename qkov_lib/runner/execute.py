@@ -9,6 +9,7 @@ from typing import Any
 
 import jupytext
 import nbformat
+import pandas as pd
 import papermill
 from papermill.exceptions import PapermillExecutionError
 
@@ -20,6 +21,7 @@ from ..core.progress import kind as progress_kind
 from ..core.results import UNAVAILABLE
 from ..core.workers import RUN_ENV, run_marker
 from ..data.registry import DataUnavailable
+from ..metrics.verdicts import HOLDS, counts
 from ..runs import store
 from . import catalog
 from .watch import watching
@@ -153,11 +155,33 @@ def under_title(nb: nbformat.NotebookNode, text: str) -> None:
     first.source = f"{heading}\n\n{text}\n{rest}"
 
 
+CLAIMS_HEADING = "## The claims, checked"  # the section of a chapter page that judges its claims
+
+
+def verdict_line(claims: pd.DataFrame, chapter: str) -> str:
+    """The page's first line: its claims' tally ('4 of 6 claims hold; 1 fails, 1 undecided'), linking to the section
+    that judges them (labelled ``<chapter>-claims`` by ``add_banner``)."""
+    told = counts(claims["verdict"])
+    rest = ", ".join(f"{k} {w}" for w, k in told.items() if k and w != HOLDS)
+    held = (
+        f"{told[HOLDS]} of {len(claims)} claim{'s' if len(claims) != 1 else ''} hold{'s' if len(claims) == 1 else ''}"
+    )
+    return f"**Verdict: {held}{'; ' + rest if rest else ''}**, each with its reason in {{ref}}`{chapter}-claims`."
+
+
 def add_banner(staging: Path, chapter: str) -> None:
-    """Put the banner under the page's title."""
+    """Put the banner under the page's title, and above it the claims' tally (``verdict_line``) where the page judges
+    claims (its unit's ``claims`` table and a ``CLAIMS_HEADING`` section, which gets the label the line links to)."""
     path = staging / f"{chapter}.ipynb"
     nb = nbformat.read(path, as_version=4)
     under_title(nb, banner(results.read_meta(staging, chapter)))
+    claims = results.table_path(staging, chapter, "claims")
+    section = [c for c in nb.cells if c.cell_type == "markdown" and CLAIMS_HEADING in c.source.splitlines()]
+    if claims.is_file() and section:
+        lines = section[0].source.splitlines()
+        at = lines.index(CLAIMS_HEADING)
+        section[0].source = "\n".join([*lines[:at], f"({chapter}-claims)=", *lines[at:]])
+        under_title(nb, verdict_line(pd.read_csv(claims), chapter))
     nbformat.write(nb, path)
 
 
