@@ -70,6 +70,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         unannotated="zero",
         # their tokeniser: bert-base-uncased WordPieces of length 128, [CLS] first and [SEP] last
         tokens="wordpiece",
+        causal=True,  # their model's causal mask (no effect with one layer: the read-out sees every word either way)
         # their measurement (cells 22, 55 and 69): attention read at the last padded position, padding unmasked
         # (their padding is their read-out); 5% of the padded length (7 of 128 positions) erased
         measure="authors",

@@ -1,9 +1,9 @@
 """A small transformer classifier for the real-data tasks (Section 7), many seeds at once (a leading seed dimension).
 
 Token and learned position embeddings; ``n_layers`` blocks of multi-head attention (W_Q, W_K, W_V [H, d, d_head],
-W_O [H, d_head, d]; padding masked, no causal mask) with an optional residual stream and MLP (ReLU or GELU),
-optionally with biases (b_Q, b_K, b_V [H, d_head], b_O [d]; the MLP's b_in, b_out); a linear read-out of the last
-real position, which holds the read-out token. Parameter names end in W_Q, W_K, W_V, W_O so that
+W_O [H, d_head, d]; padding masked, and with ``causal`` every later position too) with an optional residual stream
+and MLP (ReLU or GELU), optionally with biases (b_Q, b_K, b_V [H, d_head], b_O [d]; the MLP's b_in, b_out); a linear
+read-out of the last real position, which holds the read-out token. Parameter names end in W_Q, W_K, W_V, W_O so that
 ``optim.circuit_groups`` puts them in the QK and OV groups; everything else is 'other'.
 """
 
@@ -33,6 +33,7 @@ class ClassifierConfig:
     init_scale: float = 0.02
     activation: str = "relu"  # the MLP's: "relu", "gelu" (exact) or "gelu_tanh" (the authors' ``gelu_new``)
     biases: bool = False  # biases on Q, K, V, O and the MLP (zero at the start)
+    causal: bool = False  # each position attends to itself and those before it only (the authors' HateXplain model)
 
     def __post_init__(self) -> None:
         require_positive_ints(self, ("vocab", "n_classes"))
@@ -162,7 +163,9 @@ def classify(
     (``readout_heads``; ``benchmarks/bench_classifier.py`` times a training step against that).
 
     ``ids`` [S, B, T] or [B, T] (shared by every seed); 0 is padding, the read-out token is the last non-padding
-    position of each row. Trim all-padding columns first (``trim``): they cost time and change nothing.
+    position of each row. Trim all-padding columns first (``trim``): they cost time and change nothing. With
+    ``cfg.causal`` a layer below the last also hides from each query the positions after it; the read-out row sees
+    every real position either way (padding trails), so one layer computes the same with or without it.
     """
     S = params["embed"].shape[0]
     if ids.dim() == 2:
@@ -171,6 +174,7 @@ def classify(
     pad = ids == 0  # [S, B, T]
     last = (~pad).sum(-1) - 1  # [S, B]
     blocked = pad[:, :, None, None, :]  # padding keys, for every head and query
+    below = blocked | torch.ones(T, T, dtype=torch.bool, device=ids.device).triu(1) if cfg.causal else blocked
     x = params["embed"][torch.arange(S, device=ids.device)[:, None, None], ids] + params["pos"][:, None, :T]
     attns = []
     for layer in range(cfg.n_layers):
@@ -182,7 +186,7 @@ def classify(
             q, k, v = (torch.einsum("sbtd,shde->sbhte", x, w) for w in (w_q, w_k, w_v))
             if b is not None:
                 q, k, v = (t + bias[:, None, :, None, :] for t, bias in zip((q, k, v), b))
-            attn = scaled_attention(q @ k.transpose(-1, -2), blocked, cfg.d_head)
+            attn = scaled_attention(q @ k.transpose(-1, -2), below, cfg.d_head)
             heads = attn @ v
         else:
             queries = _at(x, last)

@@ -20,7 +20,7 @@ from ..core.chapter import folder_chapter
 from ..core.paths import PACKAGE_DIR, REPO_ROOT
 from ..runs import store
 from ..runs.store_verify import MANIFEST, write_manifest
-from . import catalog
+from . import catalog, rekey_recompute
 
 
 @cache
@@ -85,7 +85,10 @@ def rekey_folder(folder: Path, datasets: tuple[str, ...]) -> tuple[int, int]:
 
 
 def command(args: Any) -> int:
-    """``results rekey [--profile P]``: a line per folder, re-keyed and left as they were."""
+    """``results rekey [--profile P]``: a line per folder, re-keyed and left as they were; with ``--recompute``,
+    re-keyed after a recomputation instead (``rekey_recompute``)."""
+    if args.recompute:
+        return rekey_recompute.command(args.profile or "default", args.only.split(",") if args.only else None)
     root = store.committed_root()
     for profile in [args.profile] if args.profile else store.STORED_PROFILES:
         for folder in sorted(f for f in (root / profile).glob("*") if f.is_dir()):
@@ -99,3 +102,10 @@ def add_command(actions: Any) -> None:
     """``results rekey`` on the ``results`` command's subparsers."""
     rk = actions.add_parser("rekey", help="re-key committed runs git proves were computed by today's code")
     rk.add_argument("--profile", choices=store.STORED_PROFILES, help="one profile (default: every stored profile)")
+    rk.add_argument(
+        "--recompute",
+        action="store_true",
+        help="re-key a stale run where one run of its computation, recomputed, gives its files byte for byte "
+        "(one profile: default unless --profile)",
+    )
+    rk.add_argument("--only", help="with --recompute: comma-separated chapter names (default: every chapter)")

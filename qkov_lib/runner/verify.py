@@ -5,7 +5,7 @@ today's code computes those numbers (a run forged and resealed by hand passes it
 library has since drifted). Recomputing is the one check of that. ``--sample N`` draws N of the profile's current
 runs (seeded, so a rerun draws the same), since recomputing every run takes as long as computing the store. Nothing
 is written; the command exits 1 when a run differs or cannot be rechecked. Only runs ``results status`` lists are
-drawn (a chapter's first stored computation: ``store_modes``)."""
+drawn (a chapter's computations up to the first the store does not hold whole: ``store_modes``)."""
 
 from __future__ import annotations
 
@@ -22,29 +22,34 @@ from ..data.registry import DataUnavailable
 from ..runs import store, store_modes
 from . import catalog, stored
 
+Place = tuple[str, str]  # (chapter, store folder: the chapter's own, or a part of it stored apart)
 
-def drawn(profile: str, chapters: list[str] | None, sample: int | None, seed: int) -> dict[str, list[str]]:
-    """The current runs to recheck, chapter -> run names: ``sample`` of them drawn with ``seed`` (None: all)."""
+
+def drawn(profile: str, chapters: list[str] | None, sample: int | None, seed: int) -> dict[Place, list[str]]:
+    """The current runs to recheck, (chapter, folder) -> run names: ``sample`` of them drawn with ``seed`` (None:
+    all)."""
     pool = []
     for chapter in chapters or [c for c in catalog.CHAPTERS if stored.has_stored_runs(c)]:
         found = stored.chapter_runs(chapter, profile)
-        pool += [(chapter, run.name) for run in found.runs if run.state == "current"]
+        pool += [(chapter, run.folder or chapter, run.name) for run in found.runs if run.state == "current"]
     chosen = pool if sample is None else random.Random(seed).sample(pool, min(sample, len(pool)))
-    out: dict[str, list[str]] = defaultdict(list)
-    for chapter, name in sorted(chosen):
-        out[chapter].append(name)
+    out: dict[Place, list[str]] = defaultdict(list)
+    for chapter, folder, name in sorted(chosen):
+        out[chapter, folder].append(name)
     return dict(out)
 
 
-def recheck(chapter: str, profile: str, names: list[str]) -> store_modes.Recheck:
-    """The chapter run until its runs ``names`` are recomputed and compared (``store_modes.recheck``)."""
+def recheck(place: Place, profile: str, names: list[str], stale: bool = False) -> store_modes.Recheck:
+    """The chapter run until the runs ``names`` of its store folder are recomputed and compared
+    (``store_modes.recheck``; ``stale``: they may be stale)."""
+    chapter, folder = place
     concrete, setup = catalog.resolve(chapter, profile, None)
     if hasattr(setup, "download"):
         setup = dataclasses.replace(setup, download=False)
     module = catalog.chapter_module(chapter)
     scope = Scope(chapter, concrete, getattr(module, "DATASETS", ()), True)
     run = lambda: module.run(setup, device=pick_device(), progress=False)  # noqa: E731
-    return store_modes.recheck(run, scope, frozenset(names))
+    return store_modes.recheck(run, scope, frozenset(names), folder, stale)
 
 
 def command(args: Any) -> int:
@@ -55,11 +60,11 @@ def command(args: Any) -> int:
         return 2
     chosen = drawn(args.profile, args.only.split(",") if args.only else None, args.sample, args.seed)
     same = bad = 0
-    for chapter, names in chosen.items():
-        print(f"{chapter} ({args.profile}): recomputing {', '.join(names)}", flush=True)
+    for place, names in chosen.items():
+        print(f"{place[1]} ({args.profile}): recomputing {', '.join(names)}", flush=True)
         start = time.time()
         try:
-            check = recheck(chapter, args.profile, names)
+            check = recheck(place, args.profile, names)
         except (store_modes.RecheckError, DataUnavailable) as err:
             print(f"  cannot recheck: {str(err).splitlines()[0]}", file=sys.stderr)
             bad += len(names)

@@ -81,6 +81,7 @@ class RealSetup:
     faster_frozen: str | None = None  # parameters the faster condition leaves untrained (None: frozen)
     activation: str = "relu"  # the MLP's nonlinearity (models.transformer.ACTIVATIONS); the paper states none
     biases: bool = False  # biases on Q, K, V, O and the MLP (the paper states none)
+    causal: bool = False  # each position attends to those before it only (the paper states none; the authors' do)
     epochs: int  # passes over the training set (the authors'; the paper states none)
     evals_per_epoch: int = 2  # read-outs of the training loss per epoch
     eval_batch: int = 256  # examples per evaluation batch (changes no number)
@@ -150,6 +151,7 @@ class RealSetup:
             residual=self.residual,
             activation=self.activation,
             biases=self.biases,
+            causal=self.causal,
         )
 
     def train_config(self, qk_mult: float, per_epoch: int) -> TrainConfig:

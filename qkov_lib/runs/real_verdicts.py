@@ -321,7 +321,7 @@ def claims(
 
 def uniform_mrta_of(data: Prepared, s: RealSetup) -> float:
     """The MRTA (%) this run's reading of attention gives a model that learned no attention (``metrics.uniform``):
-    every head uniform over the positions it may see (padding masked; no causal mask, as this book's classifier),
+    every head uniform over the positions it may see (padding masked, and later positions where ``s.causal``),
     rolled out over ``s.n_layers`` layers and read as ``s.measure`` reads it, on the same test posts and tokens."""
     test = data.test
     measured = torch.ones_like(test.has_relevance) if s.unannotated == "zero" else test.has_relevance
@@ -331,7 +331,7 @@ def uniform_mrta_of(data: Prepared, s: RealSetup) -> float:
         measured,
         s.n_layers,
         measure=s.measure,
-        causal=False,
+        causal=s.causal,
         identity_weight=s.identity_weight,
     )
 

@@ -26,7 +26,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from ..core.workers import run_each
 from ..data.loaders import ENGINES, loader
 from ..data.registry import data_identity
 from . import store_columns, store_modes
-from .store_modes import PLANNING, RECHECKING, Planned, Rechecked
+from .store_modes import PLANNING, RECHECKING, Planned, Rechecked, RunState
 from .store_verify import check_writable, computed_at, damage, manifested, refuse_links, write_manifest
 
 STORED_PROFILES = ("default", "official")  # the profiles whose runs are committed
@@ -160,19 +160,6 @@ def excluded() -> set[str]:
 
 
 _COMPUTING: list[bool] = []  # non-empty while a batch computes its runs here (a sweep's cell, serially)
-
-
-@dataclass(frozen=True)
-class RunState:
-    """What the store holds of one run: ``current``, ``stale`` (``why``: the parts of its key that changed),
-    ``damaged`` (``why``: what is wrong with its files) or ``missing``; the commit it was computed at and its compute
-    time, where stored."""
-
-    name: str
-    state: str
-    why: tuple[str, ...] = ()
-    commit: str | None = None
-    compute_s: float | None = None
 
 
 def _folder(root: Path, scope: Scope) -> Path:
@@ -329,7 +316,7 @@ class Batch:
         states = []
         for i, (piece, key) in enumerate(zip(self.pieces, self.keys)):
             found, state = lookup(self.scope, piece, key)
-            states.append(state)
+            states.append(replace(state, folder=self.scope.chapter))
             self.stored_s[i] = state.compute_s
             if found is None:
                 continue
@@ -337,15 +324,14 @@ class Batch:
             if not found.committed and commits(self.scope) and not (PLANNING or RECHECKING):  # committed now
                 self.found[i] = write(self.scope, piece, key, found.tables, 0.0, found.meta)
             self.scope.used.append({"name": piece.name, "key": key.digest, "from_store": True, **_used(state)})
-        if PLANNING:
-            raise Planned(states)
-        self.rechecks = bool(RECHECKING) and RECHECKING[-1].take([p.name for p in self.pieces], self.found)
-        n = len(self.pieces)
-        print(
-            f"{self.scope.chapter} ({self.scope.profile}): {len(self.found)} of {n} runs from the store, "
-            f"{n - len(self.found)} to compute",
-            flush=True,
-        )
+        if PLANNING:  # a computation all current is read, and the chapter goes on to its next
+            PLANNING[-1].extend(states)
+            if len(self.found) < len(self.pieces):
+                raise Planned(PLANNING[-1])
+        self.rechecks = bool(RECHECKING) and RECHECKING[-1].take(self.scope.chapter, self.pieces, self.keys, self.found)
+        n, said = len(self.pieces), f"{self.scope.chapter} ({self.scope.profile}): {len(self.found)} of"
+        if not (PLANNING or self.rechecks):  # the runner's line before a computation
+            print(f"{said} {n} runs from the store, {n - len(self.found)} to compute", flush=True)
 
     @property
     def missing(self) -> list[int]:

@@ -1,17 +1,17 @@
 """How a chapter's stored computation runs when it is not there to compute: planned, or rechecked.
 
-``plan`` (``results status``): the chapter runs as far as its first stored computation, which names its runs and
-their states and stops (``Planned``), computing nothing. ``recheck`` (``results verify``): the chapter runs as far as
-the computation that holds the chosen runs; those are computed afresh from today's code, compared with the stored
-ones file by file (the sha256 the seal records), and the chapter stops (``Rechecked``); nothing is written. A run
-stored apart (``core.chapter.apart``), or in a computation after the first, is reached only where every run before it
-is current."""
+``plan`` (``results status``): the chapter runs through its stored computations while the store holds every run of
+them, and stops at the first that it does not (``Planned``), computing nothing; each names its runs and their states.
+``recheck`` (``results verify``, ``results rekey --recompute``): the chapter runs as far as the computation that holds
+the chosen runs; those are computed afresh from today's code, compared with the stored ones file by file (the sha256
+the seal records), and the chapter stops (``Rechecked``); nothing is written. A computation after the first (a run
+stored apart, ``core.chapter.apart``) is reached only where every run before it is current."""
 
 from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +23,24 @@ from ..core.chapter import Scope, scoped
 from . import store_columns
 
 
-class Planned(Exception):
-    """Raised by a batch while planning (``plan``): the chapter's stored runs and their states, nothing computed."""
+@dataclass(frozen=True)
+class RunState:
+    """What the store holds of one run: ``current``, ``stale`` (``why``: the parts of its key that changed),
+    ``damaged`` (``why``: what is wrong with its files) or ``missing``; the commit it was computed at and its compute
+    time, where stored; the store folder it lies in (its chapter's, or a part's stored apart)."""
 
-    def __init__(self, states: list[Any]):
+    name: str
+    state: str
+    why: tuple[str, ...] = ()
+    commit: str | None = None
+    compute_s: float | None = None
+    folder: str = ""
+
+
+class Planned(Exception):
+    """Raised by a batch while planning (``plan``): the chapter's stored runs so far and their states."""
+
+    def __init__(self, states: list[RunState]):
         super().__init__(f"{len(states)} stored runs planned")
         self.states = states
 
@@ -39,31 +53,42 @@ class RecheckError(Exception):
     """A run to recheck cannot be reached: a run before it is not current, or it is not a stored run."""
 
 
-PLANNING: list[bool] = []  # non-empty while ``plan`` runs a chapter
+PLANNING: list[list[RunState]] = []  # while ``plan`` runs a chapter: the states of its computations so far
 
 
 @dataclass
 class Recheck:
-    """The runs of one chapter to compute afresh (their names), and each one's outcome once computed: '' where every
-    file it writes has the stored run's bytes, else what differs."""
+    """The runs of one store folder to compute afresh (their names), and each one's outcome once computed: '' where
+    every file it writes has the stored run's bytes, else what differs. ``stale``: the chosen runs may be stale (a
+    re-key after a change that should compute the same), and then each run of their computation's new key and values
+    are kept (``keys``)."""
 
+    folder: str
     names: frozenset[str]
+    stale: bool = False
     outcomes: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    keys: dict[str, tuple[Any, dict[str, Any]]] = field(default_factory=dict)  # name -> (its Key now, its values)
 
-    def take(self, names: list[str], found: dict[int, Any]) -> bool:
-        """At a batch (its runs' ``names``; ``found``: index -> tables of the runs the store holds under today's
-        key): the chosen runs become missing, to compute; whether this batch holds any. RecheckError where a chosen
-        run is not current, or (before the chosen runs are reached) any run is not."""
-        chosen = {i for i, name in enumerate(names) if name in self.names}
-        behind = [names[i] for i in range(len(names)) if i not in found]
+    def take(self, folder: str, pieces: Sequence[Any], keys: Sequence[Any], found: dict[int, Any]) -> bool:
+        """At a batch (its store ``folder``, ``pieces`` and their ``keys``; ``found``: index -> tables of the runs
+        the store holds under today's key): the chosen runs become missing, to compute, and with ``stale`` the
+        batch's other runs count as found (the chapter stops after the chosen ones); whether it holds any chosen.
+        RecheckError where a run of another folder before them, or (without ``stale``) a chosen run, is not
+        current."""
+        names = [p.name for p in pieces]
+        chosen = {i for i, name in enumerate(names) if name in self.names} if folder == self.folder else set()
+        behind = [names[i] for i in range(len(names)) if i not in found and not (chosen and self.stale)]
         if behind:
             raise RecheckError(
-                f"{', '.join(behind[:3])}{' ...' if len(behind) > 3 else ''} not current (results status says why): "
-                "only current runs are rechecked, and only past current ones"
+                f"{folder}: {', '.join(behind[:3])}{' ...' if len(behind) > 3 else ''} not current (results status "
+                "says why): only current runs are rechecked, and only past current ones"
             )
+        if chosen and self.stale:
+            self.keys = {p.name: (k, dict(p.values)) for p, k in zip(pieces, keys)}
+            found.update({i: {} for i in range(len(names)) if i not in found and i not in chosen})
         for i in chosen:
-            del found[i]
+            found.pop(i, None)
         return bool(chosen)
 
     def compare(self, folder: Path, name: str, tables: Mapping[str, pd.DataFrame], seconds: float) -> None:
@@ -90,24 +115,26 @@ class Recheck:
 RECHECKING: list[Recheck] = []  # the recheck of the chapter ``recheck`` runs, if any
 
 
-def plan(run: Callable[[], Any], scope: Scope) -> list[Any] | None:
-    """The stored runs of the chapter whose ``run`` is given, and what the store holds of each (``store.RunState``),
-    computing nothing; None when it computes without stored runs."""
-    PLANNING.append(True)
+def plan(run: Callable[[], Any], scope: Scope) -> list[RunState] | None:
+    """The stored runs of the chapter whose ``run`` is given, and what the store holds of each, computing nothing:
+    those of each computation up to the first the store does not hold whole; None when it has none."""
+    PLANNING.append([])
     try:
         with scoped(scope):
             run()
     except Planned as planned:
         return planned.states
     finally:
-        PLANNING.pop()
-    return None
+        states = PLANNING.pop()
+    return states or None
 
 
-def recheck(run: Callable[[], Any], scope: Scope, names: frozenset[str]) -> Recheck:
-    """Run the chapter (``run``) until the computation holding ``names`` has recomputed them (``Recheck``), writing
-    nothing; RecheckError where they are not reached."""
-    check = Recheck(names)
+def recheck(
+    run: Callable[[], Any], scope: Scope, names: frozenset[str], folder: str = "", stale: bool = False
+) -> Recheck:
+    """Run the chapter (``run``) until the computation holding ``names`` (in the store ``folder``: default, the
+    chapter's own) has recomputed them (``Recheck``), writing nothing; RecheckError where they are not reached."""
+    check = Recheck(folder or scope.chapter, names, stale)
     RECHECKING.append(check)
     try:
         with scoped(scope):

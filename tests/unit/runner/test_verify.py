@@ -21,7 +21,7 @@ def listing(monkeypatch) -> None:
 def test_the_draw_takes_current_runs_only_and_is_the_same_for_a_seed(monkeypatch):
     listing(monkeypatch)
     every = verify.drawn("default", ["alpha", "beta"], None, 0)
-    assert every == {"alpha": ["run-0", "run-2"], "beta": ["run-0"]}  # never a stale or missing run
+    assert every == {("alpha", "alpha"): ["run-0", "run-2"], ("beta", "beta"): ["run-0"]}  # never stale or missing
     two = verify.drawn("default", ["alpha", "beta"], 2, 7)
     assert sum(map(len, two.values())) == 2 and two == verify.drawn("default", ["alpha", "beta"], 2, 7)
     assert verify.drawn("default", ["alpha", "beta"], 10, 0) == every  # a sample larger than the pool: all of it
@@ -31,10 +31,12 @@ def test_each_run_gets_a_line_and_a_difference_fails_the_command(monkeypatch, ca
     listing(monkeypatch)
     outcomes = {"run-0": "", "run-2": "files differ: run-2.csv"}
 
-    def recheck(chapter, profile, names):
-        if chapter == "beta":
+    def recheck(place, profile, names):
+        if place[0] == "beta":
             raise store_modes.RecheckError("run-1 not current")
-        return store_modes.Recheck(frozenset(names), {n: outcomes[n] for n in names}, {n: 3.0 for n in names})
+        return store_modes.Recheck(
+            place[1], frozenset(names), False, {n: outcomes[n] for n in names}, {n: 3.0 for n in names}
+        )
 
     monkeypatch.setattr(verify, "recheck", recheck)
     args = Namespace(profile="default", only="alpha,beta", sample=None, seed=0)
