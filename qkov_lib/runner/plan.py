@@ -17,8 +17,9 @@ import nbformat
 from ..core import files, results
 from ..core.chapter import as_dict
 from ..core.contents import GATHERERS, title
+from ..core.device import cpu_workers, pick_device
 from ..core.paths import RESULTS_ROOT
-from . import catalog
+from . import catalog, stored
 from .catalog import resolve
 from .checks import folder_path, prepare, results_folders
 from .execute import under_title
@@ -36,6 +37,28 @@ class Plan:
     estimate_s: float | None
     deferred: bool = False  # stale, but it would not fit in the time budget
     note: str = ""
+    runs: int = 0  # the stored runs it would compute (``stored_compute``)
+    compute_s: float | None = None  # their CPU seconds by the compute times the store records (None: none recorded)
+
+    def expected_s(self, workers: int) -> float | None:
+        """How long a rerun should take: its last wall time, or its runs' stored CPU time over ``workers`` processes
+        where that is longer (None: neither known)."""
+        spread = None if self.compute_s is None else self.compute_s / max(workers, 1)
+        known = [t for t in (self.estimate_s, spread) if t is not None]
+        return max(known) if known else None
+
+
+def stored_compute(
+    chapter: str, profile: str, overrides: dict[str, Any], results_root: Path
+) -> tuple[int, float | None]:
+    """How many of the chapter's stored runs a rerun computes (not current: ``results status``), and their CPU seconds
+    by the compute times the store records for them (runs without one counted at the mean of the others; None where
+    none has one); (0, None) for a chapter without stored runs, or whose runs cannot be listed."""
+    if not stored.has_stored_runs(chapter):
+        return 0, None
+    todo = [r for r in stored.chapter_runs(chapter, profile, overrides, results_root).runs if r.state != "current"]
+    known = [r.compute_s for r in todo if r.compute_s is not None]
+    return len(todo), (sum(known) * len(todo) / len(known) if known else None)
 
 
 def last_wall_time(final: Path, chapter: str) -> float | None:
@@ -55,7 +78,8 @@ def chapter_state(
     final = results_root / profile
     fp = fingerprint(chapter, profile, as_dict(setup), results_root)
     reason = "--force" if force else stale_reason(final, chapter, fp)[0]
-    return Plan(chapter, profile, reason, last_wall_time(final, chapter))
+    runs, compute_s = stored_compute(chapter, profile, overrides, results_root) if reason else (0, None)
+    return Plan(chapter, profile, reason, last_wall_time(final, chapter), runs=runs, compute_s=compute_s)
 
 
 def plan(
@@ -76,8 +100,8 @@ def plan(
     for c in chapters:
         p = chapter_state(c, profile, per_chapter[c], results_root, force)
         if p.reason is not None and budget_minutes is not None:
-            p.deferred = over_budget(spent, p.estimate_s, budget_minutes)
-            spent += 0.0 if p.deferred else p.estimate_s or 0.0
+            p.deferred = over_budget(spent, p.expected_s(cpu_workers(pick_device())), budget_minutes)
+            spent += 0.0 if p.deferred else p.expected_s(cpu_workers(pick_device())) or 0.0
         if p.reason is None and c in GATHERERS and any(q.reason and not q.deferred for q in plans):
             p.note = "reruns if the chapters above change their claims"
         plans.append(p)
@@ -85,14 +109,39 @@ def plan(
 
 
 def format_plan(plans: Sequence[Plan]) -> str:
-    """The dry run's table: chapter, current or stale (or deferred), its last wall time, and the reason."""
-    rows = [("chapter", "state", "last run", "reason")]
+    """The dry run's table: chapter, current or stale (or deferred), its last wall time, the stored runs it would
+    compute with their stored CPU time, and the reason; then a line of totals (``plan_line``)."""
+    rows = [("chapter", "state", "last run", "to compute", "reason")]
     for p in plans:
         state = "current" if p.reason is None else "deferred" if p.deferred else "stale"
         last = "?" if p.estimate_s is None else f"{p.estimate_s / 60:.1f} min"
-        rows.append((p.chapter, state, last, p.reason or p.note))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    return "\n".join(f"{r[0]:{widths[0]}}  {r[1]:{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in rows)
+        rows.append((p.chapter, state, last, _runs_words(p), p.reason or p.note))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    table = "\n".join(
+        f"{r[0]:{widths[0]}}  {r[1]:{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:{widths[3]}}  {r[4]}".rstrip()
+        for r in rows
+    )
+    return f"{table}\n{plan_line(plans)}"
+
+
+def _runs_words(p: Plan) -> str:
+    if not p.runs:
+        return ""
+    cpu = "" if p.compute_s is None else f", {p.compute_s / 60:.0f} CPU-min"
+    return f"{p.runs} run{'s' if p.runs != 1 else ''}{cpu}"
+
+
+def plan_line(plans: Sequence[Plan]) -> str:
+    """The plan of a whole build in one line: '16 chapters: 14 current, 2 to run (5 stored runs to compute, about 6
+    CPU-minutes by their stored compute times)'."""
+    stale = [p for p in plans if p.reason is not None and not p.deferred]
+    runs, cpu = sum(p.runs for p in stale), [p.compute_s for p in stale if p.compute_s is not None]
+    deferred = sum(p.deferred for p in plans)
+    what = f"{runs} stored run{'s' if runs != 1 else ''} to compute" if runs else "no stored run to compute"
+    cost = f", about {sum(cpu) / 60:.0f} CPU-minutes by their stored compute times" if cpu else ""
+    later = f", {deferred} deferred" if deferred else ""
+    current = len(plans) - len(stale) - deferred
+    return f"{len(plans)} chapters: {current} current, {len(stale)} to run{later} ({what}{cost})"
 
 
 def over_budget(spent_s: float, estimate_s: float | None, budget_minutes: float) -> bool:

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from ..core import results
 from ..core.chapter import as_dict
+from ..core.device import cpu_workers, pick_device
 from ..core.paths import BOOK_CHAPTERS, RESULTS_ROOT
 from ..core.progress import bar as progress_bar
 from ..core.results import UNAVAILABLE
@@ -33,7 +34,7 @@ from .catalog import resolve
 from .checks import folder_path, prepare, results_folders, writable_folder
 from .execute import ChapterFailed
 from .fingerprint import data_identities, fingerprint, stale_reason, without_data
-from .plan import chapter_state, defer, over_budget, show_last
+from .plan import chapter_state, defer, over_budget, plan_line, show_last
 from .unpack import recover
 
 
@@ -180,6 +181,7 @@ def reproduce(
         published.fetch(profile, chapters, per_chapter, results_root, say=tqdm.write)
     summary = Summary()
     began, stored_before = time.perf_counter(), watch.snapshot(store.committed_root())
+    tqdm.write(plan_line([chapter_state(c, profile, per_chapter[c], results_root, force) for c in chapters]))
     for c in (bar := progress_bar(chapters, f"chapters ({profile})", unit="chapter")):
         bar.set_postfix_str(c)
         start = time.perf_counter()
@@ -187,11 +189,12 @@ def reproduce(
             status = None
             if budget_minutes is not None:
                 state = chapter_state(c, profile, per_chapter[c], results_root, force)
-                if state.reason and over_budget(start - began, state.estimate_s, budget_minutes):
-                    last = "unknown" if state.estimate_s is None else f"{state.estimate_s / 60:.1f} min"
+                expected = state.expected_s(cpu_workers(pick_device()))
+                if state.reason and over_budget(start - began, expected, budget_minutes):
+                    last = "unknown" if expected is None else f"{expected / 60:.1f} min"
                     tqdm.write(
-                        f"not starting {c} ({state.reason}; its last run took {last}): the "
-                        f"{budget_minutes:g}-minute budget would be exceeded"
+                        f"not starting {c} ({state.reason}; it should take {last}, by its last run and its stored "
+                        f"runs' compute times): the {budget_minutes:g}-minute budget would be exceeded"
                     )
                     defer(c, state.profile, state.reason, results_root / state.profile, out_dir)
                     status = "deferred"

@@ -49,8 +49,9 @@ def dry_run(book: Path, capsys, *args: str) -> dict[str, tuple[str, str]]:
     )
     assert snapshot(book) == before  # nothing written
     lines = capsys.readouterr().out.strip().split("\n")
-    assert lines[0].split() == ["chapter", "state", "last", "run", "reason"]
-    rows = [re.match(r"(\S+)\s+(\S+)\s+(\?|[\d.]+ min)\s*(.*)", line).groups() for line in lines[1:]]
+    assert lines[0].split() == ["chapter", "state", "last", "run", "to", "compute", "reason"]
+    assert re.fullmatch(r"2 chapters: \d current, \d to run(, \d deferred)? \(no stored run to compute\)", lines[-1])
+    rows = [re.match(r"(\S+)\s+(\S+)\s+(\?|[\d.]+ min)\s*(.*)", line).groups() for line in lines[1:-1]]
     return {r[0]: (r[1], r[3]) for r in rows}
 
 
@@ -96,8 +97,8 @@ def test_a_stale_chapter_past_the_budget_is_not_started(book, capsys):
     summary = runner.reproduce("smoke", [("x", 2)], ["tiny", "other"], out_dir=nb, results_root=res, budget_minutes=5)
     assert summary.done == {"deferred": ["tiny"], "ran": ["other"]} and summary.failures == []
     assert (
-        "not starting tiny (parameters changed; its last run took 10.0 min): the 5-minute budget would be "
-        "exceeded" in capsys.readouterr().out
+        "not starting tiny (parameters changed; it should take 10.0 min, by its last run and its stored runs' "
+        "compute times): the 5-minute budget would be exceeded" in capsys.readouterr().out
     )
     assert {k: v for k, v in snapshot(res / "smoke").items() if k.startswith("tiny.")} == unit
     first = nbformat.read(nb / "tiny.ipynb", as_version=4).cells[0].source
