@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from math import ceil
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import pandas as pd
 import torch
@@ -121,10 +121,19 @@ def data(setup: Setup) -> Prepared:
     return prepare(splits, info, sva.CLASSES, setup)
 
 
-def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> RealRun:
-    """Both conditions on the chapter's data (``data``), side by side on the CPU's cores; the run carries the data.
-    ``device`` None: ``pick_device()``."""
-    return run_conditions(data(setup), setup, pick_device() if device is None else device, progress)
+class Runs(NamedTuple):
+    """The chapter's runs: both conditions at its settings, and where ``match_steps`` is set, at that many steps."""
+
+    main: RealRun
+    matched: RealRun | None
+
+
+def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> Runs:
+    """Both conditions on the chapter's data (``data``), side by side on the CPU's cores, then at ``match_steps``
+    (``at_matched_steps``); each run carries the data. ``device`` None: ``pick_device()``."""
+    device = pick_device() if device is None else device
+    main = run_conditions(data(setup), setup, device, progress)
+    return Runs(main, at_matched_steps(setup, main.data, device=device, progress=progress))
 
 
 def matched_epochs(setup: Setup, data: Prepared, steps: int) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import codehash, results
-from ..core.chapter import PROFILES, Scope
+from ..core.chapter import PART, PROFILES, Scope
 from ..core.contents import GATHERERS
 from ..core.device import pick_device
 from ..data.registry import DataUnavailable
@@ -102,12 +102,13 @@ def _results_in(root: Path | None) -> Iterator[None]:
 
 
 def _run_line(run: store.RunState) -> str:
+    name = f"{run.folder}/{run.name}" if PART in run.folder else run.name  # a run stored apart: its folder too
     if run.state == "damaged":
-        return f"  {run.state:8} {run.name}: {'; '.join(run.why)}"
+        return f"  {run.state:8} {name}: {'; '.join(run.why)}"
     where = f"computed at {run.commit[:12]}" if run.commit else "never computed"
     took = f" in {run.compute_s:.0f} s" if run.compute_s is not None else ""
     why = f": {', '.join(run.why)} changed" if run.why else ""
-    return f"  {run.state:8} {run.name}{why} ({where}{took})"
+    return f"  {run.state:8} {name}{why} ({where}{took})"
 
 
 def status(profile: str, chapters: Sequence[str] | None = None, verbose: bool = True) -> list[ChapterRuns]:

@@ -121,6 +121,8 @@ def test_a_damaged_run_is_called_damaged_not_never_computed(monkeypatch, capsys)
     )
     assert stored._run_line(store.RunState("r", "damaged", ("x.csv changed",))) == "  damaged  r: x.csv changed"
     assert stored._run_line(store.RunState("r", "missing")) == "  missing  r (never computed)"
+    apart = store.RunState("r", "missing", folder="sva--matched-steps")
+    assert stored._run_line(apart) == "  missing  sva--matched-steps/r (never computed)"
 
 
 def test_results_repair_rebuilds_the_manifests_and_names_what_it_leaves_out(empty_store, capsys):
