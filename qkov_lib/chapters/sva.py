@@ -58,6 +58,7 @@ class Setup(RealSetup):
 # the authors' mini-batch steps: 15 epochs of batch 32 over their 157,721 training sentences (a random 10% of the
 # 1.58 M rows of agr_50_mostcommon_10K.tsv), 4,929 steps an epoch
 AUTHORS_STEPS = 73_935
+AUTHORS_SENTENCES = 157_721
 MATCHED = "matched-steps"  # the runs at ``match_steps``, stored apart (``core.chapter.apart``): sva--matched-steps
 
 PROFILES = {

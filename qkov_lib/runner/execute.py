@@ -171,17 +171,21 @@ def verdict_line(claims: pd.DataFrame, chapter: str) -> str:
 
 def add_banner(staging: Path, chapter: str) -> None:
     """Put the banner under the page's title, and above it the claims' tally (``verdict_line``) where the page judges
-    claims (its unit's ``claims`` table and a ``CLAIMS_HEADING`` section, which gets the label the line links to)."""
+    claims (a ``CLAIMS_HEADING`` section, which gets the label the line links to, and its unit's ``claims`` table, or
+    a ``main`` table of verdicts as the errata's)."""
     path = staging / f"{chapter}.ipynb"
     nb = nbformat.read(path, as_version=4)
     under_title(nb, banner(results.read_meta(staging, chapter)))
-    claims = results.table_path(staging, chapter, "claims")
     section = [c for c in nb.cells if c.cell_type == "markdown" and CLAIMS_HEADING in c.source.splitlines()]
-    if claims.is_file() and section:
+    tables = (results.table_path(staging, chapter, t) for t in ("claims", "main"))
+    judged = (
+        next((t for t in map(pd.read_csv, filter(Path.is_file, tables)) if "verdict" in t), None) if section else None
+    )
+    if section and judged is not None:
         lines = section[0].source.splitlines()
         at = lines.index(CLAIMS_HEADING)
         section[0].source = "\n".join([*lines[:at], f"({chapter}-claims)=", *lines[at:]])
-        under_title(nb, verdict_line(pd.read_csv(claims), chapter))
+        under_title(nb, verdict_line(judged, chapter))
     nbformat.write(nb, path)
 
 

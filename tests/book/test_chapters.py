@@ -28,7 +28,10 @@ def test_chapter_prints_environment_and_has_checked_outputs(smoke_book, chapter)
     )
     assert 'class="qkov-settings"' in shown_html and "Profile <code>smoke</code> on " in shown_html  # the box
     assert f"--only {chapter}" in shown_html  # ... with the command that reruns the chapter
-    assert nb.cells[0].source.splitlines()[2].startswith("*This page was run with profile `smoke` · ")  # banner
+    head = nb.cells[0].source.splitlines()
+    claims = any(c.cell_type == "markdown" and "## The claims, checked" in c.source for c in nb.cells)
+    assert head[2].startswith("**Verdict: ") == claims  # a page that judges claims opens with their tally
+    assert head[4 if claims else 2].startswith("*This page was run with profile `smoke` · ")  # then the banner
     tagged = [c for c in nb.cells if "nbval-check-output" in c.metadata.get("tags", [])]
     assert tagged and all(c.outputs for c in tagged)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]

@@ -144,7 +144,7 @@ def test_a_build_past_its_budget_publishes_what_finished_and_the_cached_rest(boo
     assert "publish: make book PROFILE=default BUDGET=5" in log
     assert book.runs[-1].done == {"deferred": ["tiny"], "ran": ["other"]}
     stale = next(line for line in log if "stale after this build" in line)
-    assert re.search(r"\ntiny +stale +10\.0 min +source changed$", stale) and "other " not in stale
+    assert re.search(r"\ntiny +stale +10\.0 min +source changed\n", stale) and "other " not in stale
     page = (site / "default" / "book" / "chapters" / "tiny.html").read_text()
     assert "Not rerun in this build, for want of time (source changed)" in page
     assert "*This page was run with profile `default`" in page
