@@ -6,12 +6,10 @@ import pytest
 
 from qkov_lib.core import files
 from qkov_lib.core.chapter import Scope, scoped
-from qkov_lib.core.results import RESULTS_ENV, ROOT_ENV
 from qkov_lib.runner import rekey_recompute
 from qkov_lib.runs import store, store_modes, store_verify
 from qkov_lib.runs.store import Batch, Piece
-
-CALLS: list[int] = []
+from tests.unit.runs.test_store import CALLS, roots  # noqa: F401 (roots: the store of the test's own)
 
 
 def runs(seeds, scale=1.0, setting=None):
@@ -29,20 +27,11 @@ def runs(seeds, scale=1.0, setting=None):
     return batch.tables()
 
 
-@pytest.fixture
-def roots(tmp_path, monkeypatch):
-    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "results"))
-    monkeypatch.setenv(store.ROOT_ENV, str(tmp_path / "store"))
-    monkeypatch.setenv(store.WRITE_ENV, "1")
-    monkeypatch.delenv(RESULTS_ENV, raising=False)
-    CALLS.clear()
-    return tmp_path
-
-
-def test_a_setting_that_computes_the_same_is_re_keyed_after_one_run_comes_back_byte_for_byte(roots):
+@pytest.mark.usefixtures("roots")
+def test_a_setting_that_computes_the_same_is_re_keyed_after_one_run_comes_back_byte_for_byte(tmp_path):
     with scoped(Scope("tiny", "default")):
         runs([1, 2, 3])
-    folder = roots / "store" / "default" / "tiny"
+    folder = tmp_path / "store" / "default" / "tiny"
     states = store_modes.plan(lambda: runs([1, 2, 3], setting=False), Scope("tiny", "default"))
     assert [(s.state, s.why) for s in states] == [("stale", ("setup (setting)",))] * 3
     check = store_modes.recheck(
@@ -56,17 +45,18 @@ def test_a_setting_that_computes_the_same_is_re_keyed_after_one_run_comes_back_b
     assert [s.state for s in states] == ["current"] * 3 and CALLS == [1, 2, 3, 1]
     meta = files.check(folder, "cond-seed2")
     assert meta["values"]["setting"] is False and meta["rekeyed"]["why"] == "cond-seed1 recomputed"
-    assert store_verify.verify(roots / "store") == []
+    assert store_verify.verify(tmp_path / "store") == []
 
 
-def test_a_run_that_comes_back_different_says_so_and_a_data_change_is_never_re_keyed(roots):
+@pytest.mark.usefixtures("roots")
+def test_a_run_that_comes_back_different_says_so_and_a_data_change_is_never_re_keyed(tmp_path):
     with scoped(Scope("tiny", "default")):
         runs([1, 2])
     check = store_modes.recheck(
         lambda: runs([1, 2], scale=2.0, setting=True), Scope("tiny", "default"), frozenset({"cond-seed1"}), stale=True
     )
     assert check.outcomes == {"cond-seed1": "files differ: cond-seed1.csv"}
-    folder = roots / "store" / "default" / "tiny"
+    folder = tmp_path / "store" / "default" / "tiny"
     key, values = check.keys["cond-seed2"]
     other = store.Key(key.parts | {"data": "0" * 64}, key.code, key.computed_by)
     assert not rekey_recompute.rekey_run(folder, "cond-seed2", other, values, "no")  # data moved: never
