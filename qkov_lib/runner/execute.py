@@ -142,7 +142,7 @@ def _stored_words(runs: dict[str, Any]) -> str:
         f"; read without their data ({', '.join(unseen)}), which was not here to check them against" if unseen else ""
     )
     return (
-        f"its {runs['runs']} training runs computed at {at} ({minutes:.1f} min of "
+        f"its {runs['runs']} stored runs computed at {at} ({minutes:.1f} min of "
         f"compute; {runs.get('from_store', 0)} of them read from the store{named}{trusted})"
     )
 

@@ -333,13 +333,13 @@ class Batch:
             self.scope.used.append({"name": piece.name, "key": key.digest, "from_store": True, **_used(state)})
             if unseen:  # read as stored, under its stored key: the page says its data was not here to check it
                 self.scope.used[-1] |= {"data_unseen": unseen, "key": sha(found.meta.get("key"))}
+        if unseen and (self.missing or RECHECKING):  # what must be computed needs the data: said first
+            raise not_found(unseen[0], f"the store does not hold this setup's runs of {self.scope.chapter}")
         if PLANNING:  # a computation all current is read, and the chapter goes on to its next
             PLANNING[-1].extend(states)
             if len(self.found) < len(self.pieces):
                 raise Planned(PLANNING[-1])
         self.rechecks = bool(RECHECKING) and RECHECKING[-1].take(self.scope.chapter, self.pieces, self.keys, self.found)
-        if unseen and (self.missing or self.rechecks):  # what must be computed needs the data: said before
-            raise not_found(unseen[0], f"the store does not hold this setup's runs of {self.scope.chapter}")
         n, said = len(self.pieces), f"{self.scope.chapter} ({self.scope.profile}): {len(self.found)} of"
         if not (PLANNING or self.rechecks):  # the runner's line before a computation
             print(f"{said} {n} runs from the store, {n - len(self.found)} to compute", flush=True)

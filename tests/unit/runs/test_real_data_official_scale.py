@@ -2,11 +2,8 @@
 verdict from it (every one undecided) and says why below its table, read from this run's parameters or from the
 official unit's metadata."""
 
-from types import SimpleNamespace
-
 import pandas as pd
 import pytest
-import torch
 
 from qkov_lib.chapters import squad, sva
 from qkov_lib.core.chapter import as_dict, resolve
