@@ -13,8 +13,8 @@ from ..core.device import pick_device
 from ..data import hatexplain, wordpiece
 from ..metrics.rationale import authors_k
 from ..runs.real_data import RealRun, prepare, run_all
-from ..runs.real_facts import kept, loaded
 from ..runs.real_setup import SMOKE, Prepared, RealSetup
+from ..runs.store_data import kept, loaded
 
 DATASETS = ("hatexplain",)  # its files are part of the chapter's fingerprint
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's

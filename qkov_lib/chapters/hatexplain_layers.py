@@ -16,9 +16,9 @@ from ..core.validation import is_positive_int
 from ..present.prose import figure
 from ..present.tables import listed
 from ..runs.real_data import RealRun, run_all
-from ..runs.real_facts import kept, loaded
 from ..runs.real_verdicts import Majority, table1
 from ..runs.real_verdicts import claims as table1_claims
+from ..runs.store_data import kept, loaded
 from . import hatexplain
 
 DATASETS = hatexplain.DATASETS

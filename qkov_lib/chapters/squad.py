@@ -12,9 +12,9 @@ from ..core.device import pick_device
 from ..present.tables import readable
 from ..runs import squad_runs
 from ..runs.real_data import RealRun, Task, run_all
-from ..runs.real_facts import kept, loaded
 from ..runs.real_setup import SMOKE
 from ..runs.squad_runs import PreparedQA, SquadSetup, prepare
+from ..runs.store_data import kept, loaded
 
 DATASETS = ("squad",)  # its files are part of the chapter's fingerprint
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's

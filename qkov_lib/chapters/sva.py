@@ -18,9 +18,10 @@ from ..core.validation import is_positive_int
 from ..data import sva
 from ..metrics.rationale import authors_k
 from ..runs.real_data import RealRun, prepare, run_all
-from ..runs.real_facts import DataFacts, kept, loaded
+from ..runs.real_facts import DataFacts
 from ..runs.real_setup import SMOKE, Prepared, RealSetup
 from ..runs.real_verdicts import why_not_learned
+from ..runs.store_data import kept, loaded
 
 DATASETS = ("sva",)  # its files are part of the chapter's fingerprint
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's

@@ -1,26 +1,21 @@
 """What a real-data page reads of its dataset (Section 7), kept in the results store beside the runs: the data's
 provenance and sizes, the majority class's counts, the training examples (an epoch's steps), SQuAD's fixed-span
 baseline, and the MRTA of attention that learned nothing (``metrics.uniform``). So a page is made from the store on
-a machine without the dataset; only computing these facts, or a run, needs it (``loaded``)."""
+a machine without the dataset; only computing these facts, or a run, needs it (``store_data``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pandas as pd
 import torch
 
-from ..data.registry import DataUnavailable
 from ..metrics.stats import Majority
 from ..metrics.uniform import uniform_mrta
 from .real_setup import Prepared, RealSetup
-from .store import Batch, Piece, setup_values
-
-FACTS = "data-facts"  # the stored run's name in a chapter's folder
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -34,15 +29,6 @@ class DataFacts:
     train_examples: int
     baseline: dict[str, float] | None
     uniform: dict[str, float]
-
-
-def loaded(load: Callable[[], T]) -> T | None:
-    """``load()``, or None where the dataset is not here (``DataUnavailable``): every run is then read from the
-    store as it was stored, and a run to compute names the files to get (``store.Batch``)."""
-    try:
-        return load()
-    except DataUnavailable:
-        return None
 
 
 def uniform_mrta_of(data: Prepared, s: RealSetup) -> float:
@@ -100,17 +86,6 @@ def from_table(table: pd.DataFrame) -> DataFacts:
     )
 
 
-def _compute(data: Any, uniform: Mapping[str, RealSetup]) -> pd.DataFrame:
+def facts_table(data: Any, uniform: Mapping[str, RealSetup]) -> pd.DataFrame:
+    """The stored run's one table (``store_data.kept``): ``as_table`` of ``facts_of``."""
     return as_table(facts_of(data, uniform))
-
-
-def kept(data: Any | None, setup: RealSetup, uniform: Mapping[str, RealSetup] | None = None) -> DataFacts:
-    """The facts of the chapter's data for ``setup`` (its data settings) and the uniform MRTA of each of ``uniform``'s
-    setups, from the store where it holds them, else computed from ``data`` (None: not here, and the store says
-    what to get) and stored, as a chapter's runs are."""
-    uniform = dict(uniform or {})
-    values = {"setup": setup_values(setup), "uniform": {k: setup_values(s) for k, s in uniform.items()}}
-    batch = Batch([Piece(FACTS, values)], [__name__])
-    tasks = [(data, uniform)] if batch.missing else []
-    batch.compute(_compute, tasks, 1, lambda t, out: {0: {"main": out}})
-    return from_table(batch.tables()[0]["main"])

@@ -1,4 +1,5 @@
-"""A real-data page made from the store without its dataset (``runs.real_facts``, ``store.lookup``'s ``unseen``)."""
+"""A real-data page made from the store without its dataset (``runs.real_facts``, ``runs.store_data``,
+``store.lookup``'s ``unseen``), and a listing of its runs that reads no data."""
 
 import io
 import shutil
@@ -17,7 +18,7 @@ from qkov_lib.data.registry import DataUnavailable
 from qkov_lib.metrics.stats import Majority
 from qkov_lib.runner.catalog import resolve
 from qkov_lib.runner.execute import banner
-from qkov_lib.runs import real_facts, store
+from qkov_lib.runs import real_facts, store, store_data
 from qkov_lib.runs.real_setup import Prepared
 
 CPU = torch.device("cpu")
@@ -54,7 +55,7 @@ def test_a_page_without_its_data_is_made_from_the_stored_runs(stored, monkeypatc
     setup, run, data = stored
     shutil.rmtree(data)
     data.mkdir()  # the folder named, the dataset not in it
-    assert real_facts.loaded(lambda: chapter.data(setup)) is None
+    assert store_data.loaded(lambda: chapter.data(setup)) is None
     with scoped(Scope("hatexplain", "default", chapter.DATASETS, True)) as scope:
         again = chapter.run(setup, device=CPU, progress=False)
     pd.testing.assert_frame_equal(again.per_seed, run.per_seed, check_exact=True)
@@ -89,3 +90,13 @@ def test_other_data_is_no_stored_run_of_this_key(stored):
     with scoped(Scope("hatexplain", "default", chapter.DATASETS, True)) as scope:
         again = chapter.run(setup, device=CPU, progress=False)
     assert not any(u["from_store"] for u in scope.used) and again.data.info != run.data.info
+
+
+def test_listing_the_runs_reads_no_data(stored, monkeypatch):
+    """``results status`` plans through the chapter: its data's files are hashed for the keys, never loaded."""
+    setup, _, _ = stored
+    monkeypatch.setattr(chapter, "data", lambda s: pytest.fail("the data was loaded to list the runs"))
+    states = store.plan(
+        lambda: chapter.run(setup, device=CPU, progress=False), Scope("hatexplain", "default", chapter.DATASETS, True)
+    )
+    assert states is not None and [s.state for s in states] == ["current"] * 5
