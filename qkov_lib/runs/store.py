@@ -273,7 +273,8 @@ def write(
         **{k: v for k, v in (made or {}).items() if k in ("git_commit", "date", "compute_s")},
     }
     kept, constants = store_columns.factor(tables)
-    results.save(folder, stem, kept, meta | ({store_columns.META_KEY: constants} if constants else {}))
+    for path in results.save(folder, stem, kept, meta | ({store_columns.META_KEY: constants} if constants else {})):
+        files.umask_mode(path)  # as any new file, not 0600: the store is shared through the repository
     if before is not None:  # files of the run's last version that this one no longer has
         for name in set(before[1].get("files", {})) - {results.table_path(folder, stem, t).name for t in tables}:
             files.plain_name(name, folder, folder / f"{stem}.json").unlink(missing_ok=True)
