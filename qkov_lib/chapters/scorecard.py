@@ -17,6 +17,7 @@ from ..core.results import BY_HAND, PUBLISHED, UNAVAILABLE, ResultsError, Source
 from ..metrics.verdicts import CHECK, COLUMNS, PAPER, REVIEW, WORDS
 from ..present.gathered import scorecard_section
 from . import atlas
+from .atlas import claims as atlas_claims
 
 PARTS = (
     (PAPER, "The paper's claims"),
@@ -93,7 +94,7 @@ def by_hand_note(table: pd.DataFrame) -> str:
 def atlas_share(where: Path | Sources) -> dict[str, str]:
     """Figure 2's claims by id: how they fare across the atlas's settings ({} when the atlas has not run)."""
     try:
-        return atlas.grid.share_by_claim(load(folder_of(where, "atlas"), "atlas")[0][atlas.VERDICTS])
+        return atlas_claims.share_by_claim(load(folder_of(where, "atlas"), "atlas")[0][atlas.VERDICTS])
     except ResultsError:
         return {}
 
