@@ -77,7 +77,8 @@ def gather(where: Path | Sources) -> tuple[pd.DataFrame, dict[str, str]]:
     table["across the atlas"] = [
         share.get(i, "") if page == "fig2_dtap" else "" for i, page in zip(table["id"], table["page"])
     ]
-    return table[["page", "chapter", *COLUMNS, "across the atlas", "results"]], notes
+    # a unit saved before a column existed (a claim's own reason, ``why``) reads it as empty
+    return table.reindex(columns=["page", "chapter", *COLUMNS, "across the atlas", "results"]), notes
 
 
 def by_hand_note(table: pd.DataFrame) -> str:

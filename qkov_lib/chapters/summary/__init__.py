@@ -160,12 +160,19 @@ def results_table(claims: pd.DataFrame) -> pd.DataFrame:
                 "verdict": verdict,
                 "authors": _joined(parts, "authors", h) or "not recorded",
                 "this run": _joined(parts, "this run", h),
-                "reason": _labelled(h, decisive["id"], reason(decisive["verdict"], decisive["rule"]), verdicts),
+                "reason": _labelled(h, decisive["id"], _why(decisive), verdicts),
                 "page": h.page,
                 "results": parts["results"].iloc[0] if "results" in parts else PUBLISHED,
             }
         )
     return pd.DataFrame(rows)
+
+
+def _why(claim: pd.Series) -> str:
+    """A claim's reason: its own where it has one (a compound claim names the parts that decide it,
+    ``metrics.compound.each``), else the clause of its rule that gave its verdict."""
+    why = claim.get("why")
+    return why if isinstance(why, str) and why else reason(claim["verdict"], claim["rule"])
 
 
 NOT_HERE = "not in this build's results"  # a headline whose chapter gave this build no claims
