@@ -216,8 +216,10 @@ def _joined(parts: pd.DataFrame, column: str, h: Headline) -> str:
 
 
 def methodology(where: Path | Sources, pages: list[str]) -> pd.DataFrame:
-    """How each chapter of this build ran, from its unit's metadata: device, commit, date and wall time; one row per
-    chapter, indexed by its title."""
+    """How each chapter of this build ran, from its unit's metadata: device, commit, date and the page's wall time,
+    then the computation behind it: its stored runs, how many this build read from the store, and the CPU time they
+    took when they were computed (a page made from the store in seconds may stand on hours); one row per chapter,
+    indexed by its title."""
     rows = []
     for page in pages:
         try:
@@ -225,16 +227,22 @@ def methodology(where: Path | Sources, pages: list[str]) -> pd.DataFrame:
         except ResultsError:
             continue
         wall = meta.get("runner_wall_time_s") or meta.get("wall_time_s")
+        runs = meta.get("stored_runs") if isinstance(meta.get("stored_runs"), dict) else {}
         rows.append(
             {
                 "chapter": title(page),
                 "device": f"{meta.get('device', '?')} ({meta.get('device_name', '?')})",
                 "commit": str(meta.get("git_commit") or "?")[:12],
                 "date": meta.get("date", "?"),
-                "minutes": round(wall / 60, 1) if isinstance(wall, (int, float)) else None,
+                "page (min)": round(wall / 60, 1) if isinstance(wall, (int, float)) else None,
+                "stored runs (from the store)": f"{runs['runs']} ({runs.get('from_store', 0)})" if runs else "",
+                "their compute (CPU min)": round(float(runs.get("compute_s", 0)) / 60, 1) if runs else None,
             }
         )
-    return pd.DataFrame(rows, columns=["chapter", "device", "commit", "date", "minutes"]).set_index("chapter")
+    return pd.DataFrame(rows, columns=["chapter", "device", "commit", "date", *METHOD_COLUMNS]).set_index("chapter")
+
+
+METHOD_COLUMNS = ["page (min)", "stored runs (from the store)", "their compute (CPU min)"]
 
 
 def errata_count(where: Path | Sources) -> int | None:
