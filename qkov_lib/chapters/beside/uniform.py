@@ -32,9 +32,10 @@ HEADER = (
 
 
 def table(data: Callable[[hatexplain.Setup], Any] = hatexplain.data) -> pd.DataFrame:
-    """The uniform-attention MRTA (%) for each tokens, padded length, depth and mask, every other setting
-    ``official``'s (``data``: how a setup's posts are loaded); the authors' stored baseline where their model had
-    those tokens, length and depth (their models have the mask, which one layer read at the last position ignores)."""
+    """The uniform-attention MRTA (%) for each tokens, padded length, depth and mask (causal or none), every other
+    setting ``official``'s (``data``: how a setup's posts are loaded); the authors' stored baseline where their model
+    had those tokens, length and depth (their models have the mask, which one layer read at the last position
+    ignores)."""
     official = hatexplain.Setup(**hatexplain.PROFILES["official"])
     rows = []
     for tokens in TOKENS:
@@ -46,11 +47,11 @@ def table(data: Callable[[hatexplain.Setup], Any] = hatexplain.data) -> pd.DataF
                 rows.append(
                     {
                         "tokens": tokens,
-                        "padded length": length,
+                        "length": length,
                         "layers": layers,
-                        "causal mask": "yes" if causal else "no",
-                        "uniform attention (%)": round(uniform_mrta_of(loaded, setup), 2),
-                        "the authors' baseline (%)": float(authors.table()["value"][stored]) if stored else None,
+                        "mask": "causal" if causal else "none",
+                        "uniform (%)": round(uniform_mrta_of(loaded, setup), 2),
+                        "authors' baseline (%)": float(authors.table()["value"][stored]) if stored else None,
                     }
                 )
     return pd.DataFrame(rows)

@@ -29,22 +29,22 @@ def test_the_table_spans_tokens_lengths_and_depths_and_names_the_authors_two_bas
     write_hatexplain_offline(tmp_path)
     table = uniform.table()
     assert len(table) == len(uniform.TOKENS) * len(uniform.LENGTHS) * len(uniform.DEPTHS)
-    flat = table[table["causal mask"] == "no"].groupby(["tokens", "padded length"])["uniform attention (%)"]
+    flat = table[table["mask"] == "none"].groupby(["tokens", "length"])["uniform (%)"]
     assert (flat.nunique() == 1).all()  # with nothing masked, even attention stays even through the layers
-    authors = table.dropna(subset=["the authors' baseline (%)"])
-    assert authors[["tokens", "padded length", "layers"]].values.tolist() == [
+    authors = table.dropna(subset=["authors' baseline (%)"])
+    assert authors[["tokens", "length", "layers"]].values.tolist() == [
         ["wordpiece", 128, 1],
         ["wordpiece", 96, 2],
     ]
-    assert list(authors["the authors' baseline (%)"]) == [2.67, 7.15]
+    assert list(authors["authors' baseline (%)"]) == [2.67, 7.15]
     text = uniform.markdown(table)
     assert text.startswith(uniform.HEADER) and "| wordpiece |" in text and "nan" not in text
 
 
 def test_the_committed_table_agrees_with_the_stored_official_facts():
     """Runs without the data: the rows of official's own setups equal the uniform values its stored runs hold."""
-    table = committed().set_index(["tokens", "padded length", "layers", "causal mask"])["uniform attention (%)"]
+    table = committed().set_index(["tokens", "length", "layers", "mask"])["uniform (%)"]
     one, layers = stored("hatexplain").uniform, stored("hatexplain_layers").uniform
-    assert table[("wordpiece", "128", "1", "no")] == f"{one['main']:.2f}"
-    assert table[("wordpiece", "96", "2", "yes")] == f"{layers['2']:.2f}"
-    assert table[("wordpiece", "96", "4", "yes")] == f"{layers['4']:.2f}"
+    assert table[("wordpiece", "128", "1", "none")] == f"{one['main']:.2f}"
+    assert table[("wordpiece", "96", "2", "causal")] == f"{layers['2']:.2f}"
+    assert table[("wordpiece", "96", "4", "causal")] == f"{layers['4']:.2f}"
