@@ -73,7 +73,9 @@ def run_notebook(
                 kernel_name="python3",
                 cwd=str(catalog.source(chapter).parent),
                 progress_bar=progress and progress_kind() == TERMINAL,  # a log: no cell bar
-                extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                # the kernel's own log tells a build nothing: a failing cell is papermill's error, a dead kernel
+                # nbclient's; what it printed was a shutdown's "KeyboardInterrupt caught in kernel"
+                extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
             )  # no transport notice
     except PapermillExecutionError as err:
         if err.ename == DataUnavailable.__name__:
