@@ -4,7 +4,7 @@ the annotators' rationales as the relevant tokens."""
 from __future__ import annotations
 
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -12,8 +12,9 @@ import torch
 from ..core.device import pick_device
 from ..data import hatexplain, wordpiece
 from ..metrics.rationale import authors_k
-from ..runs.real_data import RealRun, prepare, run_conditions
+from ..runs.real_data import RealRun, prepare, run_all
 from ..runs.real_setup import SMOKE, Prepared, RealSetup
+from ..runs.store_data import kept, loaded
 
 DATASETS = ("hatexplain",)  # its files are part of the chapter's fingerprint
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
@@ -136,6 +137,9 @@ def data(setup: Setup) -> Prepared:
 
 
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> RealRun:
-    """Both conditions on the chapter's data (``data``), side by side on the CPU's cores; the run carries the data.
+    """Both conditions on the chapter's data (``data``), side by side on the CPU's cores; the run carries what the
+    page reads of the data (``real_facts.DataFacts``), so the store alone makes the page where the data is not here.
     ``device`` None: ``pick_device()``."""
-    return run_conditions(data(setup), setup, pick_device() if device is None else device, progress)
+    prepared = loaded(lambda: data(setup))
+    facts = kept(prepared, setup, {"main": setup})
+    return replace(run_all(prepared, [setup], pick_device() if device is None else device, progress)[0], data=facts)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import pandas as pd
@@ -18,6 +18,7 @@ from ..present.tables import listed
 from ..runs.real_data import RealRun, run_all
 from ..runs.real_verdicts import Majority, table1
 from ..runs.real_verdicts import claims as table1_claims
+from ..runs.store_data import kept, loaded
 from . import hatexplain
 
 DATASETS = hatexplain.DATASETS
@@ -93,12 +94,15 @@ PROFILES = {
 
 
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> dict[int, RealRun]:
-    """Both conditions at every depth on HateXplain's data (each run carries it), all the trainings spread over the
-    worker processes at once. ``device`` None: ``pick_device()``."""
+    """Both conditions at every depth on HateXplain's data, all the trainings spread over the worker processes at
+    once; each run carries what the page reads of the data (``real_facts.DataFacts``, its uniform-attention MRTA
+    by depth), so the store alone makes the page where the data is not here. ``device`` None: ``pick_device()``."""
     counts = list(setup.layer_counts)
     variants = [setup.at_depth(n) for n in counts]
     device = pick_device() if device is None else device
-    return dict(zip(counts, run_all(hatexplain.data(setup), variants, device, progress)))
+    prepared = loaded(lambda: hatexplain.data(setup))
+    facts = kept(prepared, setup, {str(n): v for n, v in zip(counts, variants)})
+    return {n: replace(r, data=facts) for n, r in zip(counts, run_all(prepared, variants, device, progress))}
 
 
 def by_depth(runs: dict[int, RealRun], name: str) -> pd.DataFrame:

@@ -17,6 +17,7 @@ from ..core.results import BY_HAND, PUBLISHED, UNAVAILABLE, ResultsError, Source
 from ..metrics.verdicts import CHECK, COLUMNS, PAPER, REVIEW, WORDS
 from ..present.gathered import scorecard_section
 from . import atlas
+from .atlas import claims as atlas_claims
 
 PARTS = (
     (PAPER, "The paper's claims"),
@@ -76,7 +77,8 @@ def gather(where: Path | Sources) -> tuple[pd.DataFrame, dict[str, str]]:
     table["across the atlas"] = [
         share.get(i, "") if page == "fig2_dtap" else "" for i, page in zip(table["id"], table["page"])
     ]
-    return table[["page", "chapter", *COLUMNS, "across the atlas", "results"]], notes
+    # a unit saved before a column existed (a claim's own reason, ``why``) reads it as empty
+    return table.reindex(columns=["page", "chapter", *COLUMNS, "across the atlas", "results"]), notes
 
 
 def by_hand_note(table: pd.DataFrame) -> str:
@@ -93,7 +95,7 @@ def by_hand_note(table: pd.DataFrame) -> str:
 def atlas_share(where: Path | Sources) -> dict[str, str]:
     """Figure 2's claims by id: how they fare across the atlas's settings ({} when the atlas has not run)."""
     try:
-        return atlas.grid.share_by_claim(load(folder_of(where, "atlas"), "atlas")[0][atlas.VERDICTS])
+        return atlas_claims.share_by_claim(load(folder_of(where, "atlas"), "atlas")[0][atlas.VERDICTS])
     except ResultsError:
         return {}
 

@@ -3,7 +3,7 @@ question about a paragraph window, baseline against faster QK, the gold answer s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 import torch
@@ -11,9 +11,10 @@ import torch
 from ..core.device import pick_device
 from ..present.tables import readable
 from ..runs import squad_runs
-from ..runs.real_data import RealRun
+from ..runs.real_data import RealRun, Task, run_all
 from ..runs.real_setup import SMOKE
-from ..runs.squad_runs import PreparedQA, SquadSetup, prepare, run_conditions
+from ..runs.squad_runs import PreparedQA, SquadSetup, prepare
+from ..runs.store_data import kept, loaded
 
 DATASETS = ("squad",)  # its files are part of the chapter's fingerprint
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
@@ -111,9 +112,13 @@ def data(setup: Setup) -> PreparedQA:
 
 
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> RealRun:
-    """Both conditions on the chapter's data (``data``), side by side on the CPU's cores; the run carries the data.
-    ``device`` None: ``pick_device()``."""
-    return run_conditions(data(setup), setup, pick_device() if device is None else device, progress)
+    """Both conditions on the chapter's data (``data``), side by side on the CPU's cores (``squad_runs``' task); the
+    run carries what the page reads of the data (``real_facts.DataFacts``: its fixed-span baseline), so the store
+    alone makes the page where the data is not here. ``device`` None: ``pick_device()``."""
+    prepared = loaded(lambda: data(setup))
+    facts, device = kept(prepared, setup), pick_device() if device is None else device
+    task = Task(squad_runs.train_condition, squad_runs.evaluate_condition)
+    return replace(run_all(prepared, [setup], device, progress, task)[0], data=facts)
 
 
 def baseline_display(baseline: dict[str, float]) -> pd.DataFrame:

@@ -17,9 +17,11 @@ from ..core.device import pick_device
 from ..core.validation import is_positive_int
 from ..data import sva
 from ..metrics.rationale import authors_k
-from ..runs.real_data import RealRun, prepare, run_conditions
+from ..runs.real_data import RealRun, prepare, run_all
+from ..runs.real_facts import DataFacts
 from ..runs.real_setup import SMOKE, Prepared, RealSetup
 from ..runs.real_verdicts import why_not_learned
+from ..runs.store_data import kept, loaded
 
 DATASETS = ("sva",)  # its files are part of the chapter's fingerprint
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
@@ -131,20 +133,29 @@ class Runs(NamedTuple):
 
 def run(setup: Setup, *, device: torch.device | None = None, progress: bool = True) -> Runs:
     """Both conditions on the chapter's data (``data``), side by side on the CPU's cores, then at ``match_steps``
-    (``at_matched_steps``); each run carries the data. ``device`` None: ``pick_device()``."""
+    (``at_matched_steps``); each run carries what the page reads of the data (``real_facts.DataFacts``), so the
+    store alone makes the page where the data is not here. ``device`` None: ``pick_device()``."""
     device = pick_device() if device is None else device
-    main = run_conditions(data(setup), setup, device, progress)
-    return Runs(main, at_matched_steps(setup, main.data, device=device, progress=progress))
+    prepared = loaded(lambda: data(setup))
+    facts = kept(prepared, setup, {"main": setup})
+    main = replace(run_all(prepared, [setup], device, progress)[0], data=facts)
+    matched = at_matched_steps(setup, prepared, facts.train_examples, device=device, progress=progress)
+    return Runs(main, None if matched is None else replace(matched, data=facts))
 
 
-def matched_epochs(setup: Setup, data: Prepared, steps: int) -> int:
-    """The fewest epochs whose mini-batch steps reach ``steps`` on this data (an epoch: the training examples //
-    the batch size steps, as ``real_data.fit`` trains)."""
-    return ceil(steps / (len(data.train.labels) // setup.batch_size))
+def matched_epochs(setup: Setup, train_examples: int, steps: int) -> int:
+    """The fewest epochs whose mini-batch steps reach ``steps`` on ``train_examples`` (an epoch: the training
+    examples // the batch size steps, as ``real_data.fit`` trains)."""
+    return ceil(steps / (train_examples // setup.batch_size))
 
 
 def at_matched_steps(
-    setup: Setup, data: Prepared, *, device: torch.device | None = None, progress: bool = True
+    setup: Setup,
+    data: Prepared | None,
+    train_examples: int,
+    *,
+    device: torch.device | None = None,
+    progress: bool = True,
 ) -> RealRun | None:
     """Both conditions trained for ``matched_epochs`` of ``match_steps`` (under `official` the authors' number of
     steps, ``AUTHORS_STEPS``), every other setting this run's: does the baseline leave the majority class given as
@@ -152,19 +163,21 @@ def at_matched_steps(
     ``match_steps``."""
     if setup.match_steps is None:
         return None
-    variant = replace(setup, epochs=matched_epochs(setup, data, setup.match_steps), match_steps=None)
+    variant = replace(setup, epochs=matched_epochs(setup, train_examples, setup.match_steps), match_steps=None)
     scope = current_scope()
     with scoped(apart(scope, MATCHED)) if scope else contextlib.nullcontext():
-        return run_conditions(data, variant, pick_device() if device is None else device, progress)
+        return run_all(data, [variant], pick_device() if device is None else device, progress)[0]
 
 
 def matched_table(run: RealRun, setup: Setup) -> pd.DataFrame:
     """Each condition and seed at the matched steps: the epochs and mini-batch steps it trained, its test accuracy
     (%) beside always predicting the majority class, and whether it learned the task (``why_not_learned``'s rule:
     more than one class predicted, and more correct answers than the majority class by a binomial test)."""
-    data, majority = run.data, run.data.majority
-    epochs = matched_epochs(setup, data, setup.match_steps or 1)
-    steps = epochs * (len(data.train.labels) // setup.batch_size)
+    facts: DataFacts = run.data
+    majority, examples = facts.majority, facts.train_examples
+    assert majority is not None  # a classifier's data
+    epochs = matched_epochs(setup, examples, setup.match_steps or 1)
+    steps = epochs * (examples // setup.batch_size)
     rows = [
         {
             "condition": r["condition"],

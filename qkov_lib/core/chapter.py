@@ -252,8 +252,11 @@ class Chapter:
 def stored_runs(used: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """What a chapter's metadata records of the stored runs it used: how many, how many came from the store, the
     commits they were computed at, their compute time in all, and each run's key (its name -> the key's digest: what
-    a results bundle carries of the page, ``runner.bundle_store``)."""
+    a results bundle carries of the page, ``runner.bundle_store``); and the datasets that were not here, where runs
+    were read as stored without them (``store.lookup``)."""
+    unseen = sorted({str(d) for u in used for d in u.get("data_unseen", ())})
     return {
+        **({"data_unseen": unseen} if unseen else {}),
         "runs": len(used),
         "from_store": sum(bool(u["from_store"]) for u in used),
         "commits": sorted({str(u["commit"]) for u in used if u.get("commit")}),

@@ -55,7 +55,7 @@ ODE_MATCH = 1e-6  # full-matrix gradient flow and the scalar ODE agree to the so
 
 PAPER, REVIEW, CHECK = "paper", "review", "check"  # a claim of the paper; a reviewer's test; the companion's check
 KINDS = (PAPER, REVIEW, CHECK)
-COLUMNS = ["id", "claim", "kind", "this run", "verdict", "rule", "authors", "estimate", "low", "high"]
+COLUMNS = ["id", "claim", "kind", "this run", "verdict", "rule", "authors", "estimate", "low", "high", "why"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,7 @@ class Claim:
     high: float = math.nan
     kind: str = PAPER
     authors: str = ""
+    why: str = ""  # the reason in words where the rule's clause would blame every part (``compound.each``)
 
     def __post_init__(self) -> None:
         if self.verdict not in WORDS:
@@ -87,7 +88,10 @@ class Claim:
 def claim_table(claims: Iterable[Claim]) -> pd.DataFrame:
     """The chapter's claims as a table (columns ``COLUMNS``), the form every chapter saves as ``claims``."""
     return pd.DataFrame(
-        [[c.id, c.claim, c.kind, c.measured, c.verdict, c.rule, c.authors, c.estimate, c.low, c.high] for c in claims],
+        [
+            [c.id, c.claim, c.kind, c.measured, c.verdict, c.rule, c.authors, c.estimate, c.low, c.high, c.why]
+            for c in claims
+        ],
         columns=COLUMNS,
     )
 

@@ -35,15 +35,18 @@ def claims_html(
 ) -> str:
     """``present``'s HTML."""
 
-    def cell(key: str, header: str, value: object) -> str:
+    def cell(key: str, header: str, value: object, why: object = None) -> str:
         text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
-        return f'<td data-label="{html.escape(header)}">{text if key in raw else html.escape(text)}</td>'
+        shown = text if key in raw else html.escape(text)
+        if key == "rule" and isinstance(why, str) and why:  # a compound claim: the parts that decide it
+            shown += "<br>" + note(html.escape(f"Here: {why}."))
+        return f'<td data-label="{html.escape(header)}">{shown}</td>'
 
     head = "".join(f"<th>{html.escape(h)}</th>" for h in ("verdict", *(h for _, h in columns)))
     body = "".join(
         "<tr>"
         + f'<td data-label="verdict">{word(r["verdict"])}</td>'
-        + "".join(cell(k, h, r[k]) for k, h in columns)
+        + "".join(cell(k, h, r[k], r.get("why")) for k, h in columns)
         + "</tr>"
         for _, r in table.iterrows()
     )

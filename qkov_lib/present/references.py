@@ -111,7 +111,7 @@ def segments(text: str, figures_above: Collection[str] = ()) -> list[Segment]:
         at = match.end()
     if at < len(text):
         found.append((text[at:],) * 2)
-    return _merged_figures(found)
+    return _ordinals(_merged_figures(found), figures_above)
 
 
 def _words(match: re.Match, text: str, figures_above: Collection[str]) -> str:
@@ -141,6 +141,31 @@ def _merged_figures(found: list[Segment]) -> list[Segment]:
         words = shown[starts[first] : match.start()] + f"{match[1]}he figures {match[2]}"
         words += shown[match.end() : starts[last + 1]]
         found[first : last + 1] = [(words, "".join(source for _, source in found[first : last + 1]))]
+    return found
+
+
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+_ONE_FIGURE = re.compile(r"\A([Tt])he figure (above|below)\Z")
+
+
+def _ordinals(found: list[Segment], figures_above: Collection[str]) -> list[Segment]:
+    """``found`` with the single figures of one side told apart where the text names several on it: "the first
+    figure below", "the second figure below" (above: in the page's order, ``figures_above``; below: in the text's),
+    never two different figures under the same words."""
+    single = {
+        k: (m, ROLE.fullmatch(source)) for k, (words, source) in enumerate(found) if (m := _ONE_FIGURE.match(words))
+    }
+    targets: dict[str, list[str]] = {"above": [], "below": []}
+    for m, role in single.values():
+        if role is not None and (target := _titled(role.group(2))[1]) not in targets[m[2]]:
+            targets[m[2]].append(target)
+    order = {t: i for i, t in enumerate(figures_above)}
+    targets["above"].sort(key=lambda t: order.get(t, len(order)))
+    for k, (m, role) in single.items():
+        side = targets[m[2]]
+        if role is not None and len(side) > 1:
+            nth = ORDINALS[side.index(_titled(role.group(2))[1])] if len(side) <= len(ORDINALS) else "next"
+            found[k] = (f"{m[1]}he {nth} figure {m[2]}", found[k][1])
     return found
 
 

@@ -73,7 +73,9 @@ def run_notebook(
                 kernel_name="python3",
                 cwd=str(catalog.source(chapter).parent),
                 progress_bar=progress and progress_kind() == TERMINAL,  # a log: no cell bar
-                extra_arguments=["--IPKernelApp.log_level=ERROR"],
+                # the kernel's own log tells a build nothing: a failing cell is papermill's error, a dead kernel
+                # nbclient's; what it printed was a shutdown's "KeyboardInterrupt caught in kernel"
+                extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
             )  # no transport notice
     except PapermillExecutionError as err:
         if err.ename == DataUnavailable.__name__:
@@ -137,9 +139,13 @@ def _stored_words(runs: dict[str, Any]) -> str:
     if len(commits) > 3:  # a page computed in pieces over many commits: a count, not a wall of hashes
         at, named = f"{len(commits)} commits", "; `python -m qkov_lib results status` names each run's commit"
     minutes = float(runs.get("compute_s", 0)) / 60
+    unseen = runs.get("data_unseen") or []
+    trusted = (
+        f"; read without their data ({', '.join(unseen)}), which was not here to check them against" if unseen else ""
+    )
     return (
-        f"its {runs['runs']} training runs computed at {at} ({minutes:.1f} min of "
-        f"compute; {runs.get('from_store', 0)} of them read from the store{named})"
+        f"its {runs['runs']} stored runs computed at {at} ({minutes:.1f} min of "
+        f"compute; {runs.get('from_store', 0)} of them read from the store{named}{trusted})"
     )
 
 
@@ -198,9 +204,10 @@ def without_data(staging: Path, chapter: str, profile: str, params: dict[str, An
     stop = next(
         i for i, c in enumerate(cells) if any(o.get("ename") == DataUnavailable.__name__ for o in c.get("outputs", []))
     )
-    note = (
-        "**This chapter stopped here: its data is not available where this page was built.** The message above "
-        f"says how to get it; then `python -m qkov_lib reproduce --only {chapter}` runs the rest."
+    note = (  # the error's own cell may be hidden on the page (remove-cell): its message is said here again
+        "**This chapter stopped here: its data is not available where this page was built.** "
+        f"{message.strip().splitlines()[0].rstrip('.')}. Then `python -m qkov_lib reproduce --only {chapter}` runs "
+        "the rest."
     )
     cells[stop].outputs = [o for o in cells[stop].outputs if o.get("name") != "stderr"]  # library warnings, paths
     nb.cells = [*cells[: stop + 1], nbformat.v4.new_markdown_cell(note)]

@@ -32,7 +32,7 @@ from jupyter_server.services.contents.largefilemanager import AsyncLargeFileMana
 from jupytext.async_contentsmanager import build_async_jupytext_contents_manager_class
 from tornado import web
 
-from .lab_cells import LOST, ViewError, from_lab, to_lab
+from .lab_cells import ViewError, from_lab, to_lab
 
 # what an ipykernel kernel answers in its kernel_info_reply, printed by the kernel's interpreter
 ASK_IPYKERNEL = "import json, ipykernel.ipkernel as k; print(json.dumps(k.IPythonKernel.language_info))"
@@ -104,12 +104,10 @@ class ChapterContentsManager(_JupytextManager):
                 raise web.HTTPError(400, f"{path}: {err}", reason=f"{path}: {err}") from None
             for i, roles in lost.items():
                 self.log.warning(
-                    "%s: the edit of cell %d changed the words of %s, which stay as written (plain words, listed "
-                    "in the cell's %s metadata)",
+                    "%s: the edit of cell %d changed the words of %s, which stay as written (plain words)",
                     path,
                     i + 1,
                     ", ".join(roles),
-                    LOST,
                 )
         return await super().save(model, path)
 

@@ -10,10 +10,10 @@ both; the book and papermill never do):
 What a cell had before is kept in its metadata under ``qkov_lab``, and saving puts it back: an unedited chapter is
 written back byte for byte, and an edited Markdown cell is a three-way merge (``present.references.merge_edit``):
 the reader's words as written, each reference whose words the edit left alone back in place, and the references an
-edit changed named in the cell's metadata (``LOST``) and in JupyterLab's log. The metadata comes back from the
-browser, so it is trusted only as far as it can be checked: a Markdown cell's recorded source must give exactly the
-view it records (so it can differ from what the reader saw by references alone), a code cell's may only name the
-flags the view set; anything else is a ``ViewError`` and nothing is saved."""
+edit changed named in JupyterLab's log (the chapter's source gets the reader's words and no line of metadata). The
+metadata comes back from the browser, so it is trusted only as far as it can be checked: a Markdown cell's recorded
+source must give exactly the view it records (so it can differ from what the reader saw by references alone), a code
+cell's may only name the flags the view set; anything else is a ``ViewError`` and nothing is saved."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from typing import Any
 from ..present.references import merge_edit, plain_parts
 
 KEY = "qkov_lab"  # cell metadata: what this view changed, removed again on saving
-LOST = "qkov_lab_plain"  # cell metadata: the references a reader's edit turned into plain words (kept in the source)
 FLAGS = ("source_hidden", "outputs_hidden")
 HIDDEN = {  # a tag the book reads -> the JupyterLab cell metadata (under "jupyter") that collapses the same part
     "remove-input": ("source_hidden",),
@@ -82,9 +81,8 @@ def from_lab(nb: dict[str, Any]) -> dict[int, list[str]]:
             cell["metadata"].pop("jupyter", None)
         if "source" in was:
             cell["source"], gone = merge_edit(was["source"], was["figures"], _text(cell["source"]))
-            if gone:
+            if gone:  # named in JupyterLab's log (``lab``), never in the chapter's source
                 lost[i] = gone
-                cell["metadata"][LOST] = gone
     return lost
 
 

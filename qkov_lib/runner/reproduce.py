@@ -79,7 +79,7 @@ def run_chapter(
                 status = "restored"
             return "no data" if meta.get("status") == UNAVAILABLE else status
         good = units.with_results(final, chapter)
-        if good and (absent := _absent_here(chapter, setup)):
+        if good and not stored.has_stored_runs(chapter) and (absent := _absent_here(chapter, setup)):
             return _keep(chapter, good, absent, final, out_dir)
         tqdm.write(f"running {chapter} ({profile}): {reason}")
         if stored.has_stored_runs(chapter):
@@ -115,7 +115,8 @@ def run_chapter(
 
 def _absent_here(chapter: str, setup: Any) -> str | None:
     """The message a run of the chapter would stop with for want of data, known before it starts: a dataset of
-    which nothing is on this disk, where no download will be tried ($QKOV_DATA_DIR set, or ``download`` off)."""
+    which nothing is on this disk, where no download will be tried ($QKOV_DATA_DIR set, or ``download`` off). Not
+    asked of a chapter with stored runs: the store makes its page without the data, or its run says what to get."""
     absent = without_data(data_identities(chapter))
     if absent and (data_dir() is not None or not getattr(setup, "download", False)):
         why = f"{DATA_ENV} is set and holds none of its files" if data_dir() else "no download is tried: download=False"

@@ -83,7 +83,11 @@ def not_stored(chapter: str, profile: str, overrides: dict[str, Any], results_ro
     if runs.error:
         return runs.error
     missing = len(runs.runs) - runs.count("current")
-    return f"{missing} of {len(runs.runs)} runs not in the store" if missing else None
+    if not missing:
+        return None
+    stale = runs.count("stale")
+    kinds = ", ".join(f"{n} {w}" for n, w in ((stale, "stale"), (missing - stale, "missing or damaged")) if n)
+    return f"{missing} of {len(runs.runs)} runs not in the store under today's key ({kinds})"
 
 
 @contextlib.contextmanager

@@ -11,14 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 from scipy.stats import binomtest
 
 from ..data import authors
 from ..metrics import mean_ci, paired_effects
 from ..metrics.official import Guard, OfficialUnit, departures, full_size_command
 from ..metrics.stats import Majority
-from ..metrics.uniform import uniform_mrta
 from ..metrics.verdicts import (
     NOT_EVIDENCE,
     PERCENT,
@@ -34,7 +32,6 @@ from ..metrics.verdicts import (
 )
 from ..present.table1 import DIGITS, TABLE_METRICS, interval_words
 from .official_read import official_unit
-from .real_setup import Prepared, RealSetup
 
 LEARNED_ALPHA = 0.05  # the level of the one-sided exact binomial test of each seed against the majority share
 
@@ -319,28 +316,12 @@ def claims(
     return table
 
 
-def uniform_mrta_of(data: Prepared, s: RealSetup) -> float:
-    """The MRTA (%) this run's reading of attention gives a model that learned no attention (``metrics.uniform``):
-    every head uniform over the positions it may see (padding masked, and later positions where ``s.causal``),
-    rolled out over ``s.n_layers`` layers and read as ``s.measure`` reads it, on the same test posts and tokens."""
-    test = data.test
-    measured = torch.ones_like(test.has_relevance) if s.unannotated == "zero" else test.has_relevance
-    return uniform_mrta(
-        test.ids,
-        test.relevant,
-        measured,
-        s.n_layers,
-        measure=s.measure,
-        causal=s.causal,
-        identity_weight=s.identity_weight,
-    )
-
-
 def uniform_sentence(
     per_seed: pd.DataFrame, uniform: float, relevant: str = "relevant tokens", examples: str = "posts"
 ) -> str:
-    """A sentence setting each condition's MRTA beside the uniform-attention value ``uniform`` (``uniform_mrta_of``):
-    how far training moved attention from where a model that learned none would put it."""
+    """A sentence setting each condition's MRTA beside the uniform-attention value ``uniform``
+    (``real_facts.uniform_mrta_of``): how far training moved attention from where a model that learned none would
+    put it."""
     rows = table1(per_seed, metrics=("MRTA",))
     each = "; ".join(
         f"the {name.split(' (')[0]} model's is {mrta:.2f}% ({mrta / uniform:.1f} times that)"

@@ -39,7 +39,7 @@ from ..core.chapter import Scope, as_dict, current_scope
 from ..core.device import engine_backend
 from ..core.workers import run_each
 from ..data.loaders import ENGINES, loader
-from ..data.registry import data_identity
+from ..data.registry import data_identity, not_found
 from . import store_columns, store_modes
 from .store_modes import PLANNING, RECHECKING, Planned, Rechecked, RunState
 from .store_verify import check_writable, computed_at, damage, manifested, refuse_links, write_manifest
@@ -209,6 +209,10 @@ def changed_parts(meta: Mapping[str, Any], key: Key, values: Mapping[str, Any] |
     return tuple(out)
 
 
+def _but_data(stored: Any, parts: Mapping[str, str]) -> bool:
+    return isinstance(stored, dict) and all(stored.get(p) == parts[p] for p in KEY_PARTS if p != "data")
+
+
 @dataclass(frozen=True)
 class Found:
     """A stored run found under its key: its tables, its metadata, and whether it lies in the committed store."""
@@ -218,8 +222,10 @@ class Found:
     committed: bool
 
 
-def lookup(scope: Scope, piece: Piece, key: Key) -> tuple[Found | None, RunState]:
-    """A run where the store holds it under ``key`` (the committed store first), and its state."""
+def lookup(scope: Scope, piece: Piece, key: Key, unseen: bool = False) -> tuple[Found | None, RunState]:
+    """A run where the store holds it under ``key`` (the committed store first), and its state. ``unseen``: a
+    dataset the run reads is not on this machine, so a committed run whose key differs in its data part alone is
+    read as it was stored (its data cannot be checked here, and nothing can be computed without it)."""
     stale: RunState | None = None
     for root, committed in ((committed_root(), True), (scratch_root(), False)):
         folder, stem = _folder(root, scope), _stem(piece, key, committed)
@@ -230,7 +236,7 @@ def lookup(scope: Scope, piece: Piece, key: Key) -> tuple[Found | None, RunState
             continue
         tables, meta = found
         state = RunState(piece.name, "current", (), meta.get("git_commit"), meta.get("compute_s"))
-        if meta.get("key") == key.parts:
+        if meta.get("key") == key.parts or (committed and unseen and _but_data(meta.get("key"), key.parts)):
             return Found(tables, meta, committed), state
         if committed:
             stale = RunState(piece.name, "stale", changed_parts(meta, key, piece.values), state.commit, state.compute_s)
@@ -267,7 +273,8 @@ def write(
         **{k: v for k, v in (made or {}).items() if k in ("git_commit", "date", "compute_s")},
     }
     kept, constants = store_columns.factor(tables)
-    results.save(folder, stem, kept, meta | ({store_columns.META_KEY: constants} if constants else {}))
+    for path in results.save(folder, stem, kept, meta | ({store_columns.META_KEY: constants} if constants else {})):
+        files.umask_mode(path)  # as any new file, not 0600: the store is shared through the repository
     if before is not None:  # files of the run's last version that this one no longer has
         for name in set(before[1].get("files", {})) - {results.table_path(folder, stem, t).name for t in tables}:
             files.plain_name(name, folder, folder / f"{stem}.json").unlink(missing_ok=True)
@@ -313,9 +320,10 @@ class Batch:
             return
         code = code_of(self.modules, self.scope.datasets)
         self.keys = [make_key(p, code, self.scope.datasets, self.device) for p in self.pieces]
+        unseen = [d for d in self.scope.datasets if data_identity(d)["release"] is None]
         states = []
         for i, (piece, key) in enumerate(zip(self.pieces, self.keys)):
-            found, state = lookup(self.scope, piece, key)
+            found, state = lookup(self.scope, piece, key, bool(unseen))
             states.append(replace(state, folder=self.scope.chapter))
             self.stored_s[i] = state.compute_s
             if found is None:
@@ -324,6 +332,10 @@ class Batch:
             if not found.committed and commits(self.scope) and not (PLANNING or RECHECKING):  # committed now
                 self.found[i] = write(self.scope, piece, key, found.tables, 0.0, found.meta)
             self.scope.used.append({"name": piece.name, "key": key.digest, "from_store": True, **_used(state)})
+            if unseen:  # read as stored, under its stored key: the page says its data was not here to check it
+                self.scope.used[-1] |= {"data_unseen": unseen, "key": sha(found.meta.get("key"))}
+        if unseen and (self.missing or RECHECKING):  # what must be computed needs the data: said first
+            raise not_found(unseen[0], f"the store does not hold this setup's runs of {self.scope.chapter}")
         if PLANNING:  # a computation all current is read, and the chapter goes on to its next
             PLANNING[-1].extend(states)
             if len(self.found) < len(self.pieces):

@@ -212,13 +212,16 @@ def test_stored_only_starts_no_chapter_that_would_train(book, monkeypatch, capsy
     """--stored-only: a stale chapter whose runs the store does not all hold is not started (its last unit shown,
     saying why; a placeholder with the command where there is none); one the store holds whole runs."""
     res, nb = book / "res", book / "nb"
-    held = {"tiny": None, "other": "3 of 5 runs not in the store"}  # what the store lacks of each (stored.not_stored)
+    held = {
+        "tiny": None,
+        "other": "3 of 5 runs not in the store under today's key (3 stale)",
+    }  # what the store lacks of each (stored.not_stored)
     monkeypatch.setattr(runner.stored, "not_stored", lambda chapter, *args: held[chapter])
     summary = runner.reproduce("smoke", [("x", 2)], ["tiny", "other"], out_dir=nb, results_root=res, stored_only=True)
     assert summary.done == {"ran": ["tiny"], "deferred": ["other"]} and summary.failures == []
     said = capsys.readouterr().out
     assert "not starting other (no results for 'other' in " in said
-    assert "): 3 of 5 runs not in the store, and --stored-only trains nothing" in said
+    assert "): 3 of 5 runs not in the store under today's key (3 stale), and --stored-only trains nothing" in said
     page = nbformat.read(nb / "other.ipynb", as_version=4).cells[0].source
     assert page.startswith("# A chapter for the tests\n\n*Not computed (profile `smoke`): this build computes only")
     assert "python -m qkov_lib reproduce --profile smoke --only other` computes it" in page

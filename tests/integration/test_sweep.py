@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from qkov_lib.chapters import atlas
-from qkov_lib.chapters.atlas import ablation, grid, pages
+from qkov_lib.chapters.atlas import ablation, claims, grid, pages
 from qkov_lib.chapters.atlas.setup import shared
 from qkov_lib.runner.catalog import resolve
 from qkov_lib.runs import sweep
@@ -161,11 +161,11 @@ def test_bad_grid_and_damaged_cell_file(tmp_path):
 
 
 def test_verdicts_are_figure2s_checks_per_setting(serial):
-    table = grid.claims_per_setting(serial.rows)
+    table = claims.claims_per_setting(serial.rows)
     ids = ("collapsed_ov_top_right", "fafo_top_left", "faster_qk_top_right", "prediction_kept")  # Figure 2's claims
     assert len(table) == 6 * len(ids) and tuple(dict.fromkeys(table["claim_id"])) == ids
     assert set(pages.SHORT) == set(ids)  # every claim has its short name for the page
-    share = grid.where_claims_hold(table)
+    share = claims.where_claims_hold(table)
     assert (share["settings"] == 6).all() and (share[["holds", "fails", "undecided"]].sum(axis=1) == 6).all()
     assert set(table["verdict"]) <= {"holds", "fails", "undecided"}
     assert (table["models"] == 8 * 2).all() and (table["capped models"] <= table["models"]).all()
@@ -218,10 +218,10 @@ def test_the_ablation_runs_as_tasks_of_the_same_sweep(tmp_path):
         grid_part,
         grid.rows_of(run_sweep(atlas.run_setting, grid.settings(s), common, tmp_path, "serial", progress=False).rows),
     )
-    table = ablation.claims_per_run(ablation_part, s.ablation_factors)
+    table = claims.claims_per_run(ablation_part, s.ablation_factors)
     assert len(table) == 6 * 4 and list(dict.fromkeys(table[grid.RUN])) == [t[grid.RUN] for t in tasks[:6]]
-    assert set(ablation.flips(table)["factor"]) == {"scaling", "fresh"}
-    assert len(grid.claims_per_setting(out.rows)) == 4  # the grid's one setting; the ablation's rows are left out
+    assert set(claims.flips(table)["factor"]) == {"scaling", "fresh"}
+    assert len(claims.claims_per_setting(out.rows)) == 4  # the grid's one setting; the ablation's rows are left out
 
 
 def test_workers_with_other_arithmetic_are_refused(monkeypatch):

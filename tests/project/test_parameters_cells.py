@@ -54,7 +54,7 @@ def test_the_parameters_cell_names_every_module_where_its_values_live(name):
 
 def test_a_stale_comment_is_caught():
     fig2 = declaring(CHAPTERS["fig2_dtap"].Setup)
-    assert {"qkov_lib/chapters/fig2_dtap.py", "qkov_lib/runs/synthetic_runs.py", "qkov_lib/data/synthetic.py"} == set(
+    assert {"qkov_lib/runs/fig2_panels.py", "qkov_lib/runs/synthetic_runs.py", "qkov_lib/data/synthetic.py"} == set(
         fig2
     )
     assert fig2["qkov_lib/runs/synthetic_runs.py"] == {"SyntheticSetup", "SyntheticTask"}

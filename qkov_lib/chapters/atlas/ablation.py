@@ -11,10 +11,9 @@ from typing import Any
 
 import pandas as pd
 
-from ...metrics.verdicts import FAILS, HOLDS, UNDECIDED
+from ...runs import fig2_panels
 from ...runs.synthetic_runs import SyntheticTask
-from .. import fig2_dtap
-from .grid import RUN, SETTING, claim_rows, train
+from .grid import RUN, SETTING, train
 from .setup import FACTOR_KEYS, FACTORS, PAPER_LR, Factor, values
 
 STEP_COUNTS = ("max_steps", "ramp_steps")  # with panel_steps' values: what the ablation's speedup divides
@@ -59,7 +58,7 @@ def factor(key: str) -> Factor:
 def factor_changes(on: Sequence[str]) -> dict[str, Any]:
     """fig2_dtap's official values of the keys of the factors ``on``; ValueError if that profile sets a key that no
     factor names (the ablation would silently leave it at the paper's value)."""
-    official = fig2_dtap.PROFILES["official"]
+    official = fig2_panels.OFFICIAL
     named = {k for f in FACTORS for k in f.keys}
     if set(official) - named:
         raise ValueError(
@@ -70,12 +69,12 @@ def factor_changes(on: Sequence[str]) -> dict[str, Any]:
     return {k: v for k, v in official.items() if k in keys}
 
 
-def run_setup(cell: Mapping[str, Any], common: Mapping[str, Any]) -> fig2_dtap.Setup:
+def run_setup(cell: Mapping[str, Any], common: Mapping[str, Any]) -> fig2_panels.Setup:
     """An ablation run's Figure 2 setup: the atlas's task (seeds, sizes, batch, loss target, bins), the paper's
     values (``fig2_dtap.Setup``) with the authors' for the factors on, then the budget rescaled: the rate times the
     speedup, every step count (the step caps, the per-panel budgets, the QK ramps) divided by it and capped at the
     cell's cap. The authors' stop rule keeps its epochs (100-250 steps): how often it is checked, not a budget."""
-    paper = values(fig2_dtap.Setup())
+    paper = values(fig2_panels.Setup())
     task = {
         f.name: common[f.name]
         for f in fields(SyntheticTask)
@@ -87,14 +86,14 @@ def run_setup(cell: Mapping[str, Any], common: Mapping[str, Any]) -> fig2_dtap.S
     for name in STEP_COUNTS:
         chosen[name] = int(max(1, min(chosen[name] // k, cap)))
     chosen["panel_steps"] = {p: int(max(1, min(v // k, cap))) for p, v in chosen["panel_steps"].items()}
-    return fig2_dtap.Setup(**chosen)
+    return fig2_panels.Setup(**chosen)
 
 
 def train_run(cell: Mapping[str, Any], common: Mapping[str, Any]) -> pd.DataFrame:
     """One ablation run, trained here on one thread: one row per panel and seed (the run's key, Figure 2's metrics,
     steps and whether the step cap stopped it)."""
     setup = run_setup(cell, common)
-    rows = train(setup, fig2_dtap.runs(setup))
+    rows = train(setup, fig2_panels.runs(setup))
     rows.insert(0, RUN, cell[RUN])
     return rows
 
@@ -107,8 +106,8 @@ def budget(speedup: int, cap: int | None, common: Mapping[str, Any]) -> dict[str
         s = run_setup({RUN: key, "on": list(on), "speedup": speedup, "cap": cap}, common)
         full = run_setup({RUN: key, "on": list(on), "speedup": 1, "cap": None}, common)
         ends[key] = {
-            "caps": {p.key: p.max_steps for p in fig2_dtap.runs(s)},
-            "full caps": {p.key: p.max_steps for p in fig2_dtap.runs(full)},
+            "caps": {p.key: p.max_steps for p in fig2_panels.runs(s)},
+            "full caps": {p.key: p.max_steps for p in fig2_panels.runs(full)},
             "ramp": s.ramp_steps,
             "full ramp": full.ramp_steps,
         }
@@ -120,59 +119,3 @@ def rows_of(rows: pd.DataFrame) -> pd.DataFrame:
     if RUN not in rows:
         return rows.iloc[:0]
     return rows[rows[RUN].notna()].drop(columns=[*SETTING, "mult_set"]).reset_index(drop=True)
-
-
-def claims_per_run(rows: pd.DataFrame, factors: Sequence[str] = FACTOR_KEYS) -> pd.DataFrame:
-    """Figure 2's claims checked in every ablation run (``runs(factors)``, in that order): run, start, factor,
-    claim_id, claim, this run, verdict, capped models."""
-    out = []
-    for r in runs(factors):
-        here = rows[rows[RUN] == r.key]
-        if here.empty:
-            raise ValueError(f"the ablation's rows have no run {r.key!r}; rerun the chapter to train it")
-        out += claim_rows(here, {RUN: r.key, "start": r.start, "factor": r.factor})
-    return pd.DataFrame(out)
-
-
-def effect(before: str, after: str) -> str:
-    """What switching a factor did to a verdict: 'flips' (holds <-> fails), 'no change', or 'unclear' (one side
-    undecided)."""
-    if before == after:
-        return "no change"
-    return "flips" if {before, after} == {HOLDS, FAILS} else "unclear"
-
-
-def flips(table: pd.DataFrame) -> pd.DataFrame:
-    """The factor x claim table: per factor and claim, the verdict without and with the factor from the paper's
-    settings (switched on) and with and without it from the authors' settings (switched off), and what each switch
-    did (``effect``). ``table`` is ``claims_per_run``' output."""
-    verdict = table.set_index([RUN, "claim_id"])["verdict"]
-    claims = list(dict.fromkeys(table["claim_id"]))
-    out = []
-    for key in dict.fromkeys(table["factor"].dropna()):
-        for cid in claims:
-            p0, p1 = verdict[("paper", cid)], verdict[(f"paper+{key}", cid)]
-            a1, a0 = verdict[("authors", cid)], verdict[(f"authors-{key}", cid)]
-            out.append(
-                {
-                    "factor": key,
-                    "claim_id": cid,
-                    "paper": p0,
-                    "paper + factor": p1,
-                    "from the paper's": effect(p0, p1),
-                    "authors": a1,
-                    "authors - factor": a0,
-                    "from the authors'": effect(a1, a0),
-                }
-            )
-    return pd.DataFrame(out)
-
-
-def decided(table: pd.DataFrame) -> dict[str, int]:
-    """How many of a verdict table's verdicts are decided (holds or fails), undecided, and in all."""
-    words = table["verdict"]
-    return {
-        "decided": int(words.isin([HOLDS, FAILS]).sum()),
-        "undecided": int((words == UNDECIDED).sum()),
-        "verdicts": len(words),
-    }

@@ -12,9 +12,8 @@ import pandas as pd
 
 from ...core.device import pick_device
 from ...core.workers import one_thread
-from ...metrics.verdicts import FAILS, HOLDS, UNDECIDED
+from ...runs import fig2_panels
 from ...runs.synthetic_runs import Panel, SyntheticSetup, SyntheticTask, synthetic_data, train_runs
-from .. import fig2_dtap
 from .setup import Setup, values
 
 SETTING = ["init", "init_scale", "lr", "scaled_scores"]  # the grid's axes; with mult_set, a verdict's key
@@ -53,7 +52,7 @@ def panels(setup: SyntheticSetup, mult_sets: Sequence[Sequence[float]]) -> list[
 def _fig2(setup: SyntheticSetup, mults: Sequence[float]) -> list[Panel]:
     """Figure 2's eight panels under one multiplier set [mult_e, ramp_f, mult_g, ramp_h]."""
     mult_e, ramp_f, mult_g, ramp_h = mults
-    return fig2_dtap.panels(setup, mult_e, ramp_f, mult_g, ramp_h)
+    return fig2_panels.panels(setup, mult_e, ramp_f, mult_g, ramp_h)
 
 
 def train_setting(cell: Mapping[str, Any], common: Mapping[str, Any]) -> pd.DataFrame:
@@ -92,37 +91,6 @@ def train(setup: SyntheticSetup, runs: Sequence[Panel]) -> pd.DataFrame:
     )
 
 
-def claims_per_setting(rows: pd.DataFrame) -> pd.DataFrame:
-    """Figure 2's claims checked in every setting and multiplier set, on the per-seed rows (as the chapter does);
-    rows of ablation runs are left out."""
-    rows = rows_of(rows)
-    out = []
-    base = rows[rows["mult_set"] < 0]
-    for key, faster in rows[rows["mult_set"] >= 0].groupby([*SETTING, "mult_set"], sort=False):
-        setting_values, j = dict(zip(SETTING, key[:-1])), key[-1]
-        panels_here = pd.concat([base[(base[SETTING] == pd.Series(setting_values)).all(axis=1)], faster])
-        out += claim_rows(panels_here, {**setting_values, "mult_set": j})
-    return pd.DataFrame(out)
-
-
-def claim_rows(panels_here: pd.DataFrame, key: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Figure 2's claims on one run's per-seed rows, one row per claim led by ``key``, with its capped models."""
-    table = fig2_dtap.claims(panels_here)
-    capped = int(panels_here["hit_cap"].sum())
-    return [
-        {
-            **key,
-            "claim_id": row["id"],
-            "claim": row["claim"],
-            "this run": row["this run"],
-            "verdict": row["verdict"],
-            "capped models": capped,
-            "models": len(panels_here),
-        }
-        for _, row in table.iterrows()
-    ]
-
-
 def rows_of(rows: pd.DataFrame) -> pd.DataFrame:
     """The grid's rows of a sweep's rows (the ablation's left out), with their columns' own types."""
     if RUN not in rows:
@@ -131,21 +99,3 @@ def rows_of(rows: pd.DataFrame) -> pd.DataFrame:
     key = [*SETTING, "mult_set"]
     out = out[key + [c for c in out.columns if c not in key]]  # the grid's own column order
     return out.astype({"scaled_scores": bool, "mult_set": int}).reset_index(drop=True)
-
-
-def where_claims_hold(table: pd.DataFrame) -> pd.DataFrame:
-    """Per claim: in how many settings (and multiplier sets) it holds, fails and is undecided, of how many."""
-    out = table.groupby(["claim_id", "claim"], sort=False)["verdict"].value_counts().unstack(fill_value=0)
-    out = out.reindex(columns=[HOLDS, FAILS, UNDECIDED], fill_value=0).astype(int)
-    out["settings"] = out.sum(axis=1)
-    out["holds %"] = (100 * out[HOLDS] / out["settings"]).round(1)
-    return out.reset_index()
-
-
-def share_by_claim(table: pd.DataFrame) -> dict[str, str]:
-    """'holds in k of n settings (fails in f, undecided in u)' per claim id, for the scorecard and the summary."""
-    share = where_claims_hold(table)
-    return {
-        r.claim_id: f"holds in {r[HOLDS]} of {r.settings} settings (fails in {r[FAILS]}, undecided in {r[UNDECIDED]})"
-        for _, r in share.iterrows()
-    }

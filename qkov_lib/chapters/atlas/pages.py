@@ -17,9 +17,10 @@ from ...metrics.verdicts import COLOURS, FAILS, HOLDS, UNDECIDED
 from ...present.tables import listed
 from ...present.text import power
 from .. import fig2_dtap
-from .ablation import budget, decided, factor, flips
+from .ablation import budget, factor
+from .claims import decided, flips, where_claims_hold
 from .cost import official_cost
-from .grid import RUN, SETTING, rows_of, where_claims_hold
+from .grid import RUN, SETTING, rows_of
 from .setup import FACTOR_KEYS, PAPER_LR, Setup, shared
 
 # Figure 2's claims (fig2_dtap.claims ids) in a few words, for the headers of the figures and tables.
@@ -85,7 +86,7 @@ def flip_table(table: pd.DataFrame, ran_at: str = "") -> pd.DataFrame:
 
 
 def reading(table: pd.DataFrame, ran_at: str = "") -> str:
-    """The ablation in sentences, generated from ``ablation.claims_per_run``' output: per claim, its verdict at both end
+    """The ablation in sentences, generated from ``claims.claims_per_run``' output: per claim, its verdict at both end
     points and which factors, switched alone, flip it from which end (Markdown, one bullet per claim), after a line
     naming the profile and rate the runs trained at (``ran_at``)."""
     f = flips(table)
@@ -325,7 +326,7 @@ def _wrap(text: str, width: int = 12) -> str:
 
 
 def grid_figure(table: pd.DataFrame, rows: pd.DataFrame, mult_sets: Sequence[Sequence[float]]) -> go.Figure:
-    """Figure 2's claims per setting of the grid (``table``: ``grid.claims_per_setting``' output): rows grouped by
+    """Figure 2's claims per setting of the grid (``table``: ``claims.claims_per_setting``' output): rows grouped by
     initialisation,
     one column per claim (the faster-QK claims once per multiplier set when there are several), and the models of
     each setting (``rows``: the sweep's) stopped at the step cap."""

@@ -8,14 +8,14 @@ from typing import Any
 
 from ...core.validation import is_positive_int
 from ...models import check_init
+from ...runs import fig2_panels
 from ...runs.synthetic_runs import SyntheticTask
 from ...train.optim import check_rate
-from .. import fig2_dtap
 
 PER_SETTING = ("inits", "lrs", "scaled_scores")  # the parameters a setting takes its values from
 ABLATION = ("ablation_factors", "ablation_speedup", "ablation_cap")  # the ablation's own: each run's cell holds them
 RUN_ONLY = ("scheduler", "workers")  # where the sweep runs, which changes no number
-PAPER_LR = fig2_dtap.Setup().lr  # the paper's and the authors' SGD rate, 0.01, which the ablation's speedup scales
+PAPER_LR = fig2_panels.Setup().lr  # the paper's and the authors' SGD rate, 0.01, which the ablation's speedup scales
 
 
 @dataclass(frozen=True)
@@ -85,10 +85,12 @@ class Setup(SyntheticTask):
         for lr in self.lrs:
             check_rate("each of lrs", lr)
         for mults in self.mult_sets:
-            if len(mults) != len(fig2_dtap.MULTIPLIERS):
-                raise ValueError(f"each of mult_sets must be [{', '.join(fig2_dtap.MULTIPLIERS)}] (got {list(mults)})")
+            if len(mults) != len(fig2_panels.MULTIPLIERS):
+                raise ValueError(
+                    f"each of mult_sets must be [{', '.join(fig2_panels.MULTIPLIERS)}] (got {list(mults)})"
+                )
             try:
-                fig2_dtap.check_multipliers(dict(zip(fig2_dtap.MULTIPLIERS, mults)))
+                fig2_panels.check_multipliers(dict(zip(fig2_panels.MULTIPLIERS, mults)))
             except ValueError as err:
                 raise ValueError(f"mult_sets: {err}") from None
         self._check_ablation()

@@ -160,12 +160,19 @@ def results_table(claims: pd.DataFrame) -> pd.DataFrame:
                 "verdict": verdict,
                 "authors": _joined(parts, "authors", h) or "not recorded",
                 "this run": _joined(parts, "this run", h),
-                "reason": _labelled(h, decisive["id"], reason(decisive["verdict"], decisive["rule"]), verdicts),
+                "reason": _labelled(h, decisive["id"], _why(decisive), verdicts),
                 "page": h.page,
                 "results": parts["results"].iloc[0] if "results" in parts else PUBLISHED,
             }
         )
     return pd.DataFrame(rows)
+
+
+def _why(claim: pd.Series) -> str:
+    """A claim's reason: its own where it has one (a compound claim names the parts that decide it,
+    ``metrics.compound.each``), else the clause of its rule that gave its verdict."""
+    why = claim.get("why")
+    return why if isinstance(why, str) and why else reason(claim["verdict"], claim["rule"])
 
 
 NOT_HERE = "not in this build's results"  # a headline whose chapter gave this build no claims
@@ -209,8 +216,10 @@ def _joined(parts: pd.DataFrame, column: str, h: Headline) -> str:
 
 
 def methodology(where: Path | Sources, pages: list[str]) -> pd.DataFrame:
-    """How each chapter of this build ran, from its unit's metadata: device, commit, date and wall time; one row per
-    chapter, indexed by its title."""
+    """How each chapter of this build ran, from its unit's metadata: device, commit, date and the page's wall time,
+    then the computation behind it: its stored runs, how many this build read from the store, and the CPU time they
+    took when they were computed (a page made from the store in seconds may stand on hours); one row per chapter,
+    indexed by its title."""
     rows = []
     for page in pages:
         try:
@@ -218,16 +227,22 @@ def methodology(where: Path | Sources, pages: list[str]) -> pd.DataFrame:
         except ResultsError:
             continue
         wall = meta.get("runner_wall_time_s") or meta.get("wall_time_s")
+        runs = meta.get("stored_runs") if isinstance(meta.get("stored_runs"), dict) else {}
         rows.append(
             {
                 "chapter": title(page),
                 "device": f"{meta.get('device', '?')} ({meta.get('device_name', '?')})",
                 "commit": str(meta.get("git_commit") or "?")[:12],
                 "date": meta.get("date", "?"),
-                "minutes": round(wall / 60, 1) if isinstance(wall, (int, float)) else None,
+                "page (min)": round(wall / 60, 1) if isinstance(wall, (int, float)) else None,
+                "stored runs (from the store)": f"{runs['runs']} ({runs.get('from_store', 0)})" if runs else "",
+                "their compute (CPU min)": round(float(runs.get("compute_s", 0)) / 60, 1) if runs else None,
             }
         )
-    return pd.DataFrame(rows, columns=["chapter", "device", "commit", "date", "minutes"]).set_index("chapter")
+    return pd.DataFrame(rows, columns=["chapter", "device", "commit", "date", *METHOD_COLUMNS]).set_index("chapter")
+
+
+METHOD_COLUMNS = ["page (min)", "stored runs (from the store)", "their compute (CPU min)"]
 
 
 def errata_count(where: Path | Sources) -> int | None:

@@ -9,9 +9,10 @@ import pandas as pd
 import pytest
 
 from qkov_lib.chapters import fig2_dtap
-from qkov_lib.chapters.atlas import ablation, pages
+from qkov_lib.chapters.atlas import ablation, claims, pages
 from qkov_lib.chapters.atlas.grid import RUN
 from qkov_lib.chapters.atlas.setup import FACTOR_KEYS, FACTORS, shared
+from qkov_lib.runs import fig2_panels
 from qkov_lib.core.chapter import ParameterError
 from qkov_lib.present.tables import listed
 from qkov_lib.runner.catalog import resolve
@@ -29,7 +30,7 @@ def test_the_factors_cover_exactly_the_official_profiles_keys():
 
 
 def test_an_official_key_no_factor_names_is_one_clear_error(monkeypatch):
-    monkeypatch.setitem(fig2_dtap.PROFILES, "official", {**fig2_dtap.PROFILES["official"], "gamma": 0.5})
+    monkeypatch.setattr(fig2_panels, "OFFICIAL", {**fig2_panels.OFFICIAL, "gamma": 0.5})
     with pytest.raises(ValueError, match=r"official profile sets \['gamma'\], which no factor .* atlas.setup.FACTORS"):
         ablation.factor_changes(["layout"])
 
@@ -148,7 +149,7 @@ def test_the_flip_table_on_a_hand_made_verdicts_table():
             # authors-scaling: both 'fails', so scaling off flips faster QK and prediction kept from holds to fails
         }
     )
-    f = ablation.flips(table).set_index(["factor", "claim_id"])
+    f = claims.flips(table).set_index(["factor", "claim_id"])
     assert len(f) == 9 * 4
     assert f.loc[("scaling", "faster_qk_top_right"), "from the paper's"] == "flips"
     assert f.loc[("scaling", "faster_qk_top_right"), "from the authors'"] == "flips"
@@ -209,8 +210,8 @@ def test_the_ablation_rows_must_all_be_there():
         ]
     )  # the paper's run alone
     with pytest.raises(ValueError, match="no run 'paper\\+layout'; rerun the chapter"):
-        ablation.claims_per_run(rows)
-    assert ablation.decided(table) == {"decided": 80, "undecided": 0, "verdicts": 80}  # 20 runs x 4 claims
+        claims.claims_per_run(rows)
+    assert claims.decided(table) == {"decided": 80, "undecided": 0, "verdicts": 80}  # 20 runs x 4 claims
 
 
 def test_labels_read_as_words():

@@ -1,12 +1,12 @@
-"""The atlas's claims (Figure 2's, Section 4, across settings): ``grid.claims_per_setting`` pairs every multiplier
+"""The atlas's claims (Figure 2's, Section 4, across settings): ``claims.claims_per_setting`` pairs every multiplier
 set's faster panels with the base panels of their own setting and leaves the ablation's rows out,
-``grid.where_claims_hold`` counts the verdicts per claim, and ``ablation.claims_per_run`` checks each ablation run
+``claims.where_claims_hold`` counts the verdicts per claim, and ``claims.claims_per_run`` checks each ablation run
 on its own rows; all on hand-made per-seed rows."""
 
 import pandas as pd
 from fake_chapters import fig2_rows
 
-from qkov_lib.chapters.atlas import ablation, grid
+from qkov_lib.chapters.atlas import ablation, claims, grid
 from qkov_lib.chapters.atlas.grid import RUN
 
 GOOD = {"init": "identity", "init_scale": 1e-6, "lr": 0.1, "scaled_scores": False}
@@ -34,7 +34,7 @@ def grid_rows() -> pd.DataFrame:
 
 
 def test_each_setting_and_multiplier_set_is_checked_against_its_own_base_panels():
-    table = grid.claims_per_setting(grid_rows())
+    table = claims.claims_per_setting(grid_rows())
     assert len(table) == 3 * 4  # (first, 0), (first, 1), (second, 0), four claims each
     verdict = table.set_index(["lr", "mult_set", "claim_id"])["verdict"]
     assert (verdict.loc[(0.1, 0)] == "holds").all()
@@ -50,15 +50,15 @@ def test_the_ablations_rows_are_left_out_of_the_grid():
     rows = grid_rows()
     ablation_rows = fig2_rows(acmc={"b": [0, 1, 2]}).assign(**{RUN: "paper"}, hit_cap=False)
     mixed = pd.concat([rows.assign(**{RUN: None}), ablation_rows], ignore_index=True)
-    pd.testing.assert_frame_equal(grid.claims_per_setting(mixed), grid.claims_per_setting(rows))
+    pd.testing.assert_frame_equal(claims.claims_per_setting(mixed), claims.claims_per_setting(rows))
 
 
 def test_where_claims_hold_counts_settings_per_claim():
-    share = grid.where_claims_hold(grid.claims_per_setting(grid_rows())).set_index("claim_id")
+    share = claims.where_claims_hold(claims.claims_per_setting(grid_rows())).set_index("claim_id")
     assert share.loc["collapsed_ov_top_right", ["holds", "fails", "undecided", "settings"]].tolist() == [2, 1, 0, 3]
     assert share.loc["faster_qk_top_right", ["holds", "fails", "undecided"]].tolist() == [2, 1, 0]
     assert share.loc["fafo_top_left", "holds %"] == 100.0 and share.loc["collapsed_ov_top_right", "holds %"] == 66.7
-    assert grid.share_by_claim(grid.claims_per_setting(grid_rows()))["faster_qk_top_right"] == (
+    assert claims.share_by_claim(claims.claims_per_setting(grid_rows()))["faster_qk_top_right"] == (
         "holds in 2 of 3 settings (fails in 1, undecided in 0)"
     )
 
@@ -75,7 +75,7 @@ def test_claims_per_run_checks_each_ablation_run_on_its_own_rows():
         ],
         ignore_index=True,
     )
-    table = ablation.claims_per_run(rows, ["scaling"])
+    table = claims.claims_per_run(rows, ["scaling"])
     verdict = table.set_index([RUN, "claim_id"])["verdict"]
     assert verdict[("paper", "faster_qk_top_right")] == "fails" and verdict[("paper", "fafo_top_left")] == "holds"
     assert verdict[("paper+scaling", "faster_qk_top_right")] == "holds"
@@ -83,4 +83,4 @@ def test_claims_per_run_checks_each_ablation_run_on_its_own_rows():
     by_run = table.drop_duplicates(RUN).set_index(RUN)
     assert by_run.loc["authors", "capped models"] == 24 and by_run.loc["paper", "capped models"] == 0
     assert by_run.loc["paper+scaling", ["start", "factor"]].tolist() == ["paper", "scaling"]
-    assert ablation.decided(table) == {"decided": 13, "undecided": 3, "verdicts": 16}  # 3 runs x fafo_top_left
+    assert claims.decided(table) == {"decided": 13, "undecided": 3, "verdicts": 16}  # 3 runs x fafo_top_left

@@ -9,7 +9,8 @@ import pandas as pd
 from fake_chapters import fig2_rows
 
 from qkov_lib.chapters import fig2_dtap, scorecard
-from qkov_lib.chapters.atlas import VERDICTS, grid
+from qkov_lib.chapters.atlas import VERDICTS
+from qkov_lib.chapters.atlas import claims as atlas_claims
 from qkov_lib.core.contents import GATHERERS, chapter_names
 from qkov_lib.core.results import BY_HAND, PUBLISHED, UNAVAILABLE, Sources, save
 from qkov_lib.metrics.verdicts import CHECK, REVIEW, Claim, claim_table
@@ -28,7 +29,7 @@ def results(folder) -> None:
     first = pd.concat([one[one["panel"] <= "d"], two[two["panel"] > "d"]]).assign(lr=0.1)
     second = first.assign(lr=1.0, ACMC=lambda t: t["ACMC"].where(t["panel"] != "b", 20.0))
     rows = pd.concat([first, second]).assign(init="identity", init_scale=1e-6, scaled_scores=False, hit_cap=False)
-    save(folder, "atlas", {VERDICTS: grid.claims_per_setting(rows)}, {})
+    save(folder, "atlas", {VERDICTS: atlas_claims.claims_per_setting(rows)}, {})
     save(folder, "theorem1", {"claims": claims(("exact_instances", "paper", "holds"), ("reduce", CHECK, "fails"))}, {})
     save(folder, "factorised_dynamics", {"claims": claims(("falsifier", REVIEW, "undecided"))}, {})
     save(folder, "sva", {"claims": claims(("x", "paper", "holds"))}, {"status": UNAVAILABLE})

@@ -122,3 +122,17 @@ def test_the_claims_not_computed_are_counted_and_their_reason_named(tmp_path):
     assert line.startswith("3 of the 4 central claims were not computed in this build, so they read undecided (")
     assert ": its data was not available where it ran;" in line and line.endswith(": it has not run in this build).")
     assert not_computed(rows.iloc[:1], tmp_path) == ""
+
+
+def test_how_the_build_ran_shows_the_compute_behind_each_page(tmp_path):
+    """A page made from the store in seconds stands on its stored runs' compute: both are shown."""
+    from qkov_lib.chapters.summary import methodology
+    from qkov_lib.core.results import save
+
+    runs = {"runs": 11, "from_store": 11, "compute_s": 1500.0, "commits": ["a" * 40]}
+    save(tmp_path, "hatexplain", {}, {"wall_time_s": 12.0, "device": "cpu", "stored_runs": runs})
+    save(tmp_path, "theorem1", {}, {"wall_time_s": 120.0, "device": "cpu"})
+    table = methodology(tmp_path, ["hatexplain", "theorem1", "sva"])  # sva: not run, no row
+    assert list(table.columns[-3:]) == ["page (min)", "stored runs (from the store)", "their compute (CPU min)"]
+    assert table.iloc[0, -3:].tolist() == [0.2, "11 (11)", 25.0]
+    assert table.iloc[1, -3:].tolist()[:2] == [2.0, ""] and len(table) == 2

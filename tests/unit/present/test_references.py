@@ -51,7 +51,7 @@ FIGS = "A {numref}`fig-a`, B {numref}`fig-b` and C {numref}`fig-c`."  # a above;
         # the first of three references deleted: the others keep their own roles, not their neighbours'
         (lambda t: t.replace("A the figure above, ", ""), "B {numref}`fig-b` and C {numref}`fig-c`.", []),
         # its mirror: the last deleted
-        (lambda t: t.replace(" and C the figure below", ""), "A {numref}`fig-a`, B {numref}`fig-b`.", []),
+        (lambda t: t.replace(" and C the second figure below", ""), "A {numref}`fig-a`, B {numref}`fig-b`.", []),
         # new words that read like a reference, before one: they stay words, the reference keeps its role
         (lambda t: "Unlike the figure below, " + t, "Unlike the figure below, " + FIGS, []),
         # their mirror, after one
@@ -60,7 +60,7 @@ FIGS = "A {numref}`fig-a`, B {numref}`fig-b` and C {numref}`fig-c`."  # a above;
         (lambda t: t.replace("B the", "B, in the").replace(" and C", " C"), None, []),
         # a reference's own words edited: they stay as written, and the loss is said
         (
-            lambda t: t.replace("B the figure below", "B the plot below"),
+            lambda t: t.replace("B the first figure below", "B the plot below"),
             "A {numref}`fig-a`, B the plot below and C {numref}`fig-c`.",
             ["{numref}`fig-b`"],
         ),
@@ -68,7 +68,7 @@ FIGS = "A {numref}`fig-a`, B {numref}`fig-b` and C {numref}`fig-c`."  # a above;
 )
 def test_an_edit_keeps_every_reference_it_leaves_alone_and_says_which_it_changed(edit, merged, lost):
     shown = plain(FIGS, ["fig-a"])
-    assert shown == "A the figure above, B the figure below and C the figure below."
+    assert shown == "A the figure above, B the first figure below and C the second figure below."
     text, gone = merge_edit(FIGS, ["fig-a"], edit(shown))
     assert gone == lost
     if merged is None:
@@ -123,6 +123,15 @@ def test_a_figure_is_glued_under_its_caption_in_the_book_and_drawn_in_place_outs
 
 
 def test_a_figure_reference_starting_a_sentence_is_capitalised_and_repeats_merge():
-    assert plain("{numref}`fig-a` shows it. See {numref}`fig-b`.") == "The figure below shows it. See the figure below."
+    assert plain("{numref}`fig-a` shows it. See {numref}`fig-b`.") == (
+        "The first figure below shows it. See the second figure below."
+    )  # two figures on one side: never the same words for both
+    assert (
+        plain("{numref}`fig-a` shows it; {numref}`fig-a` again.")
+        == "The figure below shows it; the figure below again."
+    )
+    assert plain("{numref}`fig-b` and then {numref}`fig-a`.", ["fig-a", "fig-b"]) == (
+        "The second figure above and then the first figure above."
+    )  # above: in the page's order
     merged = plain("{numref}`fig-a`, {numref}`fig-b` and {numref}`fig-c` show maps.", ["fig-a", "fig-b", "fig-c"])
     assert merged == "The figures above show maps."

@@ -10,7 +10,7 @@ def stored(commits: list[str]) -> dict:
 
 def test_a_few_commits_are_named():
     banner = execute.banner({"profile": "official", "stored_runs": stored(["a" * 40, "b" * 40 + "+dirty"])})
-    assert "its 20 training runs computed at `aaaaaaaaaaaa`, `bbbbbbbbbbbb+dirty` (10.0 min of compute" in banner
+    assert "its 20 stored runs computed at `aaaaaaaaaaaa`, `bbbbbbbbbbbb+dirty` (10.0 min of compute" in banner
 
 
 def test_many_commits_are_counted_and_the_command_that_names_them_is_given():

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from qkov_lib.core.paths import NOTEBOOKS_DIR
-from qkov_lib.runner.lab_cells import KEY, LOST, ViewError, from_lab, to_lab
+from qkov_lib.runner.lab_cells import KEY, ViewError, from_lab, to_lab
 
 SOURCES = sorted(NOTEBOOKS_DIR.glob("*.md"))
 
@@ -110,9 +110,9 @@ def test_view_metadata_this_view_did_not_write_is_refused_and_the_notebook_untou
     assert json.dumps(nb, sort_keys=True) == before
 
 
-def test_an_edit_that_changes_a_references_words_says_so_in_the_cell():
+def test_an_edit_that_changes_a_references_words_keeps_them_and_writes_no_metadata():
     nb = lab_view(MD, CODE)
     nb["cells"][0]["source"] = nb["cells"][0]["source"].replace("DTAP maps", "the map maps")
     assert from_lab(nb) == {0: ["{term}`DTAP`"]}
     assert nb["cells"][0]["source"] == "As {doc}`lemma3` shows, the map maps."
-    assert nb["cells"][0]["metadata"] == {LOST: ["{term}`DTAP`"]} and "jupyter" not in nb["cells"][1]["metadata"]
+    assert nb["cells"][0]["metadata"] == {} and "jupyter" not in nb["cells"][1]["metadata"]  # no line in the source

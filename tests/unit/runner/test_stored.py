@@ -65,7 +65,14 @@ def test_not_stored_says_what_a_chapter_would_train(empty_store, monkeypatch, tm
     many runs are missing, or why they cannot be listed."""
     root = empty_store / "results"
     assert stored.not_stored("theorem1", "smoke", {}, root) is None  # no stored computation
-    assert stored.not_stored("fig3_incentive", "smoke", {}, root) == "6 of 6 runs not in the store"
+    assert stored.not_stored("fig3_incentive", "smoke", {}, root) == (
+        "6 of 6 runs not in the store under today's key (6 missing or damaged)"
+    )
+    part = stored.ChapterRuns("x", "smoke", [store.RunState(r, s) for r, s in (("a", "stale"), ("b", "current"))])
+    monkeypatch.setattr(stored, "chapter_runs", lambda *a: part)
+    assert stored.not_stored("fig3_incentive", "smoke", {}, root) == (
+        "1 of 2 runs not in the store under today's key (1 stale)"
+    )
     monkeypatch.setattr(stored, "chapter_runs", lambda *a: stored.ChapterRuns("x", "smoke", (), "data unavailable"))
     assert stored.not_stored("fig3_incentive", "smoke", {}, root) == "data unavailable"
     whole = stored.ChapterRuns("x", "smoke", [store.RunState("r", "current")])

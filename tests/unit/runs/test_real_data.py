@@ -525,7 +525,8 @@ def test_a_smoke_run_end_to_end_and_its_claims(offline, monkeypatch):
     write_hatexplain_offline(offline)
     p = resolve("hatexplain", "smoke", {"epochs": 3})[1]
     run = hatexplain_chapter.run(p, device=torch.device("cpu"), progress=False)
-    data, per_seed = run.data, run.per_seed
+    data, per_seed = hatexplain_chapter.data(p), run.per_seed
+    assert run.data.majority == data.majority and run.data.info == data.info  # what the page reads of the data
     assert set(per_seed["condition"]) == {"baseline", "faster QK (x30)"} and len(per_seed) == 4
     monkeypatch.setenv("QKOV_WORKERS", "1")  # both conditions in this process, with two torch threads outside
     torch.set_num_threads(2)
@@ -730,7 +731,8 @@ def test_table5_runs_each_depth_with_its_own_rollout_and_names_the_depth_in_its_
     assert p.n_layers == 2 and p.layer_counts == (1, 2)
     runs = hatexplain_layers.run(p, device=torch.device("cpu"), progress=False)
     assert list(runs) == [1, 2] and runs[1].data is runs[2].data  # loaded once, shared by every depth
-    one = run_conditions(runs[1].data, p.at_depth(1), torch.device("cpu"), progress=False)
+    assert list(runs[1].data.uniform) == ["1", "2"]  # the uniform-attention MRTA of each depth
+    one = run_conditions(hatexplain_chapter.data(p), p.at_depth(1), torch.device("cpu"), progress=False)
     pd.testing.assert_frame_equal(runs[1].per_seed, one.per_seed, check_exact=True)  # depth 1 = Table 1's run
     assert not runs[2].per_seed[list(TABLE_METRICS)].equals(runs[1].per_seed[list(TABLE_METRICS)])
     table = hatexplain_layers.table(runs)

@@ -2,11 +2,8 @@
 verdict from it (every one undecided) and says why below its table, read from this run's parameters or from the
 official unit's metadata."""
 
-from types import SimpleNamespace
-
 import pandas as pd
 import pytest
-import torch
 
 from qkov_lib.chapters import squad, sva
 from qkov_lib.core.chapter import as_dict, resolve
@@ -143,8 +140,8 @@ def test_the_sva_official_profile_measures_as_the_authors_and_names_what_it_cann
 
 
 def test_the_run_at_the_authors_steps_trains_the_fewest_epochs_that_reach_them():
-    data = SimpleNamespace(train=SimpleNamespace(labels=torch.zeros(66_356)))  # the offline prefixes
-    assert sva.matched_epochs(sva.Setup(), data, sva.AUTHORS_STEPS) == 36  # 2,073 steps an epoch; 35 make 72,555
-    assert sva.at_matched_steps(sva.Setup(), data) is None  # no match_steps: no such run
+    examples = 66_356  # the offline prefixes
+    assert sva.matched_epochs(sva.Setup(), examples, sva.AUTHORS_STEPS) == 36  # 2,073 steps an epoch; 35 make 72,555
+    assert sva.at_matched_steps(sva.Setup(), None, examples) is None  # no match_steps: no such run
     with pytest.raises(ValueError, match="match_steps must be an integer >= 1"):
         sva.Setup(match_steps=0)

@@ -3,6 +3,7 @@ missing or stale computed; staleness named part by part; the committed store's m
 and an interruption keep every finished run. Everything here computes in this process (one worker)."""
 
 import json
+import os
 import shutil
 import time
 
@@ -51,6 +52,19 @@ def compute(seeds, scale=1.0, profile="default", fail_at=None):
 
     batch.compute(fn, [(seeds[i], scale) for i in todo], 1, lambda t, out: {todo[t]: {"main": out}})
     return batch.tables()
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600)])
+def test_a_stored_runs_files_have_the_mode_of_any_new_file(roots, umask, mode):
+    """Not 0600 whatever the umask (the temporary files they are written through): a clone shares them."""
+    old = os.umask(umask)
+    try:
+        with scoped(Scope("tiny", "default")):
+            compute([0])
+    finally:
+        os.umask(old)
+    written = sorted((roots / "store" / "default" / "tiny").iterdir())
+    assert len(written) == 3 and {p.stat().st_mode & 0o777 for p in written} == {mode}
 
 
 def test_a_run_is_computed_once_then_read_back_the_same(roots, capsys):
