@@ -122,10 +122,10 @@ def test_a_damaged_run_is_called_damaged_not_never_computed(monkeypatch, capsys)
     runs = [store.RunState("q", "current"), store.RunState("r", "damaged", ("x.csv changed",))]
     monkeypatch.setattr(stored, "chapter_runs", lambda chapter, profile: stored.ChapterRuns(chapter, profile, runs))
     stored.status("default", ["fig3_incentive"])
-    assert (
-        capsys.readouterr().out.splitlines()[0]
-        == "fig3_incentive (default): 2 runs, 1 current, 0 stale, 1 damaged, 0 missing"
-    )
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        "default: 1 chapters, 2 stored runs: 1 current, 0 stale, 1 damaged, 0 missing",  # the count first
+        "fig3_incentive (default): 2 runs, 1 current, 0 stale, 1 damaged, 0 missing",
+    ]
     assert stored._run_line(store.RunState("r", "damaged", ("x.csv changed",))) == "  damaged  r: x.csv changed"
     assert stored._run_line(store.RunState("r", "missing")) == "  missing  r (never computed)"
     apart = store.RunState("r", "missing", folder="sva--matched-steps")
@@ -156,5 +156,5 @@ def test_the_last_line_counts_every_run_by_state():
     ]
     assert stored.total_line("official", found) == (
         "official: 2 chapters, 2 stored runs: 1 current, 1 stale, 0 damaged, 0 missing; 1 chapter(s) whose runs "
-        "cannot be listed (above)"
+        "cannot be listed (below)"
     )
