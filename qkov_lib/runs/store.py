@@ -375,8 +375,8 @@ class Batch:
             return end is None or time.time() < end
 
         _COMPUTING.append(True)
-        try:
-            ran = execute(fn, tasks, workers, done, go_on) if tasks else 0
+        try:  # a Deferred argument (a chapter's data) is made now, where a task runs
+            ran = execute(fn, [store_modes.made(t) for t in tasks], workers, done, go_on) if tasks else 0
         finally:
             _COMPUTING.pop()
         if self.rechecks:

@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import pandas as pd
 
@@ -58,6 +58,27 @@ class Rechecked(Exception):
 
 class RecheckError(Exception):
     """A run to recheck cannot be reached: a run before it is not current, or it is not a stored run."""
+
+
+T = TypeVar("T")
+
+
+class Deferred(Generic[T]):
+    """A task's argument made only where a task runs (``store.Batch.compute``), once: a chapter's data, which a page
+    made from stored runs never reads (its identity in the keys is its files' sha256)."""
+
+    def __init__(self, make: Callable[[], T]):
+        self._make, self._made = make, cast(list[T], [])
+
+    def value(self) -> T:
+        if not self._made:
+            self._made.append(self._make())
+        return self._made[0]
+
+
+def made(task: tuple) -> tuple:
+    """A task's arguments with each ``Deferred`` made."""
+    return tuple(a.value() if isinstance(a, Deferred) else a for a in task)
 
 
 OFF_ENV = "QKOV_STORE"  # "off": no stored run read or written; "recompute": every run computed afresh (``forcing``)
