@@ -264,6 +264,8 @@ def test_a_run_name_is_a_file_stem_and_unique():
         "qkov_lib.runs.squad_runs",
         "qkov_lib.runs.synthetic_runs",
         "qkov_lib.runs.fixed_attention",
+        "qkov_lib.theory.instance",
+        "qkov_lib.theory.factorised",
     ],
 )
 def test_the_computations_import_no_page_code(module):

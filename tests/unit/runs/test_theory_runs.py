@@ -1,0 +1,42 @@
+"""The theory chapters' long solves as stored runs (``runs.theory_runs``): the same numbers as the theory's own
+functions, to the bit; computed once in a chapter, then read from the store; their keys hold the theory module's
+code."""
+
+import pandas as pd
+import pytest
+
+from qkov_lib.core.chapter import Scope, scoped
+from qkov_lib.core.results import RESULTS_ENV, ROOT_ENV
+from qkov_lib.runs import store, theory_runs
+from qkov_lib.theory import factorised, instance
+from qkov_lib.theory.instance import InstanceConfig
+
+SMALL = {"d": 3, "M": 2, "t_end": 0.5, "lrs": (0.1,)}
+
+
+@pytest.fixture
+def roots(tmp_path, monkeypatch):
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "results"))
+    monkeypatch.setenv(store.ROOT_ENV, str(tmp_path / "store"))
+    monkeypatch.setenv(store.WRITE_ENV, "1")
+    monkeypatch.delenv(RESULTS_ENV, raising=False)
+    return tmp_path
+
+
+def test_the_stored_solves_are_the_theorys_numbers_to_the_bit():
+    assert theory_runs.conservation(1, **SMALL) == factorised.conservation_checks(1, **SMALL)
+    config = InstanceConfig(M=3, b=2, m=2, n=2, q=1)
+    pd.testing.assert_frame_equal(
+        theory_runs.flows(config, (10.0,), 5.0), instance.flow_comparison(config, [10.0], 5.0), check_exact=True
+    )
+
+
+def test_a_chapter_computes_them_once_then_reads_them(roots):
+    used = []
+    for _ in range(2):
+        with scoped(Scope("appendix_d", "default")) as scope:
+            got = theory_runs.conservation(1, **SMALL)
+        used += [u["from_store"] for u in scope.used]
+    assert used == [False, True] and got == factorised.conservation_checks(1, **SMALL)
+    meta = (roots / "store" / "default" / "appendix_d" / "conservation.json").read_text()
+    assert '"qkov_lib.theory.factorised"' in meta and '"qkov_lib.theory.instance"' not in meta
