@@ -203,9 +203,16 @@ def changed_parts(meta: Mapping[str, Any], key: Key, values: Mapping[str, Any] |
                 named = codehash.what_changed(meta.get("code") or {}, key.code)
             elif part == "setup" and values is not None and isinstance(meta.get("values"), dict):
                 was = meta["values"]
-                named = sorted(k for k in was.keys() | values.keys() if sha(was.get(k)) != sha(values.get(k)))
+                moved = sorted(k for k in was.keys() | values.keys() if sha(was.get(k)) != sha(values.get(k)))
+                named = [f"{k}: {_shown(was.get(k))} -> {_shown(values.get(k))}" for k in moved]
             out.append(f"{part} ({', '.join(named)})" if named else part)
     return tuple(out)
+
+
+def _shown(value: Any) -> str:
+    """A setup value as ``results status`` names it (JSON, at most 40 characters)."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _but_data(stored: Any, parts: Mapping[str, str]) -> bool:

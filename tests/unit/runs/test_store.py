@@ -115,8 +115,8 @@ def test_a_changed_setting_is_stale_and_named_then_recomputed(roots):
         compute([0, 1])
     states = store.plan(lambda: compute([0, 1], scale=2.0), Scope("tiny", "default"))
     assert [(s.name, s.state, s.why) for s in states] == [
-        ("run-seed0", "stale", ("setup (scale)",)),
-        ("run-seed1", "stale", ("setup (scale)",)),
+        ("run-seed0", "stale", ("setup (scale: 1.0 -> 2.0)",)),
+        ("run-seed1", "stale", ("setup (scale: 1.0 -> 2.0)",)),
     ]
     assert states[0].commit is not None and states[0].compute_s is not None
     assert CALLS == [0, 1]  # planning computes nothing
