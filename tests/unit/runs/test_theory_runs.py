@@ -4,11 +4,12 @@ code."""
 
 import pandas as pd
 import pytest
+import sympy as sp
 
 from qkov_lib.core.chapter import Scope, scoped
 from qkov_lib.core.results import RESULTS_ENV, ROOT_ENV
 from qkov_lib.runs import store, theory_runs
-from qkov_lib.theory import factorised, instance
+from qkov_lib.theory import factorised, instance, symbolic
 from qkov_lib.theory.instance import InstanceConfig
 
 SMALL = {"d": 3, "M": 2, "t_end": 0.5, "lrs": (0.1,)}
@@ -29,6 +30,15 @@ def test_the_stored_solves_are_the_theorys_numbers_to_the_bit():
     pd.testing.assert_frame_equal(
         theory_runs.flows(config, (10.0,), 5.0), instance.flow_comparison(config, [10.0], 5.0), check_exact=True
     )
+
+
+def test_sympys_proofs_read_back_as_the_same_expressions():
+    """Each expression is stored as its ``srepr`` and read back by sympy: the same tree, so the same LaTeX."""
+    stored, live = theory_runs.symbolic_checks(), symbolic.theorem1_checks()
+    assert [(c.name, sp.srepr(c.derived), sp.srepr(c.paper), c.holds) for c in stored] == [
+        (c.name, sp.srepr(c.derived), sp.srepr(c.paper), c.holds) for c in live
+    ]
+    assert [sp.srepr(e) for e in theory_runs.norm_rates()] == [sp.srepr(e) for e in symbolic.general_norm_rates()]
 
 
 def test_a_chapter_computes_them_once_then_reads_them(roots):
