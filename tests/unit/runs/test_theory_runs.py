@@ -7,21 +7,12 @@ import pytest
 import sympy as sp
 
 from qkov_lib.core.chapter import Scope, scoped
-from qkov_lib.core.results import RESULTS_ENV, ROOT_ENV
-from qkov_lib.runs import store, theory_runs
+from qkov_lib.runs import theory_runs
 from qkov_lib.theory import factorised, instance, symbolic
 from qkov_lib.theory.instance import InstanceConfig
+from tests.unit.runs.test_store import roots  # noqa: F401 (the store of the test's own)
 
 SMALL = {"d": 3, "M": 2, "t_end": 0.5, "lrs": (0.1,)}
-
-
-@pytest.fixture
-def roots(tmp_path, monkeypatch):
-    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "results"))
-    monkeypatch.setenv(store.ROOT_ENV, str(tmp_path / "store"))
-    monkeypatch.setenv(store.WRITE_ENV, "1")
-    monkeypatch.delenv(RESULTS_ENV, raising=False)
-    return tmp_path
 
 
 def test_the_stored_solves_are_the_theorys_numbers_to_the_bit():
@@ -41,12 +32,13 @@ def test_sympys_proofs_read_back_as_the_same_expressions():
     assert [sp.srepr(e) for e in theory_runs.norm_rates()] == [sp.srepr(e) for e in symbolic.general_norm_rates()]
 
 
-def test_a_chapter_computes_them_once_then_reads_them(roots):
+@pytest.mark.usefixtures("roots")
+def test_a_chapter_computes_them_once_then_reads_them(tmp_path):
     used = []
     for _ in range(2):
         with scoped(Scope("appendix_d", "default")) as scope:
             got = theory_runs.conservation(1, **SMALL)
         used += [u["from_store"] for u in scope.used]
     assert used == [False, True] and got == factorised.conservation_checks(1, **SMALL)
-    meta = (roots / "store" / "default" / "appendix_d" / "conservation.json").read_text()
+    meta = (tmp_path / "store" / "default" / "appendix_d" / "conservation.json").read_text()
     assert '"qkov_lib.theory.factorised"' in meta and '"qkov_lib.theory.instance"' not in meta
