@@ -39,7 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a parameter, e.g. -p M 20 or -p ratios '[0.1, 10]' (repeatable)",
     )
     rep.add_argument("--only", action="append", help="comma-separated chapter names (default: all)")
-    rep.add_argument("--force", action="store_true", help="rerun chapters even when unchanged")
+    rep.add_argument(
+        "--force",
+        action="store_true",
+        help="rerun chapters even when unchanged, computing their stored runs afresh too (a run that computes "
+        "its stored bytes is left as stored; one that differs replaces it, and is named)",
+    )
     rep.add_argument("--strict", action="store_true", help="treat a chapter whose data is not available as a failure")
     rep.add_argument("--out", default=BOOK_CHAPTERS, help="where executed notebooks go")
     rep.add_argument("--results", default=RESULTS_ROOT, help="root of tidy results (<root>/<profile>)")

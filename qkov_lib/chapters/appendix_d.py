@@ -12,6 +12,7 @@ import torch
 from ..core.validation import require_positive_numbers
 from ..metrics.verdicts import CONSERVED, EXACT, Claim, check, claim_table
 from ..present.text import scientific
+from ..runs import theory_runs
 from ..theory import factorised
 from ..theory.factorised import label
 
@@ -63,7 +64,7 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
     """Every check on the setup's random instance; an error where a formula the page calls right is not exact or
     the flow does not conserve. Float64 on the CPU at once: ``device`` and ``progress`` are unused here."""
     props = factorised.proposition_checks(setup.seed, setup.d, setup.M)
-    cons = factorised.conservation_checks(setup.seed, setup.d, setup.M, setup.t_end, setup.lrs)
+    cons = theory_runs.conservation(setup.seed, d=setup.d, M=setup.M, t_end=setup.t_end, lrs=setup.lrs)  # stored
     pre = factorised.preconditioning_checks(setup.seed, setup.d, setup.M)
     if not (
         props["eq31"] < EXACT

@@ -22,6 +22,7 @@ from ..runs.real_facts import DataFacts
 from ..runs.real_setup import SMOKE, Prepared, RealSetup
 from ..runs.real_verdicts import why_not_learned
 from ..runs.store_data import kept, loaded
+from ..runs.store_modes import Deferred
 
 DATASETS = ("sva",)  # its files are part of the chapter's fingerprint
 BESIDE = ("official",)  # the authors' setup: its results of this chapter are set beside this run's
@@ -151,7 +152,7 @@ def matched_epochs(setup: Setup, train_examples: int, steps: int) -> int:
 
 def at_matched_steps(
     setup: Setup,
-    data: Prepared | None,
+    data: Deferred[Prepared] | None,
     train_examples: int,
     *,
     device: torch.device | None = None,

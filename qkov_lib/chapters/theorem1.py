@@ -16,6 +16,7 @@ from ..metrics.verdicts import CHECK, EXACT, ODE_MATCH, Claim, check, claim_tabl
 from ..present.plots import line_panels
 from ..present.tables import readable
 from ..present.text import scientific
+from ..runs import theory_runs
 from ..theory import instance, symbolic
 from ..theory.instance import CASE_LABELS, ERROR_LABELS, ERRORS, InstanceConfig
 
@@ -75,11 +76,11 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
     """The symbolic reduction, the exact instances, the assumption cases and the full-matrix flows; an error where
     sympy does not prove an identity or the theorem is not exact where every assumption holds (and inexact under
     Assumption 1 as printed). Exact or solved to tolerance on the CPU: ``device`` and ``progress`` are unused here."""
-    checks = symbolic.theorem1_checks()
+    checks = theory_runs.symbolic_checks()  # stored: sympy's proofs take seconds
     table = symbolic.as_table(checks)
     if not table["holds"].all():
         raise RuntimeError(f"sympy does not prove these identities:\n{table[~table['holds']]}")
-    norm_rates = symbolic.general_norm_rates()
+    norm_rates = theory_runs.norm_rates()
     sizes = instance.size_checks(setup.sizes, setup.seed, list(setup.points))
     first = setup.instances()[0]
     cases = instance.assumption_cases(first, list(setup.points))
@@ -91,7 +92,7 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
             "Theorem 1 is not exact where every assumption holds, or exact under Assumption 1 as "
             "printed: see the sizes' and the cases' errors"
         )
-    flows = instance.flow_comparison(first, list(setup.flow_ratios), setup.flow_t_end)
+    flows = theory_runs.flows(first, setup.flow_ratios, setup.flow_t_end)  # stored: the long solve
     return Checked(checks, table, norm_rates, sizes, cases, flows)
 
 

@@ -3,7 +3,11 @@ executed notebook: its tidied metadata, the banner under its title, the note of 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +15,7 @@ import jupytext
 import nbformat
 import pandas as pd
 import papermill
+from jupyter_client import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 
 from ..core import results
@@ -22,9 +27,11 @@ from ..core.results import UNAVAILABLE
 from ..core.workers import RUN_ENV, run_marker
 from ..data.registry import DataUnavailable
 from ..metrics.verdicts import HOLDS, counts
-from ..runs import store
+from ..runs import store, store_modes
 from . import catalog
 from .watch import watching
+
+SOCKET_PATH_MAX = 90  # a Unix socket's path holds at most 107 bytes: the folder, "/kernel-" and a number
 
 
 class ChapterFailed(RuntimeError):
@@ -44,10 +51,12 @@ def run_notebook(
     results_root: Path,
     progress: bool = True,
     deadline: float | None = None,
+    force: bool = False,
 ) -> str | None:
     """Run the chapter with papermill into ``staging`` (notebook and results), its sweeps stopping at ``deadline``
-    (seconds since the epoch). Returns None, or the message of the DataUnavailable error that stopped it; raises
-    ChapterOutOfTime when the deadline stopped a sweep, ChapterFailed for any other error."""
+    (seconds since the epoch); ``force``: its stored runs computed afresh too (``store_modes.forcing``). Returns
+    None, or the message of the DataUnavailable error that stopped it; raises ChapterOutOfTime when the deadline
+    stopped a sweep, ChapterFailed for any other error."""
     nb = jupytext.read(catalog.source(chapter))
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     executed = staging / f"{chapter}.ipynb"
@@ -58,6 +67,7 @@ def run_notebook(
         DEADLINE_ENV: "" if deadline is None else repr(deadline),
         # the default and official runs of the book, no overrides, go to the committed store (``runs.store``)
         store.WRITE_ENV: "1" if profile in store.STORED_PROFILES and not overrides else "",
+        store.OFF_ENV: _store_mode(force),
         RUN_ENV: run_marker(),  # the kernel and its workers carry it: the next run finds them if this one is killed
         # the kernel imports this very qkov_lib, not whichever checkout an editable install points to
         "PYTHONPATH": os.pathsep.join(filter(None, [str(PACKAGE_DIR.parent), os.environ.get("PYTHONPATH")])),
@@ -65,7 +75,7 @@ def run_notebook(
     previous = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # progress off: the runner shows cell progress
     try:
-        with watching(profile):  # the stored computations' progress, as lines on stdout
+        with watching(profile), kernel_sockets() as sockets:  # the stored computations' progress, as lines
             papermill.execute_notebook(
                 nb,
                 str(executed),
@@ -76,6 +86,7 @@ def run_notebook(
                 # the kernel's own log tells a build nothing: a failing cell is papermill's error, a dead kernel
                 # nbclient's; what it printed was a shutdown's "KeyboardInterrupt caught in kernel"
                 extra_arguments=["--IPKernelApp.log_level=CRITICAL"],
+                **sockets,
             )  # no transport notice
     except PapermillExecutionError as err:
         if err.ename == DataUnavailable.__name__:
@@ -95,6 +106,36 @@ def run_notebook(
     if not (staging / f"{chapter}.json").exists():
         raise ChapterFailed(f"chapter {chapter!r} ran but saved no results (it must call Chapter.save)")
     return None
+
+
+@contextlib.contextmanager
+def kernel_sockets() -> Iterator[dict[str, Any]]:
+    """papermill's keyword for a kernel that talks through Unix sockets in a folder of its own, removed after it (on
+    POSIX): a TCP port one process finds free can be taken by another before its kernel binds it ("Address already in
+    use" where chapters run side by side). Elsewhere, or where the folder's path is too long for a socket, TCP."""
+    folder = Path(tempfile.mkdtemp(prefix="qkov-kernel-")) if os.name == "posix" else None
+    if folder is None or len(str(folder)) > SOCKET_PATH_MAX:
+        if folder is not None:
+            folder.rmdir()
+        yield {}
+        return
+    prefix = str(folder / "kernel")
+
+    class Sockets(AsyncKernelManager):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(transport="ipc", ip=prefix, **kw)
+
+    try:
+        yield {"kernel_manager_class": Sockets}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _store_mode(force: bool) -> str:
+    """The kernel's store mode: ``recompute`` under ``--force`` (every stored run computed afresh), unless the store
+    is off; else as this process has it."""
+    mode = os.environ.get(store.OFF_ENV, "")
+    return store_modes.RECOMPUTE if force and mode.lower() != "off" else mode
 
 
 def tidy(executed: Path) -> None:

@@ -49,14 +49,16 @@ class Plan:
 
 
 def stored_compute(
-    chapter: str, profile: str, overrides: dict[str, Any], results_root: Path
+    chapter: str, profile: str, overrides: dict[str, Any], results_root: Path, force: bool = False
 ) -> tuple[int, float | None]:
-    """How many of the chapter's stored runs a rerun computes (not current: ``results status``), and their CPU seconds
-    by the compute times the store records for them (runs without one counted at the mean of the others; None where
-    none has one); (0, None) for a chapter without stored runs, or whose runs cannot be listed."""
+    """How many of the chapter's stored runs a rerun computes (not current: ``results status``; under ``force``,
+    every one), and their CPU seconds by the compute times the store records for them (runs without one counted at
+    the mean of the others; None where none has one); (0, None) for a chapter without stored runs, or whose runs
+    cannot be listed."""
     if not stored.has_stored_runs(chapter):
         return 0, None
-    todo = [r for r in stored.chapter_runs(chapter, profile, overrides, results_root).runs if r.state != "current"]
+    runs = stored.chapter_runs(chapter, profile, overrides, results_root).runs
+    todo = [r for r in runs if force or r.state != "current"]
     known = [r.compute_s for r in todo if r.compute_s is not None]
     return len(todo), (sum(known) * len(todo) / len(known) if known else None)
 
@@ -78,7 +80,7 @@ def chapter_state(
     final = results_root / profile
     fp = fingerprint(chapter, profile, as_dict(setup), results_root)
     reason = "--force" if force else stale_reason(final, chapter, fp)[0]
-    runs, compute_s = stored_compute(chapter, profile, overrides, results_root) if reason else (0, None)
+    runs, compute_s = stored_compute(chapter, profile, overrides, results_root, force) if reason else (0, None)
     return Plan(chapter, profile, reason, last_wall_time(final, chapter), runs=runs, compute_s=compute_s)
 
 

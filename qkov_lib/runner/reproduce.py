@@ -83,13 +83,16 @@ def run_chapter(
             return _keep(chapter, good, absent, final, out_dir)
         tqdm.write(f"running {chapter} ({profile}): {reason}")
         if stored.has_stored_runs(chapter):
-            tqdm.write(f"  {stored.chapter_runs(chapter, profile, overrides, results_root).line}")
+            found = stored.chapter_runs(chapter, profile, overrides, results_root)
+            tqdm.write(f"  {found.forced if force else found.line}")
         staging = results_root / f"{units.STAGING}{chapter}"
         units.make_staging(staging)
         try:
             start = time.perf_counter()
             try:
-                missing = execute.run_notebook(chapter, profile, overrides, staging, results_root, deadline=deadline)
+                missing = execute.run_notebook(
+                    chapter, profile, overrides, staging, results_root, deadline=deadline, force=force
+                )
             except execute.ChapterOutOfTime:
                 raise
             except ChapterFailed as err:
@@ -182,7 +185,10 @@ def reproduce(
         published.fetch(profile, chapters, per_chapter, results_root, say=tqdm.write)
     summary = Summary()
     began, stored_before = time.perf_counter(), watch.snapshot(store.committed_root())
-    tqdm.write(plan_line([chapter_state(c, profile, per_chapter[c], results_root, force) for c in chapters]))
+    plans = [chapter_state(c, profile, per_chapter[c], results_root, force) for c in chapters]
+    for p in plans if stored_only else ():  # one that would train is not started: none of its runs is computed
+        p.deferred = bool(p.reason and p.runs)
+    tqdm.write(plan_line(plans))
     for c in (bar := progress_bar(chapters, f"chapters ({profile})", unit="chapter")):
         bar.set_postfix_str(c)
         start = time.perf_counter()

@@ -50,6 +50,16 @@ class ChapterRuns:
         current, n = self.count("current"), len(self.runs)
         return f"{self.chapter} ({self.profile}): {current} of {n} runs from the store, {n - current} to compute"
 
+    @property
+    def forced(self) -> str:
+        """The line under ``--force``, which computes every stored run afresh."""
+        if self.error:
+            return self.line
+        return (
+            f"{self.chapter} ({self.profile}): {len(self.runs)} stored runs, each computed afresh (--force); one "
+            "whose files differ from the stored run's replaces it"
+        )
+
 
 def chapter_runs(
     chapter: str, profile: str, overrides: dict[str, Any] | None = None, results_root: Path | None = None
@@ -116,30 +126,28 @@ def _run_line(run: store.RunState) -> str:
 
 
 def status(profile: str, chapters: Sequence[str] | None = None, verbose: bool = True) -> list[ChapterRuns]:
-    """Every chapter's stored runs under ``profile``, printed: a line per chapter, with ``verbose`` one per run that
-    is not current (why), and a last line counting them all (``total_line``)."""
-    out = []
-    for chapter in chapters or [c for c in catalog.CHAPTERS if has_stored_runs(c)]:
-        found = chapter_runs(chapter, profile)
-        out.append(found)
+    """Every chapter's stored runs under ``profile``, printed: first a line counting them all (``total_line``), then
+    a line per chapter, with ``verbose`` one per run that is not current (why)."""
+    out = [chapter_runs(c, profile) for c in chapters or [c for c in catalog.CHAPTERS if has_stored_runs(c)]]
+    print(total_line(profile, out))
+    for found in out:
         shown = (
             ("current", "stale", "damaged", "missing") if found.count("damaged") else ("current", "stale", "missing")
         )
         counts = ", ".join(f"{found.count(s)} {s}" for s in shown)
-        print(found.line if found.error else f"{chapter} ({found.profile}): {len(found.runs)} runs, {counts}")
+        print(found.line if found.error else f"{found.chapter} ({found.profile}): {len(found.runs)} runs, {counts}")
         for run in found.runs if verbose else ():
             if run.state != "current":  # a current run needs no line: the chapter's count says it
                 print(_run_line(run))
-    print(total_line(profile, out))
     return out
 
 
 def total_line(profile: str, found: Sequence[ChapterRuns]) -> str:
-    """The last line of ``results status``: the profile's runs over every chapter listed, by state."""
+    """The first line of ``results status``: the profile's runs over every chapter listed, by state."""
     runs = [r for f in found for r in f.runs]
     states = ", ".join(f"{sum(r.state == s for r in runs)} {s}" for s in ("current", "stale", "damaged", "missing"))
     unlisted = sum(f.error is not None for f in found)
-    cannot = f"; {unlisted} chapter(s) whose runs cannot be listed (above)" if unlisted else ""
+    cannot = f"; {unlisted} chapter(s) whose runs cannot be listed (below)" if unlisted else ""
     return f"{profile}: {len(found)} chapters, {len(runs)} stored runs: {states}{cannot}"
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from ..core import files
 from ..core.chapter import PROFILES, ParameterError
 from ..core.paths import RESULTS_ROOT
-from . import bundle_store, rekey, stored, units, verify
+from . import bundle_store, rekey, store_gc, stored, units, verify
 from .bundle import BundleError, pack
 from .bundle_check import check_into
 from .checks import folder_path
@@ -212,12 +212,13 @@ def add_commands(sub: Any) -> None:
     stored.add_command(actions)
     rekey.add_command(actions)
     verify.add_command(actions)
+    store_gc.add_command(actions)
 
 
 def command(args: Any) -> int:
     """Run ``results pack``, ``results unpack`` (1 with one message when the bundle is refused), ``results status``
-    (``stored.command``), ``results repair`` (``stored.repair``), ``results rekey`` (``rekey.command``) or ``results
-    verify`` (``verify.command``)."""
+    (``stored.command``), ``results repair`` (``stored.repair``), ``results rekey`` (``rekey.command``), ``results
+    verify`` (``verify.command``) or ``results gc`` (``store_gc.command``)."""
     if args.action == "status":
         return stored.command(args)
     if args.action == "repair":
@@ -226,6 +227,8 @@ def command(args: Any) -> int:
         return rekey.command(args)
     if args.action == "verify":
         return verify.command(args)
+    if args.action == "gc":
+        return store_gc.command(args)
     try:
         if args.action == "pack":
             packed = pack(args.profile, args.file, folder_path(args.results, "--results"))

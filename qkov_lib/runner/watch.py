@@ -84,6 +84,8 @@ class Watch:
             est = e.get("estimate_s")
             cost = f", about {minutes(est)} of CPU time by their stored compute times" if est else ""
             self._say(f"{self.current.chapter}: computing {e['runs']} runs on {e['workers']} worker(s){cost}")
+        elif e.get("event") == "note":  # a line the computation says (a stored run replaced under --force)
+            self._say(str(e.get("text", "")))
         elif e.get("event") == "done" and self.current is not None:
             self.current.done.append((str(e["run"]), float(e["seconds"])))
             self._say(self.current.line(e["time"], f"{e['run']}, {minutes(float(e['seconds']))}"))

@@ -20,7 +20,6 @@ the store and one made from a fresh computation see the same bytes."""
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import re
@@ -41,13 +40,13 @@ from ..core.workers import run_each
 from ..data.loaders import ENGINES, loader
 from ..data.registry import data_identity, not_found
 from . import store_columns, store_modes
-from .store_modes import PLANNING, RECHECKING, Planned, Rechecked, RunState
+from .store_columns import interleave, round_trip  # noqa: F401 (the chapters' runs import them from here)
+from .store_modes import OFF_ENV, PLANNING, RECHECKING, Planned, Rechecked, RunState
 from .store_verify import check_writable, computed_at, damage, manifested, refuse_links, write_manifest
 
 STORED_PROFILES = ("default", "official")  # the profiles whose runs are committed
 ROOT_ENV = "QKOV_STORE_ROOT"  # moves the committed store (tests)
 WRITE_ENV = "QKOV_STORE_WRITE"  # "1": the runner's run of a stored profile, whose runs go to the committed store
-OFF_ENV = "QKOV_STORE"  # "off": compute every run afresh, reading and writing no stored run (a check of the store)
 KEY_PARTS = ("setup", "code", "data", "arithmetic", "engine")
 # where and how a run is computed changes none of its numbers: these modules are no part of its code's key
 ORCHESTRATION = (
@@ -204,9 +203,16 @@ def changed_parts(meta: Mapping[str, Any], key: Key, values: Mapping[str, Any] |
                 named = codehash.what_changed(meta.get("code") or {}, key.code)
             elif part == "setup" and values is not None and isinstance(meta.get("values"), dict):
                 was = meta["values"]
-                named = sorted(k for k in was.keys() | values.keys() if sha(was.get(k)) != sha(values.get(k)))
+                moved = sorted(k for k in was.keys() | values.keys() if sha(was.get(k)) != sha(values.get(k)))
+                named = [f"{k}: {_shown(was.get(k))} -> {_shown(values.get(k))}" for k in moved]
             out.append(f"{part} ({', '.join(named)})" if named else part)
     return tuple(out)
+
+
+def _shown(value: Any) -> str:
+    """A setup value as ``results status`` names it (JSON, at most 40 characters)."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _but_data(stored: Any, parts: Mapping[str, str]) -> bool:
@@ -286,12 +292,6 @@ def write(
     return found[0]
 
 
-def round_trip(tables: Tables) -> Tables:
-    """Tables as they read back from CSV (pandas reads every float back to the bit: tests/unit/runs/test_store.py):
-    what a run outside any chapter returns, like one read from the store."""
-    return {name: pd.read_csv(io.StringIO(frame.to_csv(index=False))) for name, frame in tables.items()}
-
-
 Split = Callable[[int, Any], Mapping[int, Tables]]  # (task index, its result) -> {piece index: its tables}
 Done = Callable[[int, Any, float], None]  # (task index, its result, its seconds)
 Executor = Callable[[Callable, Sequence[tuple], int, Done, Callable[[], bool]], int]  # ``core.workers.run_each``
@@ -321,12 +321,12 @@ class Batch:
         code = code_of(self.modules, self.scope.datasets)
         self.keys = [make_key(p, code, self.scope.datasets, self.device) for p in self.pieces]
         unseen = [d for d in self.scope.datasets if data_identity(d)["release"] is None]
-        states = []
+        states, forced = [], store_modes.forcing()
         for i, (piece, key) in enumerate(zip(self.pieces, self.keys)):
             found, state = lookup(self.scope, piece, key, bool(unseen))
             states.append(replace(state, folder=self.scope.chapter))
             self.stored_s[i] = state.compute_s
-            if found is None:
+            if found is None or forced:  # --force: computed afresh, and kept where it differs (``_keep``)
                 continue
             self.found[i] = found.tables
             if not found.committed and commits(self.scope) and not (PLANNING or RECHECKING):  # committed now
@@ -382,8 +382,8 @@ class Batch:
             return end is None or time.time() < end
 
         _COMPUTING.append(True)
-        try:
-            ran = execute(fn, tasks, workers, done, go_on) if tasks else 0
+        try:  # a Deferred argument (a chapter's data) is made now, where a task runs
+            ran = execute(fn, [store_modes.made(t) for t in tasks], workers, done, go_on) if tasks else 0
         finally:
             _COMPUTING.pop()
         if self.rechecks:
@@ -402,8 +402,19 @@ class Batch:
         if self.scope is None:
             self.found[i] = round_trip(tables)
             return
-        self.found[i] = write(self.scope, self.pieces[i], self.keys[i], tables, compute_s)
-        commit = computed_at(committed_root())
+        folder, committed = _target(self.scope)
+        stem, commit = _stem(self.pieces[i], self.keys[i], committed), computed_at(committed_root())
+        stored = _read(folder, stem, committed) if store_modes.forcing() else None
+        stored = stored if stored and stored[1].get("key") == self.keys[i].parts else None  # a stale one: replaced
+        why = store_modes.differences(folder, stem, tables) if stored else None
+        if why == "" and stored:  # --force computed the stored bytes: the run is left as stored, commit and all
+            self.found[i], commit = stored[0], stored[1].get("git_commit")
+        else:
+            self.found[i] = write(self.scope, self.pieces[i], self.keys[i], tables, compute_s)
+        if why:  # said here, and by the runner (``runner.watch``)
+            said = f"{self.scope.chapter}: {self.pieces[i].name} replaced, its stored run differed ({why})"
+            print(said, flush=True)
+            progress.runs_event(event="note", text=said)
         self.scope.used.append(
             {
                 "name": self.pieces[i].name,
@@ -429,16 +440,6 @@ def plan(run: Callable[[], Any], scope: Scope) -> list[RunState] | None:
     """The stored runs of the chapter whose ``run`` is given, and what the store holds of each, computing nothing
     (``store_modes.plan``); None when it computes without stored runs, or the store is off (``OFF_ENV``)."""
     return None if os.environ.get(OFF_ENV, "").lower() == "off" else store_modes.plan(run, scope)
-
-
-def interleave(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
-    """Per-seed tables of the same shape joined as one run of all seeds writes them: row by row, the seeds in
-    turn (row 0 of every seed, then row 1, ...)."""
-    if not frames:
-        return pd.DataFrame()
-    marked = [f.assign(_row=range(len(f)), _seed=k) for k, f in enumerate(frames)]
-    joined = pd.concat(marked, ignore_index=True).sort_values(["_row", "_seed"], kind="stable")
-    return joined.drop(columns=["_row", "_seed"]).reset_index(drop=True)
 
 
 # the committed store's size for both profiles (tests/project/test_committed_store.py): default holds about 31 MB,

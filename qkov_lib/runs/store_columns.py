@@ -1,11 +1,13 @@
 """A stored run's text columns that hold one value on every row, kept once in its metadata instead of on each row
 of its CSV: a training curve's label repeated on each of 10,000 rows is four fifths of its bytes, and the committed
 store has a size budget (``store.BUDGET_MB``). The tables read back equal to the ones computed
-(tests/unit/runs/test_store_columns.py)."""
+(tests/unit/runs/test_store_columns.py). Also how tables read back from CSV (``round_trip``) and how per-seed
+tables are joined as one run writes them (``interleave``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import io
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -47,3 +49,19 @@ def restore(tables: Mapping[str, pd.DataFrame], meta: Mapping[str, Any]) -> Tabl
             frame.insert(position, column, value)
         out[name] = frame
     return out
+
+
+def round_trip(tables: Tables) -> Tables:
+    """Tables as they read back from CSV (pandas reads every float back to the bit: tests/unit/runs/test_store.py):
+    what a run outside any chapter returns, like one read from the store."""
+    return {name: pd.read_csv(io.StringIO(frame.to_csv(index=False))) for name, frame in tables.items()}
+
+
+def interleave(frames: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Per-seed tables of the same shape joined as one run of all seeds writes them: row by row, the seeds in
+    turn (row 0 of every seed, then row 1, ...)."""
+    if not frames:
+        return pd.DataFrame()
+    marked = [f.assign(_row=range(len(f)), _seed=k) for k, f in enumerate(frames)]
+    joined = pd.concat(marked, ignore_index=True).sort_values(["_row", "_seed"], kind="stable")
+    return joined.drop(columns=["_row", "_seed"]).reset_index(drop=True)

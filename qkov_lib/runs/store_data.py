@@ -7,34 +7,28 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ..data.registry import DataUnavailable
 from . import real_facts
 from .real_facts import DataFacts, facts_table, from_table
 from .real_setup import RealSetup
 from .store import Batch, Piece, setup_values
-from .store_modes import PLANNING
+from .store_modes import Deferred
 
 FACTS = "data-facts"  # the stored run's name in a chapter's folder
 T = TypeVar("T")
 
 
-def loaded(load: Callable[[], T]) -> T | None:
-    """``load()``, or None: while the store only plans (``results status``, ``store_modes.plan``: nothing is
-    computed, so no data is read; the data's identity in each key is its files' sha256, read all the same), or where
-    the dataset is not here (``DataUnavailable``: every run is then read from the store as it was stored, and a run
-    to compute names the files to get, ``store.Batch``)."""
-    if PLANNING:
-        return None
-    try:
-        return load()
-    except DataUnavailable:
-        return None
+def loaded(load: Callable[[], T]) -> Deferred[T]:
+    """``load()`` deferred: made where a run of the chapter's is computed (``store.Batch.compute``), never where the
+    store holds them all, nor while it plans (``results status``). The data's identity in each key is its files'
+    sha256, read all the same. Where the dataset is not here, a run to compute names the files to get before
+    anything is loaded (``store.Batch``)."""
+    return Deferred(load)
 
 
-def kept(data: Any | None, setup: RealSetup, uniform: Mapping[str, RealSetup] | None = None) -> DataFacts:
+def kept(data: Any, setup: RealSetup, uniform: Mapping[str, RealSetup] | None = None) -> DataFacts:
     """The facts of the chapter's data for ``setup`` (its data settings) and the uniform MRTA of each of ``uniform``'s
-    setups, from the store where it holds them, else computed from ``data`` (None: not here, and the store says
-    what to get) and stored, as a chapter's runs are."""
+    setups, from the store where it holds them, else computed from ``data`` (``loaded``) and stored, as a chapter's
+    runs are."""
     uniform = dict(uniform or {})
     values = {"setup": setup_values(setup), "uniform": {k: setup_values(s) for k, s in uniform.items()}}
     batch = Batch([Piece(FACTS, values)], [real_facts.__name__])

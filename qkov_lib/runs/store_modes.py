@@ -1,20 +1,27 @@
-"""How a chapter's stored computation runs when it is not there to compute: planned, or rechecked.
+"""How a chapter's stored computation runs when it is not there to compute: planned, or rechecked; and when every
+run is computed afresh (``forcing``).
 
 ``plan`` (``results status``): the chapter runs through its stored computations while the store holds every run of
 them, and stops at the first that it does not (``Planned``), computing nothing; each names its runs and their states.
 ``recheck`` (``results verify``, ``results rekey --recompute``): the chapter runs as far as the computation that holds
 the chosen runs; those are computed afresh from today's code, compared with the stored ones file by file (the sha256
 the seal records), and the chapter stops (``Rechecked``); nothing is written. A computation after the first (a run
-stored apart, ``core.chapter.apart``) is reached only where every run before it is current."""
+stored apart, ``core.chapter.apart``) is reached only where every run before it is current.
+
+``forcing`` (``reproduce --force``: ``OFF_ENV`` set to ``recompute``): every run is computed afresh, and stored only
+where the store holds none under its key or the stored one's files differ from it (``differences``); a run that
+computes the same bytes stays as it was stored, its commit and date with it. ``OFF_ENV`` set to ``off`` computes
+every run afresh and reads and writes none (a check of the store)."""
 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import pandas as pd
 
@@ -53,6 +60,29 @@ class RecheckError(Exception):
     """A run to recheck cannot be reached: a run before it is not current, or it is not a stored run."""
 
 
+T = TypeVar("T")
+
+
+class Deferred(Generic[T]):
+    """A task's argument made only where a task runs (``store.Batch.compute``), once: a chapter's data, which a page
+    made from stored runs never reads (its identity in the keys is its files' sha256)."""
+
+    def __init__(self, make: Callable[[], T]):
+        self._make, self._made = make, cast(list[T], [])
+
+    def value(self) -> T:
+        if not self._made:
+            self._made.append(self._make())
+        return self._made[0]
+
+
+def made(task: tuple) -> tuple:
+    """A task's arguments with each ``Deferred`` made."""
+    return tuple(a.value() if isinstance(a, Deferred) else a for a in task)
+
+
+OFF_ENV = "QKOV_STORE"  # "off": no stored run read or written; "recompute": every run computed afresh (``forcing``)
+RECOMPUTE = "recompute"
 PLANNING: list[list[RunState]] = []  # while ``plan`` runs a chapter: the states of its computations so far
 
 
@@ -92,24 +122,35 @@ class Recheck:
         return bool(chosen)
 
     def compare(self, folder: Path, name: str, tables: Mapping[str, pd.DataFrame], seconds: float) -> None:
-        """Set a recomputed run's files beside the stored run ``folder/name``: each table's sha256, and its constant
-        columns (``store_columns.factor``), as the seal records them."""
-        try:
-            stored = files.check(folder, name)
-        except results.ResultsError as err:
-            self.outcomes[name] = f"no committed run to compare with ({err})"
-            return
-        kept, constants = store_columns.factor(tables)
-        with tempfile.TemporaryDirectory() as tmp:
-            written = results.save(Path(tmp), name, kept, {})
-            now = {p.name: results.sha256_file(p) for p in written if p.suffix == ".csv"}
-        was = dict(stored.get("files") or {})
-        differ = sorted(n for n in was.keys() | now.keys() if was.get(n) != now.get(n))
-        same_constants = json.loads(json.dumps(constants, default=str)) == (stored.get(store_columns.META_KEY) or {})
-        self.outcomes[name] = "; ".join(
-            [*([f"files differ: {', '.join(differ)}"] if differ else []), *([] if same_constants else ["columns"])]
-        )
+        """Set a recomputed run's outcome beside the stored run ``folder/name`` (``differences``)."""
+        why = differences(folder, name, tables)
+        self.outcomes[name] = "no committed run to compare with" if why is None else why
         self.seconds[name] = seconds
+
+
+def differences(folder: Path, name: str, tables: Mapping[str, pd.DataFrame]) -> str | None:
+    """What differs between a computed run and the stored run ``folder/name``: each table's sha256, and its constant
+    columns (``store_columns.factor``), as the seal records them; '' where none, None where no sound run is stored."""
+    try:
+        stored = files.check(folder, name)
+    except results.ResultsError:
+        return None
+    kept, constants = store_columns.factor(tables)
+    with tempfile.TemporaryDirectory() as tmp:
+        written = results.save(Path(tmp), name, kept, {})
+        now = {p.name: results.sha256_file(p) for p in written if p.suffix == ".csv"}
+    was = dict(stored.get("files") or {})
+    differ = sorted(n for n in was.keys() | now.keys() if was.get(n) != now.get(n))
+    same_constants = json.loads(json.dumps(constants, default=str)) == (stored.get(store_columns.META_KEY) or {})
+    return "; ".join(
+        [*([f"files differ: {', '.join(differ)}"] if differ else []), *([] if same_constants else ["columns"])]
+    )
+
+
+def forcing() -> bool:
+    """Whether every run is computed afresh though the store holds it (``reproduce --force``), outside a plan or a
+    recheck."""
+    return os.environ.get(OFF_ENV, "").lower() == RECOMPUTE and not (PLANNING or RECHECKING)
 
 
 RECHECKING: list[Recheck] = []  # the recheck of the chapter ``recheck`` runs, if any

@@ -98,6 +98,12 @@ def _meta(path: Path) -> dict[str, Any]:
     return meta
 
 
+def meta_files(path: Path) -> list[str]:
+    """The file names a stored run's metadata (``path``) lists, unchecked (``files.plain_name`` checks each where it
+    becomes a path); StoreError naming the file where it is no run's metadata."""
+    return list(_meta(path).get("files", {}))
+
+
 def write_manifest(folder: Path, stems: Sequence[str] | None = None) -> None:
     """The folder's manifest: every file each stored run lists (``stems``: those runs; default every metadata in the
     folder), and the run's metadata, with their sha256."""

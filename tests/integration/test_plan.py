@@ -14,8 +14,9 @@ from fake_chapters import HEAD, TINY, tiny_book
 
 from qkov_lib.__main__ import main
 from qkov_lib.core import codehash, results
-from qkov_lib.runner import reproduce as runner
 from qkov_lib.runner import execute, units
+from qkov_lib.runner import plan as plan_module
+from qkov_lib.runner import reproduce as runner
 
 
 @pytest.fixture
@@ -217,9 +218,12 @@ def test_stored_only_starts_no_chapter_that_would_train(book, monkeypatch, capsy
         "other": "3 of 5 runs not in the store under today's key (3 stale)",
     }  # what the store lacks of each (stored.not_stored)
     monkeypatch.setattr(runner.stored, "not_stored", lambda chapter, *args: held[chapter])
+    to_compute = {"tiny": (0, None), "other": (3, 600.0)}  # what the store lacks, by the stored compute times
+    monkeypatch.setattr(plan_module, "stored_compute", lambda chapter, *args: to_compute[chapter])
     summary = runner.reproduce("smoke", [("x", 2)], ["tiny", "other"], out_dir=nb, results_root=res, stored_only=True)
     assert summary.done == {"ran": ["tiny"], "deferred": ["other"]} and summary.failures == []
     said = capsys.readouterr().out
+    assert "2 chapters: 0 current, 1 to run, 1 deferred (no stored run to compute)" in said  # not 3, 10 CPU-min
     assert "not starting other (no results for 'other' in " in said
     assert "): 3 of 5 runs not in the store under today's key (3 stale), and --stored-only trains nothing" in said
     page = nbformat.read(nb / "other.ipynb", as_version=4).cells[0].source

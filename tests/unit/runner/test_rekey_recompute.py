@@ -33,7 +33,7 @@ def test_a_setting_that_computes_the_same_is_re_keyed_after_one_run_comes_back_b
         runs([1, 2, 3])
     folder = tmp_path / "store" / "default" / "tiny"
     states = store_modes.plan(lambda: runs([1, 2, 3], setting=False), Scope("tiny", "default"))
-    assert [(s.state, s.why) for s in states] == [("stale", ("setup (setting)",))] * 3
+    assert [(s.state, s.why) for s in states] == [("stale", ("setup (setting: null -> false)",))] * 3
     check = store_modes.recheck(
         lambda: runs([1, 2, 3], setting=False), Scope("tiny", "default"), frozenset({"cond-seed1"}), stale=True
     )

@@ -33,6 +33,10 @@ def test_each_finished_run_gives_a_line_with_elapsed_and_time_left(tmp_path, mon
     seen.poll()  # nothing new for LOG_INTERVAL seconds: a line of where it stands
     assert out.getvalue().splitlines()[-1] == "  sva (official): 1 of 4 runs done; 11 min elapsed, about 15 min left"
     assert watch.minutes(45) == "45 s" and watch.minutes(9000) == "2.5 h"
+    note, heard = watch.Watch(tmp_path / "notes.jsonl", "official", io.StringIO()), "sva: b-seed2 replaced (x)"
+    events(tmp_path / "notes.jsonl", {"event": "note", "text": heard, "time": 1.0})
+    note.poll()  # what a computation says (``runs.store``, under --force), as it says it
+    assert note.out.getvalue() == f"  {heard}\n"
 
 
 def test_a_stored_computation_writes_its_events_where_the_runner_asks(tmp_path, monkeypatch):

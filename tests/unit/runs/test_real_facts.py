@@ -55,7 +55,6 @@ def test_a_page_without_its_data_is_made_from_the_stored_runs(stored, monkeypatc
     setup, run, data = stored
     shutil.rmtree(data)
     data.mkdir()  # the folder named, the dataset not in it
-    assert store_data.loaded(lambda: chapter.data(setup)) is None
     with scoped(Scope("hatexplain", "default", chapter.DATASETS, True)) as scope:
         again = chapter.run(setup, device=CPU, progress=False)
     pd.testing.assert_frame_equal(again.per_seed, run.per_seed, check_exact=True)
@@ -90,6 +89,19 @@ def test_other_data_is_no_stored_run_of_this_key(stored):
     with scoped(Scope("hatexplain", "default", chapter.DATASETS, True)) as scope:
         again = chapter.run(setup, device=CPU, progress=False)
     assert not any(u["from_store"] for u in scope.used) and again.data.info != run.data.info
+
+
+def test_a_page_made_from_the_store_loads_no_data_though_it_is_here(stored, monkeypatch):
+    """The data is loaded where a run is computed (``store_data.loaded``), never to read stored runs: a page of a
+    chapter the store holds whole costs no preparation of its dataset."""
+    setup, run, _ = stored
+    monkeypatch.setattr(chapter, "data", lambda s: pytest.fail("the data was loaded to read stored runs"))
+    with scoped(Scope("hatexplain", "default", chapter.DATASETS, True)) as scope:
+        again = chapter.run(setup, device=CPU, progress=False)
+    assert all(u["from_store"] and "data_unseen" not in u for u in scope.used) and again.data == run.data
+    made = []
+    deferred = store_data.loaded(lambda: made.append(1) or "data")
+    assert made == [] and deferred.value() == deferred.value() == "data" and made == [1]  # made once, when asked
 
 
 def test_listing_the_runs_reads_no_data(stored, monkeypatch):

@@ -115,8 +115,8 @@ def test_a_changed_setting_is_stale_and_named_then_recomputed(roots):
         compute([0, 1])
     states = store.plan(lambda: compute([0, 1], scale=2.0), Scope("tiny", "default"))
     assert [(s.name, s.state, s.why) for s in states] == [
-        ("run-seed0", "stale", ("setup (scale)",)),
-        ("run-seed1", "stale", ("setup (scale)",)),
+        ("run-seed0", "stale", ("setup (scale: 1.0 -> 2.0)",)),
+        ("run-seed1", "stale", ("setup (scale: 1.0 -> 2.0)",)),
     ]
     assert states[0].commit is not None and states[0].compute_s is not None
     assert CALLS == [0, 1]  # planning computes nothing
@@ -264,6 +264,8 @@ def test_a_run_name_is_a_file_stem_and_unique():
         "qkov_lib.runs.squad_runs",
         "qkov_lib.runs.synthetic_runs",
         "qkov_lib.runs.fixed_attention",
+        "qkov_lib.theory.instance",
+        "qkov_lib.theory.factorised",
     ],
 )
 def test_the_computations_import_no_page_code(module):
@@ -291,6 +293,33 @@ def test_the_store_turned_off_computes_everything_and_keeps_nothing(roots, monke
         "manifest.json",
         "run-seed0.json",
     ]
+
+
+def test_force_recomputes_stored_runs_keeps_the_same_and_replaces_a_forgery(roots, monkeypatch, capsys):
+    """``reproduce --force`` (``QKOV_STORE=recompute``): every run is computed afresh. One that computes its stored
+    bytes is left as stored (its metadata, commit and compute time unchanged); a forged run, resealed and written into
+    the manifest by hand so that the seal and the manifest pass, is replaced by the honest one, and named."""
+    with scoped(Scope("tiny", "default")):
+        compute([0, 1])
+    folder = roots / "store" / "default" / "tiny"
+    (folder / "run-seed1.csv").write_text("seed,value,label\n1,9.0,forged\n")
+    body = json.loads((folder / "run-seed1.json").read_text())
+    body["files"]["run-seed1.csv"] = results.sha256_file(folder / "run-seed1.csv")
+    results.write_meta(folder, "run-seed1", body)
+    store_verify.write_manifest(folder)  # the forgery passes the seal and the manifest: the store serves it
+    with scoped(Scope("tiny", "default")):
+        assert compute([1])[0]["main"]["label"].iloc[0] == "forged" and CALLS == [0, 1]
+    honest = (folder / "run-seed0.json").read_bytes()
+    monkeypatch.setenv(store.OFF_ENV, store_modes.RECOMPUTE)
+    capsys.readouterr()
+    with scoped(Scope("tiny", "default")) as scope:
+        tables = compute([0, 1])
+        assert [u["from_store"] for u in scope.used] == [False, False]
+    assert CALLS == [0, 1, 0, 1]  # both computed afresh
+    assert "0 of 2 runs from the store, 2 to compute" in (out := capsys.readouterr().out)
+    assert "run-seed1 replaced, its stored run differed (files differ: run-seed1.csv)" in out
+    assert "run-seed0 replaced" not in out and (folder / "run-seed0.json").read_bytes() == honest
+    assert tables[1]["main"]["label"].iloc[0] == "x y" and not store_verify.verify(roots / "store")
 
 
 def test_a_sealed_run_its_manifest_does_not_name_is_never_read(roots):
