@@ -16,7 +16,7 @@ from ..metrics.verdicts import CHECK, EXACT, ODE_MATCH, Claim, check, claim_tabl
 from ..present.plots import line_panels
 from ..present.tables import readable
 from ..present.text import scientific
-from ..runs import theory_runs
+from ..runs import symbolic_runs, theory_runs
 from ..theory import instance, symbolic
 from ..theory.instance import CASE_LABELS, ERROR_LABELS, ERRORS, InstanceConfig
 
@@ -76,11 +76,11 @@ def run(setup: Setup, *, device: torch.device | None = None, progress: bool = Tr
     """The symbolic reduction, the exact instances, the assumption cases and the full-matrix flows; an error where
     sympy does not prove an identity or the theorem is not exact where every assumption holds (and inexact under
     Assumption 1 as printed). Exact or solved to tolerance on the CPU: ``device`` and ``progress`` are unused here."""
-    checks = theory_runs.symbolic_checks()  # stored: sympy's proofs take seconds
+    checks = symbolic_runs.symbolic_checks()  # stored: sympy's proofs take seconds
     table = symbolic.as_table(checks)
     if not table["holds"].all():
         raise RuntimeError(f"sympy does not prove these identities:\n{table[~table['holds']]}")
-    norm_rates = theory_runs.norm_rates()
+    norm_rates = symbolic_runs.norm_rates()
     sizes = instance.size_checks(setup.sizes, setup.seed, list(setup.points))
     first = setup.instances()[0]
     cases = instance.assumption_cases(first, list(setup.points))

@@ -1,8 +1,8 @@
-"""The theory chapters' long computations as stored runs (``store``): Theorem 1's symbolic reduction (sympy's
-proofs, each expression kept as its ``srepr`` and read back by sympy), its full-matrix gradient flows, and Lemmas 1
-and 4's conservation along gradient flow and descent. Each is one run, keyed by the values that reach it and the
-code of the theory module that computes it, so that the pages, and ``results status``, which runs a chapter through
-its stored runs, take seconds; the exact instances stay live (they take about a second)."""
+"""The theory chapters' long numerical solves as stored runs (``store``): Theorem 1's full-matrix gradient flows and
+Lemmas 1 and 4's conservation along gradient flow and descent (its symbolic reduction: ``symbolic_runs``). Each is
+one run, keyed by the values that reach it and the code of the theory module that computes it, so that the pages,
+and ``results status``, which runs a chapter through its stored runs, take seconds; the exact instances stay live
+(they take about a second)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
-import sympy as sp
 
-from ..theory import factorised, instance, symbolic
+from ..theory import factorised, instance
 from ..theory.instance import InstanceConfig
 from .store import Batch, Piece
 
 
-def _one(name: str, values: Mapping[str, Any], fn: Callable[..., Any], args: tuple, as_table: Callable) -> pd.DataFrame:
+def one_run(
+    name: str, values: Mapping[str, Any], fn: Callable[..., Any], args: tuple, as_table: Callable
+) -> pd.DataFrame:
     """The run ``name`` of ``fn(*args)`` (a theory module's function, or a partial of one: that module's code in the
     key), read where stored, else computed and kept (``as_table``: its result as the table stored)."""
     batch = Batch([Piece(name, values)], [getattr(fn, "func", fn).__module__])
@@ -30,7 +31,7 @@ def _one(name: str, values: Mapping[str, Any], fn: Callable[..., Any], args: tup
 def flows(config: InstanceConfig, ratios: Sequence[float], t_end: float) -> pd.DataFrame:
     """``instance.flow_comparison``: the full-matrix flows beside Theorem 1's ODE, for each ratio (Section 6.1)."""
     values = {"instance": dataclasses.asdict(config), "ratios": list(ratios), "t_end": t_end}
-    return _one("flows", values, instance.flow_comparison, (config, list(ratios), t_end), lambda t: t)
+    return one_run("flows", values, instance.flow_comparison, (config, list(ratios), t_end), lambda t: t)
 
 
 def conservation(seed: int, **options: Any) -> dict[str, float]:
@@ -38,37 +39,5 @@ def conservation(seed: int, **options: Any) -> dict[str, float]:
     imbalance after gradient flow and after gradient descent, relative to the start's size."""
     values = {"seed": seed, **{k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}}
     fn = functools.partial(factorised.conservation_checks, **options)
-    table = _one("conservation", values, fn, (seed,), lambda row: pd.DataFrame([row]))
+    table = one_run("conservation", values, fn, (seed,), lambda row: pd.DataFrame([row]))
     return {str(k): float(v) for k, v in table.iloc[0].items()}
-
-
-def symbolic_checks() -> list[symbolic.Check]:
-    """``symbolic.theorem1_checks``: each identity, the derived and the printed expression, and whether sympy proves
-    them equal (Theorem 1's reduction, Appendix B)."""
-    table = _one("symbolic", {}, symbolic.theorem1_checks, (), _checks_table)
-    return [
-        symbolic.Check(r.identity, sp.sympify(r.derived), sp.sympify(r.paper), bool(r.holds))
-        for r in table.itertuples()
-    ]
-
-
-def norm_rates() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
-    """``symbolic.general_norm_rates``: what the derivation gives for tokens of norm c."""
-    table = _one(
-        "norm-rates",
-        {},
-        symbolic.general_norm_rates,
-        (),
-        lambda rates: pd.DataFrame({"srepr": [sp.srepr(e) for e in rates]}),
-    )
-    d_ov, d_qk, score = (sp.sympify(text) for text in table["srepr"])
-    return d_ov, d_qk, score
-
-
-def _checks_table(checks: list[symbolic.Check]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {"identity": c.name, "derived": sp.srepr(c.derived), "paper": sp.srepr(c.paper), "holds": c.holds}
-            for c in checks
-        ]
-    )

@@ -7,7 +7,7 @@ import pytest
 import sympy as sp
 
 from qkov_lib.core.chapter import Scope, scoped
-from qkov_lib.runs import theory_runs
+from qkov_lib.runs import symbolic_runs, theory_runs
 from qkov_lib.theory import factorised, instance, symbolic
 from qkov_lib.theory.instance import InstanceConfig
 from tests.unit.runs.test_store import roots  # noqa: F401 (the store of the test's own)
@@ -25,11 +25,11 @@ def test_the_stored_solves_are_the_theorys_numbers_to_the_bit():
 
 def test_sympys_proofs_read_back_as_the_same_expressions():
     """Each expression is stored as its ``srepr`` and read back by sympy: the same tree, so the same LaTeX."""
-    stored, live = theory_runs.symbolic_checks(), symbolic.theorem1_checks()
+    stored, live = symbolic_runs.symbolic_checks(), symbolic.theorem1_checks()
     assert [(c.name, sp.srepr(c.derived), sp.srepr(c.paper), c.holds) for c in stored] == [
         (c.name, sp.srepr(c.derived), sp.srepr(c.paper), c.holds) for c in live
     ]
-    assert [sp.srepr(e) for e in theory_runs.norm_rates()] == [sp.srepr(e) for e in symbolic.general_norm_rates()]
+    assert [sp.srepr(e) for e in symbolic_runs.norm_rates()] == [sp.srepr(e) for e in symbolic.general_norm_rates()]
 
 
 @pytest.mark.usefixtures("roots")
