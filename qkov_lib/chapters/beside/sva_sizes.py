@@ -8,9 +8,6 @@ module writes (``book/generated/sva_sizes.md``); a test regenerates it from the 
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import pandas as pd
 
 from ...core import files
@@ -19,6 +16,7 @@ from ...core.paths import REPO_ROOT, STORE_ROOT
 from ...runs import real_facts
 from ...runs.store_data import FACTS
 from .. import sva
+from . import generated
 
 OUT = REPO_ROOT / "book" / "generated" / "sva_sizes.md"
 HEADER = (
@@ -60,14 +58,7 @@ def markdown(frame: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="write here (default: print)")
-    args = parser.parse_args(argv)
-    text = markdown(table(facts()))
-    if args.out is None:
-        print(text, end="")
-    else:
-        args.out.write_text(text, encoding="utf-8")
+    generated.main(__doc__.splitlines()[0], lambda: markdown(table(facts())), argv)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ table this module writes (``book/generated/uniform.md``); a test regenerates it 
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +18,7 @@ import pandas as pd
 from ...data import authors
 from ...runs.real_facts import uniform_mrta_of
 from .. import hatexplain
+from . import generated
 
 OUT = Path(__file__).resolve().parents[3] / "book" / "generated" / "uniform.md"
 TOKENS = ("words", "wordpiece")
@@ -64,14 +64,7 @@ def markdown(frame: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="write here (default: print)")
-    args = parser.parse_args(argv)
-    text = markdown(table())
-    if args.out is None:
-        print(text, end="")
-    else:
-        args.out.write_text(text, encoding="utf-8")
+    generated.main(__doc__.splitlines()[0], lambda: markdown(table()), argv)
 
 
 if __name__ == "__main__":
