@@ -19,6 +19,8 @@ def test_a_kernel_runs_over_unix_sockets_in_a_folder_removed_after(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     with execute.kernel_sockets() as sockets:
+        if not sockets:  # a temporary folder whose path is too long for a socket: TCP, as documented
+            pytest.skip("the temporary folder's path is too long for a Unix socket here")
         ran = papermill.execute_notebook(
             nb, str(tmp_path / "out.ipynb"), kernel_name="python3", progress_bar=False, **sockets
         )
